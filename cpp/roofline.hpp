@@ -1,0 +1,16 @@
+// The memory rooflines every benchmark is measured against: writing or
+// copying the kernel's output bytes with all threads, as fast as the machine
+// allows. Defined once here so that every kernel's figure means the same.
+#pragma once
+
+#include <cstdint>
+
+namespace posembed {
+
+// memset of n bytes split over `threads` threads; `stream` uses
+// non-temporal stores instead of the C library's memset.
+void roofline_fill(char* dst, int64_t n, unsigned char value, int threads, bool stream);
+// memcpy of n bytes split over `threads` threads.
+void roofline_copy(char* dst, const char* src, int64_t n, int threads, bool stream);
+
+}  // namespace posembed

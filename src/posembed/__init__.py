@@ -1,0 +1,30 @@
+"""posembed: fast, checked kernels for learned position embeddings.
+
+The core is C++ (OpenMP threads, SIMD) behind a thin NumPy API; every kernel
+has a plain NumPy twin in :mod:`posembed.reference`.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from posembed import reference
+from posembed._embedding import LearnedPositionEmbedding
+from posembed._gather import gather
+from posembed._runtime import config, get_num_threads, set_num_threads, show_config
+
+try:
+    __version__ = version("posembed")
+except PackageNotFoundError:  # running from a source tree
+    __version__ = "0+unknown"
+
+__all__ = [
+    "LearnedPositionEmbedding",
+    "__version__",
+    "config",
+    "gather",
+    "get_num_threads",
+    "reference",
+    "set_num_threads",
+    "show_config",
+]

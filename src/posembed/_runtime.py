@@ -1,0 +1,54 @@
+"""Thread count and build facts."""
+
+from __future__ import annotations
+
+import operator
+import platform
+import sys
+from typing import Any, TextIO
+
+from posembed import _core
+
+
+def set_num_threads(n: int | None) -> None:
+    """Use at most ``n`` threads in every kernel; ``None`` restores the default.
+
+    The default is ``OMP_NUM_THREADS`` when set, else the number of CPUs
+    OpenMP sees. Results never depend on the thread count.
+    """
+    if n is None:
+        _core.set_num_threads(0)
+        return
+    if isinstance(n, bool):
+        raise TypeError(f"n must be an integer or None; got bool {n!r}")
+    try:
+        k = operator.index(n)
+    except TypeError:
+        raise TypeError(f"n must be an integer or None; got {type(n).__name__} {n!r}") from None
+    if k < 1:
+        raise ValueError(f"n must be at least 1 (or None for the default); got {k}")
+    _core.set_num_threads(min(k, 1 << 16))
+
+
+def get_num_threads() -> int:
+    """The number of threads a large kernel call uses."""
+    return _core.get_num_threads()
+
+
+def config() -> dict[str, Any]:
+    """Build and run-time facts: version, compiler, OpenMP, SIMD level, threads."""
+    from posembed import __version__
+
+    facts: dict[str, Any] = {"version": __version__, "python": platform.python_version()}
+    facts.update(_core.config())
+    facts["machine"] = platform.machine()
+    return facts
+
+
+def show_config(file: TextIO | None = None) -> None:
+    """Print :func:`config` as aligned ``name: value`` lines."""
+    out = sys.stdout if file is None else file
+    facts = config()
+    width = max(map(len, facts))
+    for key, value in facts.items():
+        print(f"{key:<{width}} : {value}", file=out)

@@ -1,0 +1,285 @@
+"""The benchmark behind ``posembed bench`` and the ``bench/`` pytest-benchmark suite.
+
+Every figure is a ratio measured in one run: posembed against its NumPy
+reference twin, plain NumPy, PyTorch (when installed) and the memory
+roofline of the same output bytes on the same threads.
+
+Rooflines
+---------
+*write*: a parallel memset of the kernel's output bytes with all threads;
+*copy*: a parallel memcpy of that many bytes. Each is *warm* (the
+destination was written before, as for an ``out=`` call) or *fresh* (the
+destination is newly allocated each time, as for a kernel that returns a new
+array, so page faults count). The fill byte is non-zero on purpose: some
+machines write all-zero cache lines far faster than data, which would make a
+zero-fill roofline no kernel could honestly reach.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import posembed
+from posembed import _core, reference
+
+FILL_BYTE = 0x5A
+COLUMNS = ("reference", "numpy", "torch", "posembed")
+
+
+@dataclass
+class Case:
+    """One benchmarked problem: the same work done by each implementation."""
+
+    kernel: str
+    name: str
+    shape: str
+    out_bytes: int
+    impls: dict[str, Callable[[], object]]
+    roofline: str | None = None  # "write warm", "write fresh", "copy warm", ...
+    check: Callable[[], bool] | None = None  # posembed agrees with numpy
+
+
+@dataclass
+class Result:
+    kernel: str
+    name: str
+    shape: str
+    out_bytes: int
+    roofline: str | None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def speedup(self, other: str) -> float | None:
+        if other not in self.seconds or "posembed" not in self.seconds:
+            return None
+        return self.seconds[other] / self.seconds["posembed"]
+
+    def roofline_fraction(self) -> float | None:
+        return self.speedup("roofline")
+
+    def gbps(self) -> float | None:
+        t = self.seconds.get("posembed")
+        return self.out_bytes / t / 1e9 if t and self.out_bytes else None
+
+
+def roofline(kind: str, nbytes: int) -> Callable[[], object]:
+    """The roofline callable for ``kind`` ("write warm", "copy fresh", ...) over nbytes."""
+    op, state = kind.split()
+    if state not in ("warm", "fresh") or op not in ("write", "copy"):
+        raise ValueError(f"unknown roofline {kind!r}")
+    src = np.full(nbytes, 0x3C, np.uint8) if op == "copy" else None
+    if state == "warm":
+        dst = np.empty(nbytes, np.uint8)
+        _core.roofline_fill(dst, FILL_BYTE)
+        if src is None:
+            return lambda: _core.roofline_fill(dst, FILL_BYTE)
+        return lambda: _core.roofline_copy(dst, src)
+    if src is None:
+        return lambda: _core.roofline_fill(np.empty(nbytes, np.uint8), FILL_BYTE)
+    return lambda: _core.roofline_copy(np.empty(nbytes, np.uint8), src)
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(posembed.get_num_threads())
+    return torch
+
+
+def gather_cases() -> list[Case]:
+    """The gather problems of the speed targets (issue 2), float32 tables."""
+    rng = np.random.default_rng(0)
+    torch = _torch()
+    cases = []
+
+    # The headline: 32x1024 int64 positions into a 2048x1024 table, out= given.
+    table = rng.standard_normal((2048, 1024), dtype=np.float32)
+    pos = rng.integers(0, 2048, (32, 1024), dtype=np.int64)
+    out = np.empty((32, 1024, 1024), np.float32)
+    ref_out = np.empty_like(out)
+    np_out = np.empty_like(out)
+    impls: dict[str, Callable[[], object]] = {
+        "reference": lambda: reference.gather(table, pos, out=ref_out),
+        "numpy": lambda: np.take(table, pos, axis=0, out=np_out),
+        "posembed": lambda: posembed.gather(table, pos, out=out),
+    }
+    if torch is not None:
+        t_table, t_pos = torch.from_numpy(table), torch.from_numpy(pos.ravel())
+        t_out = torch.empty((pos.size, 1024))
+        impls["torch"] = lambda: torch.index_select(t_table, 0, t_pos, out=t_out)
+    shape = "32x1024 pos, 2048x1024 f32"
+    cases.append(Case("gather", "out= given", shape, out.nbytes, impls, "write warm",
+                      lambda: bool(np.array_equal(posembed.gather(table, pos, out=out),
+                                                  np.take(table, pos, axis=0)))))
+
+    # Same work, a new output each call (page faults included).
+    impls = {
+        "reference": lambda: reference.gather(table, pos),
+        "numpy": lambda: table[pos],
+        "posembed": lambda: posembed.gather(table, pos),
+    }
+    if torch is not None:
+        t_pos2 = torch.from_numpy(pos)
+        impls["torch"] = lambda: torch.nn.functional.embedding(t_pos2, t_table)
+    cases.append(Case("gather", "fresh output", shape, out.nbytes, impls, "write fresh",
+                      lambda: bool(np.array_equal(posembed.gather(table, pos), table[pos]))))
+
+    # An output that stays in cache: 512 positions, out= given.
+    pos_s = rng.integers(0, 2048, 512, dtype=np.int64)
+    out_s = np.empty((512, 1024), np.float32)
+    ref_s, np_s = np.empty_like(out_s), np.empty_like(out_s)
+    impls = {
+        "reference": lambda: reference.gather(table, pos_s, out=ref_s),
+        "numpy": lambda: np.take(table, pos_s, axis=0, out=np_s),
+        "posembed": lambda: posembed.gather(table, pos_s, out=out_s),
+    }
+    if torch is not None:
+        t_pos_s, t_out_s = torch.from_numpy(pos_s), torch.empty((512, 1024))
+        impls["torch"] = lambda: torch.index_select(t_table, 0, t_pos_s, out=t_out_s)
+    cases.append(Case("gather", "in cache, out=", "512 pos, 2048x1024 f32", out_s.nbytes, impls,
+                      "write warm",
+                      lambda: bool(np.array_equal(posembed.gather(table, pos_s, out=out_s),
+                                                  table[pos_s]))))
+
+    # Call overhead: one row of a small table.
+    small = rng.standard_normal((128, 64), dtype=np.float32)
+    impls = {
+        "reference": lambda: reference.gather(small, 3),
+        "numpy": lambda: np.take(small, 3, axis=0),
+        "posembed": lambda: posembed.gather(small, 3),
+    }
+    cases.append(Case("gather", "one row", "1 pos, 128x64 f32", small.shape[1] * 4, impls, None,
+                      lambda: bool(np.array_equal(posembed.gather(small, 3), small[3]))))
+    return cases
+
+
+def all_cases() -> list[Case]:
+    return gather_cases()
+
+
+def _timer(fn: Callable[[], object]) -> Callable[[], float]:
+    """Seconds per call of fn, batching calls that are too short to time alone."""
+    t0 = time.perf_counter()
+    fn()
+    once = time.perf_counter() - t0
+    number = max(1, min(10_000, int(2e-3 / max(once, 1e-9))))
+
+    def timed() -> float:
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        return (time.perf_counter() - start) / number
+
+    return timed
+
+
+def measure(case: Case, repeat: int) -> Result:
+    """Median seconds per implementation; rounds interleave the implementations
+    so that drift in the machine's speed hits them all alike."""
+    if case.check is not None and not case.check():
+        raise AssertionError(f"{case.kernel} {case.name}: posembed disagrees with numpy")
+    fns = dict(case.impls)
+    if case.roofline:
+        fns["roofline"] = roofline(case.roofline, case.out_bytes)
+    timers = {k: _timer(f) for k, f in fns.items()}
+    samples: dict[str, list[float]] = {k: [] for k in timers}
+    for _ in range(repeat):
+        for k, timer in timers.items():
+            samples[k].append(timer())
+    seconds = {k: float(np.median(v)) for k, v in samples.items()}
+    return Result(case.kernel, case.name, case.shape, case.out_bytes, case.roofline, seconds)
+
+
+def run(quick: bool = False, repeat: int | None = None,
+        progress: Callable[[str], None] | None = None) -> list[Result]:
+    reps = repeat if repeat is not None else (5 if quick else 15)
+    results = []
+    for case in all_cases():
+        if progress is not None:
+            progress(f"{case.kernel}: {case.name} ({case.shape})")
+        results.append(measure(case, reps))
+    return results
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    torch = _torch()
+    return {
+        "date": datetime.date.today().isoformat(),
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "threads": posembed.get_num_threads(),
+        "simd": posembed.config()["simd"],
+        "posembed": posembed.__version__,
+        "numpy": np.__version__,
+        "torch": None if torch is None else torch.__version__,
+    }
+
+
+def _fmt_time(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} us"
+    return f"{s * 1e3:.2f} ms"
+
+
+def _fmt_ratio(r: float | None) -> str:
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def format_results(results: list[Result], info: dict[str, Any] | None = None) -> str:
+    """A plain-text table; speed-ups are other / posembed time (above 1 is faster)."""
+    head = ["kernel", "case", "shape", *COLUMNS, "vs ref", "vs numpy", "vs torch", "GB/s",
+            "roofline", "of roofline"]
+    rows = [head]
+    for r in results:
+        gbps = r.gbps()
+        rows.append([
+            r.kernel, r.name, r.shape, *(_fmt_time(r.seconds.get(c)) for c in COLUMNS),
+            _fmt_ratio(r.speedup("reference")), _fmt_ratio(r.speedup("numpy")),
+            _fmt_ratio(r.speedup("torch")), "-" if gbps is None else f"{gbps:.1f}",
+            r.roofline or "-", _fmt_ratio(r.roofline_fraction()),
+        ])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    if info:
+        lines.insert(0, ", ".join(f"{k}: {v}" for k, v in info.items()))
+        lines.insert(1, "")
+    lines.append("")
+    lines.append("times are medians; 'vs X' = X time / posembed time; 'of roofline' = roofline "
+                 "time / posembed time")
+    return "\n".join(lines)
+
+
+def to_json(results: list[Result], info: dict[str, Any]) -> str:
+    return json.dumps({
+        "machine": info,
+        "results": [
+            {"kernel": r.kernel, "case": r.name, "shape": r.shape, "out_bytes": r.out_bytes,
+             "roofline": r.roofline, "seconds": r.seconds,
+             "speedup": {c: r.speedup(c) for c in ("reference", "numpy", "torch")},
+             "roofline_fraction": r.roofline_fraction()}
+            for r in results
+        ],
+    }, indent=2)

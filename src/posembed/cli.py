@@ -1,0 +1,58 @@
+"""The ``posembed`` command: ``posembed bench`` and ``posembed config``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from posembed import bench, set_num_threads
+
+    if args.threads is not None:
+        set_num_threads(args.threads)
+    info = bench.machine()
+    results = bench.run(quick=args.quick, repeat=args.repeat,
+                        progress=lambda s: print(f"  measuring {s}", file=sys.stderr))
+    print(bench.format_results(results, info))
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(bench.to_json(results, info))
+        print(f"\nraw figures written to {args.json}")
+    return 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    from posembed import show_config
+
+    show_config()
+    return 0
+
+
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1; got {n}")
+    return n
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="posembed", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("bench", help="time every kernel against NumPy, PyTorch and the roofline")
+    p.add_argument("--quick", action="store_true", help="fewer repeats (under 30 s)")
+    p.add_argument("--repeat", type=_positive, help="timed rounds per implementation")
+    p.add_argument("--threads", type=_positive, help="threads for posembed (and PyTorch)")
+    p.add_argument("--json", metavar="FILE", help="also write the raw figures as JSON")
+    p.set_defaults(func=_bench)
+
+    p = sub.add_parser("config", help="print version, compiler, OpenMP, SIMD level, threads")
+    p.set_defaults(func=_config)
+
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
