@@ -16,11 +16,9 @@ _FLOAT_NAMES = ("float16", "bfloat16", "float32", "float64")
 def table_dtype(dtype: Any) -> np.dtype[Any]:
     """A float dtype for an embedding table: float16, bfloat16, float32 or float64."""
     try:
-        dt = np.dtype(dtype)
+        dt: np.dtype[Any] = np.dtype(dtype)
     except TypeError:
-        raise TypeError(
-            f"dtype must be one of {', '.join(_FLOAT_NAMES)}; got {dtype!r}"
-        ) from None
+        raise TypeError(f"dtype must be one of {', '.join(_FLOAT_NAMES)}; got {dtype!r}") from None
     if dt.name not in _FLOAT_NAMES:
         raise TypeError(f"dtype must be one of {', '.join(_FLOAT_NAMES)}; got {dt.name}")
     return dt
@@ -34,7 +32,8 @@ def init_std_value(init_std: Any, embed_dim: int) -> float:
         raise ValueError(f"init_std must be a number >= 0 or 'scaled'; got {init_std!r}")
     if isinstance(init_std, (bool, np.bool_)) or not isinstance(init_std, (int, float, np.number)):
         raise TypeError(
-            f"init_std must be a number >= 0 or 'scaled'; got {type(init_std).__name__} {init_std!r}"
+            "init_std must be a number >= 0 or 'scaled'; "
+            f"got {type(init_std).__name__} {init_std!r}"
         )
     std = float(init_std)
     if not math.isfinite(std) or std < 0:
@@ -81,7 +80,9 @@ class LearnedPositionEmbedding:
         t = v.as_table(table)
         table_dtype(t.dtype)
         if 0 in t.shape:
-            raise ValueError(f"table must have at least one row and one column; got shape {t.shape}")
+            raise ValueError(
+                f"table must have at least one row and one column; got shape {t.shape}"
+            )
         self = cls.__new__(cls)
         self.embeddings = np.array(t, copy=True) if copy else t
         self.init_std = float("nan")

@@ -72,7 +72,9 @@ def as_positions(positions: Any, rows: int, mode: str, name: str = "positions") 
             raise TypeError(
                 f"{name} must be integers; got a bool array (a mask? use numpy.flatnonzero(mask))"
             )
-        raise TypeError(f"{name} must be integers (int8..int64, uint8..uint64); got dtype {p.dtype}")
+        raise TypeError(
+            f"{name} must be integers (int8..int64, uint8..uint64); got dtype {p.dtype}"
+        )
     if not (p.flags.c_contiguous and p.dtype.isnative):
         p = np.ascontiguousarray(p, dtype=p.dtype.newbyteorder("="))
     return p
@@ -112,16 +114,18 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype[Any], **inputs: 
     if not out.flags.writeable:
         raise ValueError("out must be writeable; got a read-only array")
     if not out.flags.c_contiguous:
-        raise ValueError("out must be C-contiguous; got a non-contiguous array (strides "
-                         f"{out.strides})")
+        raise ValueError(
+            f"out must be C-contiguous; got a non-contiguous array (strides {out.strides})"
+        )
     for name, arr in inputs.items():
         if np.may_share_memory(out, arr) and _shares(out, arr):
             raise ValueError(f"out must not overlap {name}: they share memory")
 
 
 def _shares(a: np.ndarray, b: np.ndarray) -> bool:
+    work: Any = 1 << 20  # bounded effort; NumPy's stubs only admit -1 and 0
     try:
-        return bool(np.shares_memory(a, b, max_work=1 << 20))
+        return bool(np.shares_memory(a, b, max_work=work))
     except np.exceptions.TooHardError:
         return True  # cannot prove them disjoint
 
@@ -132,7 +136,9 @@ def positive_int(value: Any, name: str) -> int:
     try:
         n = operator.index(value)
     except TypeError:
-        raise TypeError(f"{name} must be an integer; got {type(value).__name__} {value!r}") from None
+        raise TypeError(
+            f"{name} must be an integer; got {type(value).__name__} {value!r}"
+        ) from None
     if n <= 0:
         raise ValueError(f"{name} must be a positive integer; got {n}")
     return n

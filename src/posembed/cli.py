@@ -12,8 +12,11 @@ def _bench(args: argparse.Namespace) -> int:
     if args.threads is not None:
         set_num_threads(args.threads)
     info = bench.machine()
-    results = bench.run(quick=args.quick, repeat=args.repeat,
-                        progress=lambda s: print(f"  measuring {s}", file=sys.stderr))
+    results = bench.run(
+        quick=args.quick,
+        repeat=args.repeat,
+        progress=lambda s: print(f"  measuring {s}", file=sys.stderr),
+    )
     print(bench.format_results(results, info))
     if args.json:
         with open(args.json, "w") as f:

@@ -53,8 +53,10 @@ def gather(
         bad = (p < 0) | (p >= rows)
         if bad.any():
             where = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise IndexError(f"position {p[where]} at positions{list(where)} is out of range "
-                             f"for a table of {rows} rows")
+            raise IndexError(
+                f"position {p[where]} at positions{list(where)} is out of range "
+                f"for a table of {rows} rows"
+            )
         rows_taken = p
     elif p.size > 0 and rows == 0:
         raise IndexError("cannot clip or wrap into a table of 0 rows")
@@ -64,7 +66,7 @@ def gather(
         rows_taken = p % np.uint64(max(rows, 1))
     else:
         rows_taken = p % max(rows, 1)  # floor modulo: -1 -> rows - 1
-    result = table[np.asarray(rows_taken).astype(np.int64)]
+    result: np.ndarray = table[np.asarray(rows_taken).astype(np.int64)]
 
     if out is not None:
         if not isinstance(out, np.ndarray):

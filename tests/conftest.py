@@ -1,0 +1,69 @@
+"""Shared generators and checks for the equivalence tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import posembed
+
+try:
+    import ml_dtypes
+except ImportError:  # the test extra installs it; plain runs still work
+    ml_dtypes = None
+
+POSITION_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+TABLE_DTYPES: list[Any] = [
+    np.float16,
+    np.float32,
+    np.float64,
+    np.int8,
+    np.int16,
+    np.int32,
+    np.int64,
+    np.uint8,
+    np.uint16,
+    np.uint32,
+    np.uint64,
+    np.bool_,
+    np.complex64,
+    np.complex128,
+    np.dtype(">f4"),  # non-native byte order
+    np.dtype("S7"),  # odd item size
+    np.dtype([("a", "<i4"), ("b", "<f2")]),  # structured, 6 bytes
+]
+if ml_dtypes is not None:
+    TABLE_DTYPES.append(np.dtype(ml_dtypes.bfloat16))
+
+
+def random_table(rng: np.random.Generator, rows: int, cols: int, dtype: Any) -> np.ndarray:
+    """A table of random bytes: every bit pattern, NaN and inf included for floats."""
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        return rng.integers(0, 2, (rows, cols)).astype(bool)
+    raw = rng.integers(0, 256, rows * cols * dt.itemsize, dtype=np.uint8)
+    return raw.view(dt).reshape(rows, cols)
+
+
+def assert_same(fast: np.ndarray, ref: np.ndarray) -> None:
+    """Same shape, dtype and bytes (so NaNs and -0.0 compare exactly)."""
+    assert isinstance(fast, np.ndarray)
+    assert fast.shape == ref.shape
+    assert fast.dtype == ref.dtype
+    assert np.ascontiguousarray(fast).tobytes() == np.ascontiguousarray(ref).tobytes()
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20261129)
+
+
+@pytest.fixture
+def restore_threads() -> Iterator[None]:
+    before = posembed.get_num_threads()
+    yield
+    posembed.set_num_threads(before)
