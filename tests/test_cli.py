@@ -46,3 +46,10 @@ def test_bench_rejects_bad_arguments(capsys, argv):
         cli.main(argv)
     assert exc.value.code == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_bench_markdown_table(capsys):
+    assert cli.main(["bench", "--repeat", "1", "--markdown"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("|")]
+    assert lines[0].startswith("| kernel | case |")
+    assert len(lines) == 2 + len(bench.GATHER_CASES)

@@ -289,8 +289,11 @@ def _fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}x"
 
 
-def format_results(results: list[Result], info: dict[str, Any] | None = None) -> str:
-    """A plain-text table; speed-ups are other / posembed time (above 1 is faster)."""
+def format_results(
+    results: list[Result], info: dict[str, Any] | None = None, markdown: bool = False
+) -> str:
+    """A plain-text (or Markdown) table; speed-ups are other / posembed time (above 1 is
+    faster)."""
     head = [
         "kernel",
         "case",
@@ -320,6 +323,10 @@ def format_results(results: list[Result], info: dict[str, Any] | None = None) ->
                 _fmt_ratio(r.roofline_fraction()),
             ]
         )
+    if markdown:
+        lines = ["| " + " | ".join(row) + " |" for row in rows]
+        lines.insert(1, "|" + "---|" * len(head))
+        return "\n".join(lines)
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = [
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()

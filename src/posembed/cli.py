@@ -17,7 +17,7 @@ def _bench(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         progress=lambda s: print(f"  measuring {s}", file=sys.stderr),
     )
-    print(bench.format_results(results, info))
+    print(bench.format_results(results, info, markdown=args.markdown))
     if args.json:
         with open(args.json, "w") as f:
             f.write(bench.to_json(results, info))
@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=_positive, help="timed rounds per implementation")
     p.add_argument("--threads", type=_positive, help="threads for posembed (and PyTorch)")
     p.add_argument("--json", metavar="FILE", help="also write the raw figures as JSON")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown table (README)")
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("config", help="print version, compiler, OpenMP, SIMD level, threads")
