@@ -108,6 +108,7 @@ py::array gather(const py::array& table, const py::array& positions, int mode_co
   if (out_obj.is_none()) {
     out = py::array(table.dtype(), shape);
   } else {
+    if (!py::isinstance<py::array>(out_obj)) throw py::type_error("out must be a numpy.ndarray");
     out = py::reinterpret_borrow<py::array>(out_obj);
     const bool same_shape = std::vector<py::ssize_t>(out.shape(), out.shape() + out.ndim()) == shape;
     if (!same_shape || out.itemsize() != table.itemsize() || !c_contiguous(out) || !out.writeable()) {

@@ -263,6 +263,18 @@ def test_out_of_range_message_for_nd_negative_and_scalar():
         posembed.gather(table, [1, 2**70])
 
 
+def test_object_arrays_of_python_ints_are_positions():
+    table = np.arange(20.0).reshape(10, 2)
+    pos = np.array([1, 2**70, 3], dtype=object)
+    assert_same(both(table, pos, mode="clip"), table[[1, 9, 3]])
+    assert_same(both(table, pos[[0, 2]]), table[[1, 3]])
+    for bad in (np.array([1, None], dtype=object), np.array([1, 2.0], dtype=object)):
+        with pytest.raises(TypeError, match="positions must be integers"):
+            posembed.gather(table, bad)
+        with pytest.raises(TypeError):
+            reference.gather(table, bad)
+
+
 def test_huge_python_ints_clip_and_wrap_exactly():
     table = np.arange(20.0).reshape(10, 2)
     assert_same(posembed.gather(table, [2**70, -(2**70)], mode="clip"), table[[9, 0]])

@@ -15,6 +15,14 @@ _FLOAT_NAMES = ("float16", "bfloat16", "float32", "float64")
 
 def table_dtype(dtype: Any) -> np.dtype[Any]:
     """A float dtype for an embedding table: float16, bfloat16, float32 or float64."""
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise TypeError(
+                "dtype bfloat16 needs the ml_dtypes package: pip install ml_dtypes"
+            ) from None
+        dtype = ml_dtypes.bfloat16
     try:
         dt: np.dtype[Any] = np.dtype(dtype)
     except TypeError:

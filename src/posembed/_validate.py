@@ -58,23 +58,21 @@ def as_positions(positions: Any, rows: int, mode: str, name: str = "positions") 
     Python ints beyond 64 bits cannot reach the kernel; they are resolved here
     (clip / wrap) or reported (raise), so that nothing wraps around silently.
     """
-    if type(positions) is np.ndarray:
-        p = positions
-    else:
-        p = as_array(positions, name)
-        if p.size == 0 and p.dtype.kind == "f":
-            p = p.astype(np.intp)  # an empty list
-        elif p.dtype.kind == "O":
-            p = _positions_from_ints(p, rows, mode, name)
+    p = positions if type(positions) is np.ndarray else as_array(positions, name)
     kind = p.dtype.kind
     if kind != "i" and kind != "u":
-        if kind == "b":
+        if kind == "O":
+            p = _positions_from_ints(p, rows, mode, name)
+        elif kind == "f" and p.size == 0 and not isinstance(positions, np.ndarray):
+            p = p.astype(np.intp)  # an empty list
+        elif kind == "b":
             raise TypeError(
                 f"{name} must be integers; got a bool array (a mask? use numpy.flatnonzero(mask))"
             )
-        raise TypeError(
-            f"{name} must be integers (int8..int64, uint8..uint64); got dtype {p.dtype}"
-        )
+        else:
+            raise TypeError(
+                f"{name} must be integers (int8..int64, uint8..uint64); got dtype {p.dtype}"
+            )
     if not (p.flags.c_contiguous and p.dtype.isnative):
         p = np.ascontiguousarray(p, dtype=p.dtype.newbyteorder("="))
     return p

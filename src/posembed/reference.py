@@ -111,6 +111,10 @@ class LearnedPositionEmbedding:
             raise ValueError("init_std must be finite and >= 0")
         else:
             std = float(init_std)
+        if isinstance(dtype, str) and dtype == "bfloat16":
+            import ml_dtypes
+
+            dtype = ml_dtypes.bfloat16
         dt = np.dtype(dtype)
         if dt.name not in ("float16", "bfloat16", "float32", "float64"):
             raise TypeError("dtype must be a float dtype")
