@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "gather.hpp"
+#include "interpolate.hpp"
+#include "resample_grid.hpp"
 #include "roofline.hpp"
 #include "runtime.hpp"
 
@@ -66,7 +68,8 @@ const char* mode_name(posembed::IndexMode m) {
 }
 
 [[noreturn]] void raise_position_error(const py::array& positions, const posembed::PositionsView& pv,
-                                       int64_t bad, int64_t rows, posembed::IndexMode mode) {
+                                       int64_t bad, int64_t count, int64_t rows,
+                                       posembed::IndexMode mode) {
   if (rows == 0 && mode != posembed::IndexMode::raise) {
     throw py::index_error(std::string("cannot gather in mode '") + mode_name(mode) +
                           "' from a table of 0 rows: there is no row to clip or wrap to");
@@ -76,7 +79,6 @@ const char* mode_name(posembed::IndexMode m) {
   msg += " is out of range for a table of " + std::to_string(rows) + " rows";
   msg += rows > 0 ? " (valid positions are 0.." + std::to_string(rows - 1) + ")"
                   : " (it has no valid positions)";
-  const int64_t count = posembed::count_invalid_positions(pv, rows);
   if (count > 1) {
     msg += "; " + std::to_string(count) + " of " + std::to_string(pv.count) +
            " positions are out of range";
@@ -117,11 +119,92 @@ py::array gather(const py::array& table, const py::array& positions, int mode_co
   }
   char* dst = static_cast<char*>(out.mutable_data());
   int64_t bad = -1;
+  int64_t count = 0;
   {
     py::gil_scoped_release nogil;
     bad = posembed::gather(tv, pv, mode, dst);
+    if (bad >= 0) count = posembed::count_invalid_positions(pv, tv.rows);
   }
-  if (bad >= 0) raise_position_error(positions, pv, bad, tv.rows, mode);
+  if (bad >= 0) raise_position_error(positions, pv, bad, count, tv.rows, mode);
+  return out;
+}
+
+// The float kernels read rows through a row stride; columns must be adjacent
+// and the element type one of FloatKind (the Python layer ensures both).
+posembed::RowsView float_rows(const py::array& t, int kind_code) {
+  if (t.ndim() != 2) throw py::value_error("table must be 2-D");
+  if (kind_code < 0 || kind_code > 3) throw py::value_error("unknown float kind");
+  static constexpr int64_t sizes[] = {2, 2, 4, 8};
+  if (t.itemsize() != sizes[kind_code] || (t.shape(1) > 1 && t.strides(1) != t.itemsize())) {
+    throw py::value_error("table rows must be contiguous and match the float kind");
+  }
+  return {static_cast<const char*>(t.data()), static_cast<int64_t>(t.shape(0)),
+          static_cast<int64_t>(t.shape(1)), static_cast<int64_t>(t.strides(0))};
+}
+
+posembed::Align align_of(int code) {
+  if (code < 0 || code > 2) throw py::value_error("unknown align code");
+  return static_cast<posembed::Align>(code);
+}
+
+py::array interpolate(const py::array& table, int kind, int64_t length, int align, int64_t first) {
+  const posembed::RowsView rv = float_rows(table, kind);
+  if (rv.rows < 1 || length < 1 || first < 0 || first > length) {
+    throw py::value_error("interpolate needs a non-empty table and 0 <= first <= length");
+  }
+  py::array out(table.dtype(), std::vector<py::ssize_t>{length - first, table.shape(1)});
+  char* dst = static_cast<char*>(out.mutable_data());
+  {
+    py::gil_scoped_release nogil;
+    posembed::interpolate(rv, static_cast<posembed::FloatKind>(kind), length, align_of(align),
+                          first, dst);
+  }
+  return out;
+}
+
+py::array lerp(const py::array& table, int kind, const py::array& positions) {
+  const posembed::RowsView rv = float_rows(table, kind);
+  if (!c_contiguous(positions) || positions.dtype().kind() != 'f' || positions.itemsize() != 8 ||
+      !positions.dtype().attr("isnative").cast<bool>()) {
+    throw py::value_error("positions must be a C-contiguous native float64 array");
+  }
+  const auto* pos = static_cast<const double*>(positions.data());
+  const auto n = static_cast<int64_t>(positions.size());
+  std::vector<py::ssize_t> shape(positions.shape(), positions.shape() + positions.ndim());
+  shape.push_back(table.shape(1));
+  py::array out(table.dtype(), shape);
+  char* dst = static_cast<char*>(out.mutable_data());
+  int64_t bad = -1;
+  {
+    py::gil_scoped_release nogil;
+    bad = posembed::first_invalid_fraction(pos, n, rv.rows);
+    if (bad < 0) posembed::lerp(rv, static_cast<posembed::FloatKind>(kind), pos, n, dst);
+  }
+  if (bad >= 0) {
+    std::string msg = "position " + py::repr(py::float_(pos[bad])).cast<std::string>();
+    if (positions.ndim() > 0) msg += " at " + index_text(positions, bad);
+    msg += rv.rows > 0 ? " is not a finite number in [0, " + std::to_string(rv.rows - 1) +
+                             "] (the table has " + std::to_string(rv.rows) + " rows)"
+                       : " cannot be looked up: the table has no rows";
+    throw py::value_error(msg);
+  }
+  return out;
+}
+
+py::array resample_grid(const py::array& table, int kind, int64_t prefix, int64_t h, int64_t w,
+                        int64_t h2, int64_t w2, int method, int align) {
+  const posembed::RowsView rv = float_rows(table, kind);
+  if (prefix < 0 || h < 1 || w < 1 || h2 < 1 || w2 < 1 || prefix + h * w != rv.rows ||
+      (method != 0 && method != 1) || align == 0) {
+    throw py::value_error("resample_grid: inconsistent sizes, method or align");
+  }
+  py::array out(table.dtype(), std::vector<py::ssize_t>{prefix + h2 * w2, table.shape(1)});
+  char* dst = static_cast<char*>(out.mutable_data());
+  {
+    py::gil_scoped_release nogil;
+    posembed::resample_grid(rv, static_cast<posembed::FloatKind>(kind), prefix, h, w, h2, w2,
+                            static_cast<posembed::GridMethod>(method), align_of(align), dst);
+  }
   return out;
 }
 
@@ -160,6 +243,8 @@ py::dict config() {
                   "cpu_simd"_a = posembed::cpu_simd_level(),
                   "num_threads"_a = posembed::get_num_threads(),
                   "default_num_threads"_a = posembed::default_num_threads(),
+                  "max_num_threads"_a = posembed::max_num_threads(),
+                  "forked_child"_a = posembed::forked_child(),
                   "parallel_min_bytes"_a = posembed::kParallelMinBytes,
                   "stream_min_bytes"_a = posembed::kStreamMinBytes);
 }
@@ -169,8 +254,14 @@ py::dict config() {
 PYBIND11_MODULE(_core, m) {
   m.doc() = "posembed's compiled kernels; use the functions in the posembed package instead.";
   m.def("gather", &gather, "table"_a, "positions"_a, "mode"_a, "out"_a = py::none());
+  m.def("interpolate", &interpolate, "table"_a, "kind"_a, "length"_a, "align"_a, "first"_a = 0);
+  m.def("lerp", &lerp, "table"_a, "kind"_a, "positions"_a);
+  m.def("resample_grid", &resample_grid, "table"_a, "kind"_a, "prefix"_a, "h"_a, "w"_a, "h2"_a,
+        "w2"_a, "method"_a, "align"_a);
   m.def("set_num_threads", &posembed::set_num_threads, "n"_a);
   m.def("get_num_threads", &posembed::get_num_threads);
+  m.def("_last_team_size", &posembed::last_team_size,
+        "Threads that ran the most recent parallel section (1 if it stayed serial).");
   m.def("config", &config);
   m.def("roofline_fill", &roofline_fill, "buf"_a, "value"_a = 0, "stream"_a = false,
         "threads"_a = 0);

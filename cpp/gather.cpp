@@ -6,11 +6,8 @@
 #include <vector>
 
 #include "copy.hpp"
+#include "parallel.hpp"
 #include "runtime.hpp"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 namespace posembed {
 
@@ -19,8 +16,6 @@ namespace {
 // Positions are checked in blocks: a branch-free scan that vectorises, and a
 // second look only inside a block that holds a bad value.
 constexpr int64_t kCheckBlock = 4096;
-// Below this many positions the range check stays on one thread.
-constexpr int64_t kParallelCheckMin = int64_t{1} << 18;
 // Software prefetch of the row `kPrefetchDistance` ahead, at most its first
 // kPrefetchRowBytes (the hardware streamer takes over within a row). Measured
 // on a 64K-row table in DRAM: d=64 rows 74 -> 26 ms, d=1024 rows 16 -> 14 ms.
@@ -56,24 +51,13 @@ int64_t first_invalid_in(const T* p, int64_t begin, int64_t end, uint64_t rows) 
 template <class T>
 int64_t first_invalid(const T* p, int64_t n, int64_t rows) {
   const auto L = static_cast<uint64_t>(rows);
-  int nt = 1;
-  if (n >= kParallelCheckMin) nt = get_num_threads();
-  if (nt <= 1) return first_invalid_in(p, 0, n, L);
+  // A scan reads positions at least 8x faster than a gather writes rows, so
+  // it gets threads only for 8x the gather's threshold.
+  const int nt = threads_for_bytes(n * static_cast<int64_t>(sizeof(T)) / 8);
   std::vector<int64_t> found(static_cast<size_t>(nt), -1);
-#pragma omp parallel num_threads(nt)
-  {
-#ifdef _OPENMP
-    const int tid = omp_get_thread_num();
-    const int nthr = omp_get_num_threads();
-#else
-    const int tid = 0;
-    const int nthr = 1;
-#endif
-    const int64_t chunk = (n + nthr - 1) / nthr;
-    const int64_t b = std::min(n, chunk * tid);
-    const int64_t e = std::min(n, b + chunk);
+  parallel_for(n, nt, [&](int64_t b, int64_t e, int tid) {
     found[static_cast<size_t>(tid)] = first_invalid_in(p, b, e, L);
-  }
+  });
   // Threads own increasing ranges, so the first hit in thread order is the
   // first in the array, whatever the thread count.
   for (const int64_t f : found) {
@@ -93,7 +77,10 @@ int64_t count_invalid(const T* p, int64_t n, int64_t rows) {
 template <class T, IndexMode M>
 inline int64_t resolve(T v, int64_t rows) {
   if constexpr (M == IndexMode::raise) {
-    return static_cast<int64_t>(v);  // checked before any copy
+    // Checked before any copy; the clamp only keeps memory safe should
+    // another thread rewrite the positions while the GIL is released.
+    const uint64_t u = as_u64(v);
+    return u < static_cast<uint64_t>(rows) ? static_cast<int64_t>(u) : rows - 1;
   } else if constexpr (M == IndexMode::clip) {
     if constexpr (std::is_signed_v<T>) {
       if (v < 0) return 0;
@@ -165,9 +152,7 @@ void gather_typed(const TableView& t, const T* pos, int64_t n, char* out) {
   const bool contiguous = t.col_stride == t.itemsize || t.cols == 1;
   const RowCopy how =
       !contiguous ? RowCopy::strided : (total >= kStreamMinBytes ? RowCopy::stream : RowCopy::plain);
-  const int nt = threads_for_bytes(total);
-
-  auto run = [&](int64_t b, int64_t e) {
+  auto run = [&](int64_t b, int64_t e, int) {
     switch (how) {
       case RowCopy::plain: gather_rows<T, M, RowCopy::plain>(t, pos, b, e, out); break;
       case RowCopy::stream:
@@ -177,23 +162,7 @@ void gather_typed(const TableView& t, const T* pos, int64_t n, char* out) {
       case RowCopy::strided: gather_rows<T, M, RowCopy::strided>(t, pos, b, e, out); break;
     }
   };
-  if (nt <= 1) {
-    run(0, n);
-    return;
-  }
-#pragma omp parallel num_threads(nt)
-  {
-#ifdef _OPENMP
-    const int tid = omp_get_thread_num();
-    const int nthr = omp_get_num_threads();
-#else
-    const int tid = 0;
-    const int nthr = 1;
-#endif
-    const int64_t chunk = (n + nthr - 1) / nthr;
-    const int64_t b = std::min(n, chunk * tid);
-    run(b, std::min(n, b + chunk));
-  }
+  parallel_for(n, threads_for_bytes(total), run);
 }
 
 template <class T>

@@ -4,37 +4,17 @@
 #include <cstring>
 
 #include "copy.hpp"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "parallel.hpp"
 
 namespace posembed {
 
 namespace {
 
-// Calls f(begin, end) on each thread's share of [0, n), cut at 4 KiB so that
-// no two threads write the same page.
+// Each thread's share of [0, n), cut at 4 KiB so that no two threads write
+// the same page.
 template <class F>
 void split(int64_t n, int threads, F&& f) {
-  if (threads <= 1) {
-    f(int64_t{0}, n);
-    return;
-  }
-#pragma omp parallel num_threads(threads)
-  {
-#ifdef _OPENMP
-    const int tid = omp_get_thread_num();
-    const int nthr = omp_get_num_threads();
-#else
-    const int tid = 0;
-    const int nthr = 1;
-#endif
-    int64_t chunk = (n + nthr - 1) / nthr;
-    chunk = (chunk + 4095) & ~int64_t{4095};
-    const int64_t b = std::min(n, chunk * tid);
-    f(b, std::min(n, b + chunk));
-  }
+  parallel_for(n, threads, [&](int64_t b, int64_t e, int) { f(b, e); }, 4096);
 }
 
 }  // namespace

@@ -1,6 +1,11 @@
 #include "runtime.hpp"
 
+#include <algorithm>
 #include <atomic>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#endif
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -21,16 +26,52 @@ int initial_threads() {
 
 const int g_default_threads = initial_threads();
 std::atomic<int> g_threads{g_default_threads};
+std::atomic<bool> g_pool_started{false};
+std::atomic<bool> g_forked{false};
+std::atomic<int> g_last_team{1};
+
+void on_fork_child() {
+  if (g_pool_started.load()) g_forked.store(true);
+}
+
+bool register_fork_handler() {
+#if defined(__unix__) || defined(__APPLE__)
+  return pthread_atfork(nullptr, nullptr, on_fork_child) == 0;
+#else
+  return false;
+#endif
+}
+const bool g_fork_handler = register_fork_handler();
 
 }  // namespace
 
 int default_num_threads() { return g_default_threads; }
 
-int get_num_threads() { return g_threads.load(std::memory_order_relaxed); }
+int max_num_threads() {
+#ifdef _OPENMP
+  const int procs = omp_get_num_procs();
+#else
+  const int procs = 1;
+#endif
+  return 4 * (procs > 0 ? procs : 1);
+}
+
+int get_num_threads() { return usable_threads(g_threads.load(std::memory_order_relaxed)); }
 
 void set_num_threads(int n) {
-  g_threads.store(n <= 0 ? g_default_threads : n, std::memory_order_relaxed);
+  g_threads.store(n <= 0 ? g_default_threads : std::min(n, max_num_threads()),
+                  std::memory_order_relaxed);
 }
+
+int usable_threads(int requested) {
+  (void)g_fork_handler;
+  return g_forked.load(std::memory_order_relaxed) ? 1 : requested;
+}
+
+bool forked_child() { return g_forked.load(); }
+void note_pool_started() { g_pool_started.store(true, std::memory_order_relaxed); }
+void note_team_size(int n) { g_last_team.store(n, std::memory_order_relaxed); }
+int last_team_size() { return g_last_team.load(std::memory_order_relaxed); }
 
 int threads_for_bytes(int64_t bytes) {
   if (bytes < kParallelMinBytes) return 1;

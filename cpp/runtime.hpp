@@ -17,6 +17,19 @@ int default_num_threads();
 // Threads for a call that moves `bytes` of output: one below the parallel
 // threshold, so that small calls never pay for waking a thread team.
 int threads_for_bytes(int64_t bytes);
+// The most threads set_num_threads accepts: 4 per CPU, so that a typo cannot
+// start thousands of threads.
+int max_num_threads();
+
+// GNU OpenMP's thread pool does not survive fork: a child process that uses
+// it hangs. After a fork in a process whose pool was started, kernels in the
+// child run on its one thread (use spawn or forkserver for parallel workers).
+int usable_threads(int requested);
+bool forked_child();
+void note_pool_started();
+// Team size of the most recent parallel_for (for tests and diagnostics).
+void note_team_size(int n);
+int last_team_size();
 constexpr int64_t kParallelMinBytes = 256 * 1024;
 
 // Outputs at least this large are written with streaming (non-temporal)

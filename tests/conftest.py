@@ -67,3 +67,26 @@ def restore_threads() -> Iterator[None]:
     before = posembed.get_num_threads()
     yield
     posembed.set_num_threads(before)
+
+
+FLOAT_TABLE_DTYPES: list[Any] = [np.float16, np.float32, np.float64]
+if ml_dtypes is not None:
+    FLOAT_TABLE_DTYPES.append(np.dtype(ml_dtypes.bfloat16))
+
+
+def normal_table(rng: np.random.Generator, rows: int, cols: int, dtype: Any) -> np.ndarray:
+    """A float table of N(0, 1) values rounded to dtype (finite: interpolation
+    tests compare bytes, and NaN payloads are not part of the contract)."""
+    return rng.standard_normal((rows, cols)).astype(dtype)
+
+
+def torch_or_skip() -> Any:
+    """PyTorch, or a skip; CI sets POSEMBED_REQUIRE_TORCH=1 so that a missing
+    PyTorch fails there instead of skipping the comparisons."""
+    import os
+
+    if os.environ.get("POSEMBED_REQUIRE_TORCH") == "1":
+        import torch
+    else:
+        torch = pytest.importorskip("torch")
+    return torch

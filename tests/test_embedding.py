@@ -101,6 +101,8 @@ BAD_ARGS = [
     ("int dtype", (8, 8), {"dtype": np.int32}, TypeError, "dtype"),
     ("unknown dtype", (8, 8), {"dtype": "nonsense"}, TypeError, "dtype"),
     ("complex dtype", (8, 8), {"dtype": np.complex64}, TypeError, "dtype"),
+    ("None dtype", (8, 8), {"dtype": None}, TypeError, "dtype"),
+    ("overflowing std", (8, 8), {"init_std": 1e308}, ValueError, "init_std"),
 ]
 
 

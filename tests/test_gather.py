@@ -79,6 +79,7 @@ def test_uint64_beyond_int64_is_reduced_exactly(rng):
         [[0, 1], [2, 3]],
         np.array(4),
         np.zeros((0,), np.int64),
+        np.array(5, dtype=">i8"),
         np.zeros((2, 0, 3), np.uint8),
         np.arange(24).reshape(2, 3, 4) % 11,
     ],
@@ -265,6 +266,7 @@ def test_out_of_range_message_for_nd_negative_and_scalar():
 
 def test_object_arrays_of_python_ints_are_positions():
     table = np.arange(20.0).reshape(10, 2)
+    assert_same(both(table, np.array([np.int64(1), 3], dtype=object)), table[[1, 3]])
     pos = np.array([1, 2**70, 3], dtype=object)
     assert_same(both(table, pos, mode="clip"), table[[1, 9, 3]])
     assert_same(both(table, pos[[0, 2]]), table[[1, 3]])
@@ -273,6 +275,35 @@ def test_object_arrays_of_python_ints_are_positions():
             posembed.gather(table, bad)
         with pytest.raises(TypeError):
             reference.gather(table, bad)
+
+
+def test_huge_python_ints_report_the_first_bad_position():
+    table = np.zeros((10, 2))
+    with pytest.raises(IndexError, match=r"position 50 at positions\[0\].*2 of 2 positions"):
+        posembed.gather(table, [50, 2**70])
+    with pytest.raises(IndexError, match=r"position 18446744073709551615 at positions\[0\]"):
+        posembed.gather(table, [2**64 - 1, -1])
+    with pytest.raises(IndexError, match="no row to clip or wrap to"):
+        posembed.gather(np.zeros((0, 2)), [2**70], mode="wrap")
+
+
+def test_out_must_not_overlap_the_callers_positions():
+    # strided positions are copied before the kernel; out may still alias the original
+    buf = np.arange(32, dtype=np.int64) % 4
+    pos = buf[::4]
+    before = pos.copy()
+    with pytest.raises(ValueError, match="overlap positions"):
+        posembed.gather(np.full((4, 2), 7, np.int64), pos, out=buf[:16].reshape(8, 2))
+    assert_same(pos, before)
+
+
+def test_unaligned_positions(rng):
+    table = random_table(rng, 50, 3, np.float32)
+    raw = np.zeros(8 * 20 + 1, np.uint8)
+    pos = raw[1:].view(np.int64)
+    pos[:] = rng.integers(0, 50, 20)
+    assert not pos.flags.aligned
+    assert_same(both(table, pos), table[pos])
 
 
 def test_huge_python_ints_clip_and_wrap_exactly():
@@ -337,6 +368,17 @@ BAD_CALLS = [
         ["out", "C-contiguous"],
     ),
     ("masked table", np.ma.zeros((4, 2)), [0], {}, TypeError, ["table", "masked"]),
+    ("ragged positions", np.zeros((4, 2)), [[1, 2], [3]], {}, TypeError, ["positions"]),
+    ("ragged table", [[1.0, 2.0], [3.0]], [0], {}, TypeError, ["table"]),
+    ("empty structured table", np.zeros((3, 2), dtype=[]), [0], {}, TypeError, ["table"]),
+    (
+        "out dtype before range",
+        np.zeros((4, 2)),
+        [9],
+        {"out": np.zeros((1, 2), np.float32)},
+        TypeError,
+        ["out", "dtype"],
+    ),
     (
         "masked positions",
         np.zeros((4, 2)),
@@ -374,6 +416,8 @@ def test_out_overlapping_an_input_is_refused():
     ibuf = np.zeros(16, np.int64)
     with pytest.raises(ValueError, match="overlap positions"):
         posembed.gather(np.zeros((4, 2), np.int64), ibuf[:8], out=ibuf.reshape(8, 2))
+    with pytest.raises(ValueError, match="overlap"):
+        reference.gather(np.zeros((4, 2), np.int64), ibuf[:8], out=ibuf.reshape(8, 2))
 
 
 @pytest.mark.parametrize("n", [10, 300_000])  # serial and parallel range checks

@@ -11,6 +11,8 @@ from importlib.metadata import PackageNotFoundError, version
 from posembed import reference
 from posembed._embedding import LearnedPositionEmbedding
 from posembed._gather import gather
+from posembed._interpolate import extend, interpolate, lerp, similarity
+from posembed._resample import resample_grid
 from posembed._runtime import config, get_num_threads, set_num_threads, show_config
 
 try:
@@ -22,9 +24,14 @@ __all__ = [
     "LearnedPositionEmbedding",
     "__version__",
     "config",
+    "extend",
     "gather",
     "get_num_threads",
+    "interpolate",
+    "lerp",
     "reference",
+    "resample_grid",
     "set_num_threads",
     "show_config",
+    "similarity",
 ]

@@ -2,11 +2,27 @@ from typing import Any
 
 import numpy as np
 
+def interpolate(
+    table: np.ndarray, kind: int, length: int, align: int, first: int = 0
+) -> np.ndarray: ...
+def lerp(table: np.ndarray, kind: int, positions: np.ndarray) -> np.ndarray: ...
+def resample_grid(
+    table: np.ndarray,
+    kind: int,
+    prefix: int,
+    h: int,
+    w: int,
+    h2: int,
+    w2: int,
+    method: int,
+    align: int,
+) -> np.ndarray: ...
 def gather(
     table: np.ndarray, positions: np.ndarray, mode: int, out: np.ndarray | None = None
 ) -> np.ndarray: ...
 def set_num_threads(n: int) -> None: ...
 def get_num_threads() -> int: ...
+def _last_team_size() -> int: ...
 def config() -> dict[str, Any]: ...
 def roofline_fill(
     buf: np.ndarray, value: int = 0, stream: bool = False, threads: int = 0

@@ -9,12 +9,15 @@ import numpy as np
 
 from posembed import _validate as v
 from posembed._gather import gather
+from posembed._interpolate import extend, interpolate
 
 _FLOAT_NAMES = ("float16", "bfloat16", "float32", "float64")
 
 
 def table_dtype(dtype: Any) -> np.dtype[Any]:
     """A float dtype for an embedding table: float16, bfloat16, float32 or float64."""
+    if dtype is None:
+        raise TypeError(f"dtype must be one of {', '.join(_FLOAT_NAMES)}; got None")
     if isinstance(dtype, str) and dtype == "bfloat16":
         try:
             import ml_dtypes
@@ -79,7 +82,11 @@ class LearnedPositionEmbedding:
         std = init_std_value(init_std, dim)
         dt = table_dtype(dtype)
         rng = np.random.default_rng(seed)
-        self.embeddings = (rng.standard_normal((length, dim)) * std).astype(dt)
+        with np.errstate(over="ignore"):  # reported below, with the cause
+            table = (rng.standard_normal((length, dim)) * std).astype(dt)
+        if not np.isfinite(table.astype(np.float32 if dt.itemsize < 4 else dt)).all():
+            raise ValueError(f"init_std {std!r} is too large for {dt.name}: the table overflows")
+        self.embeddings = table
         self.init_std = std
 
     @classmethod
@@ -113,6 +120,24 @@ class LearnedPositionEmbedding:
     ) -> np.ndarray:
         """Rows at ``positions``: shape ``positions.shape + (embed_dim,)``."""
         return gather(self.embeddings, positions, mode=mode, out=out)
+
+    def interpolate(self, length: int, *, align: str = "scale") -> LearnedPositionEmbedding:
+        """A new embedding whose table is this one stretched (or shrunk) to ``length``
+        rows: the seed's position interpolation. See :func:`posembed.interpolate`."""
+        return type(self).from_table(interpolate(self.embeddings, length, align=align), copy=False)
+
+    def extend(
+        self,
+        length: int,
+        *,
+        init: str = "interpolate",
+        std: float | None = None,
+        seed: int | np.random.Generator | None = None,
+    ) -> LearnedPositionEmbedding:
+        """A new embedding with ``length`` rows: these rows first, then new ones to
+        fine-tune. See :func:`posembed.extend`."""
+        table = extend(self.embeddings, length, init=init, std=std, seed=seed)
+        return type(self).from_table(table, copy=False)
 
     def __repr__(self) -> str:
         return (

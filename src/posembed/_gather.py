@@ -54,5 +54,7 @@ def gather(
     code = v.index_mode(mode)
     p = v.as_positions(positions, t.shape[0], mode)
     if out is not None:
-        v.check_out(out, (*p.shape, t.shape[1]), t.dtype, table=t, positions=p)
+        # against the caller's positions too: p may be a converted copy
+        both = (p, positions) if isinstance(positions, np.ndarray) else p
+        v.check_out(out, (*p.shape, t.shape[1]), t.dtype, table=t, positions=both)
     return _core.gather(t, p, code, out)

@@ -14,7 +14,10 @@ def set_num_threads(n: int | None) -> None:
     """Use at most ``n`` threads in every kernel; ``None`` restores the default.
 
     The default is ``OMP_NUM_THREADS`` when set, else the number of CPUs
-    OpenMP sees. Results never depend on the thread count.
+    OpenMP sees. Results never depend on the thread count. In a child process
+    forked after posembed used threads, kernels run on one thread whatever this
+    says: GNU OpenMP's pool does not survive ``fork`` (use the "spawn" or
+    "forkserver" start methods for parallel workers).
     """
     if n is None:
         _core.set_num_threads(0)
@@ -25,9 +28,10 @@ def set_num_threads(n: int | None) -> None:
         k = operator.index(n)
     except TypeError:
         raise TypeError(f"n must be an integer or None; got {type(n).__name__} {n!r}") from None
-    if k < 1:
-        raise ValueError(f"n must be at least 1 (or None for the default); got {k}")
-    _core.set_num_threads(min(k, 1 << 16))
+    top = _core.config()["max_num_threads"]
+    if not 1 <= k <= top:
+        raise ValueError(f"n must be in 1..{top} (4 per CPU), or None for the default; got {k}")
+    _core.set_num_threads(k)
 
 
 def get_num_threads() -> int:

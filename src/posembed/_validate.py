@@ -61,10 +61,14 @@ def as_positions(positions: Any, rows: int, mode: str, name: str = "positions") 
     p = positions if type(positions) is np.ndarray else as_array(positions, name)
     kind = p.dtype.kind
     if kind != "i" and kind != "u":
+        if kind == "f" and not isinstance(positions, np.ndarray):
+            # a list: empty, or ints that NumPy could not fit in one integer type
+            p = np.asarray(positions, dtype=object) if p.size else p.astype(np.intp)
+            kind = p.dtype.kind
         if kind == "O":
             p = _positions_from_ints(p, rows, mode, name)
-        elif kind == "f" and p.size == 0 and not isinstance(positions, np.ndarray):
-            p = p.astype(np.intp)  # an empty list
+        elif kind == "i" or kind == "u":
+            pass
         elif kind == "b":
             raise TypeError(
                 f"{name} must be integers; got a bool array (a mask? use numpy.flatnonzero(mask))"
@@ -73,35 +77,41 @@ def as_positions(positions: Any, rows: int, mode: str, name: str = "positions") 
             raise TypeError(
                 f"{name} must be integers (int8..int64, uint8..uint64); got dtype {p.dtype}"
             )
-    if not (p.flags.c_contiguous and p.dtype.isnative):
-        p = np.ascontiguousarray(p, dtype=p.dtype.newbyteorder("="))
+    if not (p.flags.c_contiguous and p.flags.aligned and p.dtype.isnative):
+        p = np.asarray(p, dtype=p.dtype.newbyteorder("="), order="C")  # keeps 0-d
     return p
 
 
 def _positions_from_ints(p: np.ndarray, rows: int, mode: str, name: str) -> np.ndarray:
-    flat = p.ravel()
+    """Python ints of any size (an object array) as int64 positions."""
     values = []
-    for i, v in enumerate(flat):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+    for v in p.ravel():
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
             raise TypeError(f"{name} must be integers; got {type(v).__name__} {v!r}")
-        v = int(v)
-        if v < _INT64_MIN or v > _INT64_MAX:
-            if mode == "wrap" and rows > 0:
-                v %= rows
-            elif mode == "clip":
-                v = _INT64_MIN if v < 0 else _INT64_MAX
-            else:
-                where = np.unravel_index(i, p.shape)
-                at = f" at {name}[{', '.join(map(str, where))}]" if p.ndim else ""
-                raise IndexError(
-                    f"position {v}{at} is out of range for a table of {rows} rows"
-                    + (f" (valid positions are 0..{rows - 1})" if rows else "")
-                )
-        values.append(v)
+        values.append(int(v))
+    bad = [i for i, v in enumerate(values) if not 0 <= v < rows]
+    if mode == "raise" and bad:
+        i = bad[0]
+        at = f" at {name}[{', '.join(map(str, np.unravel_index(i, p.shape)))}]" if p.ndim else ""
+        valid = f"valid positions are 0..{rows - 1}" if rows else "it has no valid positions"
+        more = f"; {len(bad)} of {len(values)} positions are out of range" if len(bad) > 1 else ""
+        raise IndexError(
+            f"position {values[i]}{at} is out of range for a table of {rows} rows ({valid}){more}"
+        )
+    if mode == "wrap" and rows > 0:
+        values = [v % rows for v in values]
+    # clip (and an empty table, which the kernel reports) only need the sign
+    # and size kept: the kernel clips int64 extremes the same way.
+    values = [min(max(v, _INT64_MIN), _INT64_MAX) for v in values]
     return np.array(values, dtype=np.int64).reshape(p.shape)
 
 
-def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype[Any], **inputs: np.ndarray) -> None:
+def check_out(
+    out: Any,
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any],
+    **inputs: np.ndarray | tuple[np.ndarray, ...],
+) -> None:
     """``out`` must be exactly what the kernel would allocate, and disjoint from its inputs."""
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy.ndarray; got {type(out).__name__}")
@@ -115,9 +125,10 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype[Any], **inputs: 
         raise ValueError(
             f"out must be C-contiguous; got a non-contiguous array (strides {out.strides})"
         )
-    for name, arr in inputs.items():
-        if np.may_share_memory(out, arr) and _shares(out, arr):
-            raise ValueError(f"out must not overlap {name}: they share memory")
+    for name, arrays in inputs.items():
+        for arr in arrays if isinstance(arrays, tuple) else (arrays,):
+            if np.may_share_memory(out, arr) and _shares(out, arr):
+                raise ValueError(f"out must not overlap {name}: they share memory")
 
 
 def _shares(a: np.ndarray, b: np.ndarray) -> bool:
@@ -129,14 +140,62 @@ def _shares(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def positive_int(value: Any, name: str) -> int:
+    return _int_at_least(value, name, 1, "a positive integer")
+
+
+def non_negative_int(value: Any, name: str) -> int:
+    return _int_at_least(value, name, 0, "an integer >= 0")
+
+
+def _int_at_least(value: Any, name: str, minimum: int, what: str) -> int:
     if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an integer; got bool {value!r}")
+        raise TypeError(f"{name} must be {what}; got bool {value!r}")
     try:
         n = operator.index(value)
     except TypeError:
-        raise TypeError(
-            f"{name} must be an integer; got {type(value).__name__} {value!r}"
-        ) from None
-    if n <= 0:
-        raise ValueError(f"{name} must be a positive integer; got {n}")
+        raise TypeError(f"{name} must be {what}; got {type(value).__name__} {value!r}") from None
+    if n < minimum:
+        raise ValueError(f"{name} must be {what}; got {n}")
     return n
+
+
+# Integer codes understood by _core for the float element types and aligns.
+FLOAT_KINDS = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
+ALIGNS = {"scale": 0, "half_pixel": 1, "corners": 2}
+
+
+def choice(value: Any, name: str, allowed: dict[str, int] | tuple[str, ...]) -> str:
+    """``value`` if it is one of the allowed names, else ValueError listing them."""
+    if isinstance(value, str) and value in allowed:
+        return value
+    names = ", ".join(repr(a) for a in allowed)
+    raise ValueError(f"{name} must be one of {names}; got {value!r}")
+
+
+def float_table(table: Any, name: str = "table") -> tuple[np.ndarray, int]:
+    """A 2-D float table (float16, bfloat16, float32, float64) with adjacent,
+    aligned columns in native byte order, and its _core float-kind code. Rows
+    may be strided or reversed; anything else is copied once."""
+    t = as_table(table, name)
+    kind = FLOAT_KINDS.get(t.dtype.name)
+    if kind is None:
+        raise TypeError(
+            f"{name} must have a float dtype (float16, bfloat16, float32, float64); "
+            f"got dtype {t.dtype}"
+        )
+    if not t.dtype.isnative:
+        t = t.astype(t.dtype.newbyteorder("="))
+    if (t.shape[1] > 1 and t.strides[1] != t.itemsize) or not t.flags.aligned:
+        t = np.ascontiguousarray(t)
+    return t, kind
+
+
+def grid_shape(value: Any, name: str) -> tuple[int, int]:
+    """An (H, W) pair of positive integers."""
+    try:
+        h, w = value
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{name} must be a pair (H, W) of positive integers; got {value!r}"
+        ) from None
+    return positive_int(h, f"{name}[0]"), positive_int(w, f"{name}[1]")

@@ -13,19 +13,38 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LearnedPositionEmbedding", "gather"]
+__all__ = [
+    "LearnedPositionEmbedding",
+    "extend",
+    "gather",
+    "interpolate",
+    "lerp",
+    "resample_grid",
+    "similarity",
+]
+
+
+def _array(obj: Any, name: str) -> np.ndarray:
+    if isinstance(obj, np.ma.MaskedArray):
+        raise TypeError(f"{name}: masked arrays are not accepted")
+    try:
+        return np.asarray(obj)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be array-like: {exc}") from None
 
 
 def _int_positions(positions: Any) -> np.ndarray:
     """Positions as int64, or uint64 (kept, so huge values compare correctly),
     or an object array of Python ints when they do not fit 64 bits."""
-    p = np.asarray(positions)
+    p = _array(positions, "positions")
+    if p.dtype.kind == "f" and not isinstance(positions, np.ndarray):
+        # a list: empty, or of ints too large for one NumPy integer type
+        p = np.asarray(positions, dtype=object) if p.size else p.astype(np.int64)
     if p.dtype.kind == "O":
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in p.flat):
+        ok = (isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in p.flat)
+        if not all(ok):
             raise TypeError("positions must be integers")
-        return p
-    if p.size == 0 and p.dtype.kind == "f" and not isinstance(positions, np.ndarray):
-        return p.astype(np.int64)  # an empty list
+        return np.array([int(x) for x in p.flat], dtype=object).reshape(p.shape)
     if p.dtype.kind not in "iu":
         raise TypeError(f"positions must be integers; got dtype {p.dtype}")
     if p.dtype == np.uint64:
@@ -37,17 +56,26 @@ def gather(
     table: Any, positions: Any, *, mode: str = "raise", out: np.ndarray | None = None
 ) -> np.ndarray:
     """``table[positions]`` with numpy.take's clip / wrap modes and a strict raise mode."""
-    if isinstance(table, np.ma.MaskedArray) or isinstance(positions, np.ma.MaskedArray):
-        raise TypeError("masked arrays are not accepted")
-    table = np.asarray(table)
+    table = _array(table, "table")
     if table.ndim != 2:
         raise ValueError(f"table must be 2-D; got shape {table.shape}")
-    if table.dtype.hasobject:
+    if table.dtype.hasobject or table.dtype.itemsize == 0:
         raise TypeError("table must have a fixed-size dtype")
     if mode not in ("raise", "clip", "wrap"):
         raise ValueError(f"mode must be 'raise', 'clip' or 'wrap'; got {mode!r}")
     p = _int_positions(positions)
     rows = table.shape[0]
+    if out is not None:
+        if not isinstance(out, np.ndarray):
+            raise TypeError("out must be a numpy.ndarray")
+        if out.dtype != table.dtype:
+            raise TypeError(f"out must have dtype {table.dtype}")
+        if out.shape != (*p.shape, table.shape[1]):
+            raise ValueError("out must have shape positions.shape + (d,)")
+        if not out.flags.writeable or not out.flags.c_contiguous:
+            raise ValueError("out must be writeable and C-contiguous")
+        if np.shares_memory(out, table) or np.shares_memory(out, _array(positions, "positions")):
+            raise ValueError("out must not overlap table or positions")
 
     if mode == "raise":
         bad = (p < 0) | (p >= rows)
@@ -67,21 +95,231 @@ def gather(
     else:
         rows_taken = p % max(rows, 1)  # floor modulo: -1 -> rows - 1
     result: np.ndarray = table[np.asarray(rows_taken).astype(np.int64)]
-
     if out is not None:
-        if not isinstance(out, np.ndarray):
-            raise TypeError("out must be a numpy.ndarray")
-        if out.dtype != table.dtype:
-            raise TypeError(f"out must have dtype {table.dtype}")
-        if out.shape != result.shape:
-            raise ValueError(f"out must have shape {result.shape}")
-        if not out.flags.writeable or not out.flags.c_contiguous:
-            raise ValueError("out must be writeable and C-contiguous")
-        if np.shares_memory(out, table) or np.shares_memory(out, p):
-            raise ValueError("out must not overlap table or positions")
         out[...] = result
         return out
     return result
+
+
+# ------------------------------------------------------------ interpolation
+
+
+def _float_table(table: Any) -> np.ndarray:
+    t = _array(table, "table")
+    if t.ndim != 2:
+        raise ValueError(f"table must be 2-D; got shape {t.shape}")
+    if t.dtype.name not in ("float16", "bfloat16", "float32", "float64"):
+        raise TypeError(f"table must have a float dtype; got {t.dtype}")
+    return t
+
+
+def _compute_dtype(t: np.ndarray) -> type[np.floating[Any]]:
+    """float64 tables compute in float64, every other float in float32."""
+    return np.float64 if t.dtype == np.float64 else np.float32
+
+
+def _count(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}")
+    return int(value)
+
+
+def _source(i: int, in_size: int, out_size: int, align: str) -> tuple[int, float]:
+    """Source coordinate of output index i as (floor, fraction), from exact
+    integer arithmetic."""
+    if align == "scale":
+        num, den = i * in_size, out_size
+    elif align == "half_pixel":
+        num, den = (2 * i + 1) * in_size - out_size, 2 * out_size
+    elif align == "corners":
+        if out_size == 1:
+            return 0, 0.0
+        num, den = i * (in_size - 1), out_size - 1
+    else:
+        raise ValueError(f"unknown align {align!r}")
+    q = num // den
+    return q, (num - q * den) / den
+
+
+def _linear_taps(in_size: int, out_size: int, align: str) -> list[tuple[int, int, float]]:
+    taps = []
+    for i in range(out_size):
+        q, frac = _source(i, in_size, out_size, align)
+        if q < 0:  # half_pixel clamps the source at 0
+            q, frac = 0, 0.0
+        lo = min(q, in_size - 1)
+        taps.append((lo, min(lo + 1, in_size - 1), frac if lo == q else 0.0))
+    return taps
+
+
+def _blend(table: np.ndarray, lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """(1 - w) * table[lo] + w * table[hi], weights rounded to the compute type;
+    rows with w == 0 or lo == hi are exact copies of table[lo]."""
+    c = _compute_dtype(table)
+    x = table.astype(c)
+    wa = (1.0 - w).astype(c)[..., None]
+    wb = w.astype(c)[..., None]
+    out: np.ndarray = (wa * x[lo] + wb * x[hi]).astype(table.dtype)
+    copy = (w == 0) | (lo == hi)
+    out[copy] = table[lo[copy]]
+    return out
+
+
+def interpolate(table: Any, length: int, *, align: str = "scale") -> np.ndarray:
+    """Linear interpolation of the table's rows to ``length`` rows."""
+    t = _float_table(table)
+    if t.shape[0] == 0:
+        raise ValueError("table must have at least one row")
+    n = _count(length, "length", 1)
+    if align not in ("scale", "half_pixel", "corners"):
+        raise ValueError(f"align must be 'scale', 'half_pixel' or 'corners'; got {align!r}")
+    taps = _linear_taps(t.shape[0], n, align)
+    lo = np.array([k[0] for k in taps], dtype=np.int64)
+    hi = np.array([k[1] for k in taps], dtype=np.int64)
+    w = np.array([k[2] for k in taps], dtype=np.float64)
+    return _blend(t, lo, hi, w)
+
+
+def lerp(table: Any, positions: Any) -> np.ndarray:
+    """Rows at fractional positions in [0, L - 1]."""
+    t = _float_table(table)
+    p = np.asarray(positions)
+    if p.dtype.kind not in "fiu":
+        raise TypeError(f"positions must be real numbers; got dtype {p.dtype}")
+    p = p.astype(np.float64)
+    bad = ~((p >= 0) & (p <= t.shape[0] - 1))
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"position {p[where]} at positions{list(where)} is out of range")
+    lo = np.floor(p).astype(np.int64)
+    return _blend(t, lo, np.minimum(lo + 1, t.shape[0] - 1), p - np.floor(p))
+
+
+def extend(
+    table: Any,
+    length: int,
+    *,
+    init: str = "interpolate",
+    std: float | None = None,
+    seed: int | np.random.Generator | None = None,
+    align: str = "scale",
+) -> np.ndarray:
+    """The table followed by ``length - L`` new rows initialised by ``init``."""
+    t = _float_table(table)
+    rows = t.shape[0]
+    if rows == 0:
+        raise ValueError("table must have at least one row")
+    n = _count(length, "length", 1)
+    if n < rows:
+        raise ValueError("length must be at least the table's row count")
+    if init not in ("interpolate", "tile", "edge", "random", "zeros"):
+        raise ValueError(f"unknown init {init!r}")
+    if align not in ("scale", "half_pixel", "corners"):
+        raise ValueError(f"unknown align {align!r}")
+    if init != "random" and (std is not None or seed is not None):
+        raise ValueError("std and seed apply to init='random' only")
+    if std is not None:
+        if isinstance(std, bool) or not isinstance(std, (int, float, np.number)):
+            raise TypeError("std must be a number")
+        if not math.isfinite(std) or std < 0:
+            raise ValueError("std must be finite and >= 0")
+    new_rows = np.arange(rows, n)
+    if init == "interpolate":
+        new = interpolate(t, n, align=align)[rows:]
+    elif init == "tile":
+        new = t[new_rows % rows]
+    elif init == "edge":
+        new = t[np.full(n - rows, rows - 1)]
+    elif init == "zeros":
+        new = np.zeros((n - rows, t.shape[1]), t.dtype)
+    else:
+        scale = float(np.std(t, dtype=np.float64)) if std is None else float(std)
+        draws = np.random.default_rng(seed).standard_normal((n - rows, t.shape[1]))
+        new = (draws * scale).astype(t.dtype)
+    return np.concatenate([t, new]).astype(t.dtype)
+
+
+def _cubic_weights(t: float) -> list[float]:
+    a = -0.75
+    x0, x3, u = t + 1.0, 2.0 - t, 1.0 - t
+    return [
+        ((a * x0 - 5.0 * a) * x0 + 8.0 * a) * x0 - 4.0 * a,
+        ((a + 2.0) * t - (a + 3.0)) * t * t + 1.0,
+        ((a + 2.0) * u - (a + 3.0)) * u * u + 1.0,
+        ((a * x3 - 5.0 * a) * x3 + 8.0 * a) * x3 - 4.0 * a,
+    ]
+
+
+def _axis_taps(
+    in_size: int, out_size: int, method: str, align: str
+) -> tuple[list[list[int]], list[list[float]]]:
+    idx, wts = [], []
+    for i in range(out_size):
+        q, frac = _source(i, in_size, out_size, align)
+        if method == "bilinear":
+            if q < 0:
+                q, frac = 0, 0.0
+            lo = min(q, in_size - 1)
+            idx.append([lo, min(lo + 1, in_size - 1)])
+            wts.append([1.0 - frac, frac])
+        else:
+            idx.append([min(max(q - 1 + k, 0), in_size - 1) for k in range(4)])
+            wts.append(_cubic_weights(frac))
+    return idx, wts
+
+
+def resample_grid(
+    table: Any,
+    grid: tuple[int, int],
+    new_grid: tuple[int, int],
+    *,
+    prefix: int = 0,
+    method: str = "bicubic",
+    align: str = "half_pixel",
+) -> np.ndarray:
+    """Separable 2-D resampling of the (H, W) grid after ``prefix`` rows."""
+    t = _float_table(table)
+    for name, pair in (("grid", grid), ("new_grid", new_grid)):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"{name} must be a pair (H, W)")
+    h, w = (_count(x, "grid", 1) for x in grid)
+    h2, w2 = (_count(x, "new_grid", 1) for x in new_grid)
+    p = _count(prefix, "prefix", 0)
+    if p + h * w != t.shape[0]:
+        raise ValueError("table rows do not match prefix + H * W")
+    if method not in ("bilinear", "bicubic"):
+        raise ValueError(f"unknown method {method!r}")
+    if align not in ("half_pixel", "corners"):
+        raise ValueError(f"unknown align {align!r}")
+    c = _compute_dtype(t)
+    g = t[p:].reshape(h, w, -1).astype(c)
+    ix, wx = _axis_taps(w, w2, method, align)
+    iy, wy = _axis_taps(h, h2, method, align)
+    taps = len(ix[0])
+    # along x, then along y, summing taps left to right
+    tmp = np.asarray(wx, np.float64)[:, 0].astype(c)[None, :, None] * g[:, [k[0] for k in ix]]
+    for b in range(1, taps):
+        wb = np.asarray(wx, np.float64)[:, b].astype(c)[None, :, None]
+        tmp = tmp + wb * g[:, [k[b] for k in ix]]
+    out = np.asarray(wy, np.float64)[:, 0].astype(c)[:, None, None] * tmp[[k[0] for k in iy]]
+    for a in range(1, taps):
+        wa = np.asarray(wy, np.float64)[:, a].astype(c)[:, None, None]
+        out = out + wa * tmp[[k[a] for k in iy]]
+    grid_rows = out.reshape(h2 * w2, -1).astype(t.dtype)
+    return np.concatenate([t[:p], grid_rows]).astype(t.dtype)
+
+
+def similarity(table: Any) -> np.ndarray:
+    """Cosine similarity of every pair of rows; a zero row scores 0."""
+    t = _float_table(table)
+    x = t.astype(_compute_dtype(t))
+    norms = np.sqrt((x * x).sum(axis=1))
+    denom = np.outer(norms, norms)
+    dots = x @ x.T
+    result: np.ndarray = np.where(denom == 0, 0, dots / np.where(denom == 0, 1, denom))
+    return result.astype(x.dtype)
 
 
 class LearnedPositionEmbedding:
@@ -115,13 +353,20 @@ class LearnedPositionEmbedding:
             import ml_dtypes
 
             dtype = ml_dtypes.bfloat16
+        if dtype is None:
+            raise TypeError("dtype must be a float dtype")
         dt = np.dtype(dtype)
         if dt.name not in ("float16", "bfloat16", "float32", "float64"):
             raise TypeError("dtype must be a float dtype")
         draws = np.random.default_rng(seed).standard_normal((int(max_seq_len), int(embed_dim)))
-        self.embeddings = (draws * std).astype(dt)
+        with np.errstate(over="ignore"):
+            self.embeddings = (draws * std).astype(dt)
+        if not np.isfinite(self.embeddings.astype(np.float64)).all():
+            raise ValueError("init_std is too large for the dtype")
         self.max_seq_len = int(max_seq_len)
         self.embed_dim = int(embed_dim)
 
-    def __call__(self, positions: Any, *, mode: str = "raise") -> np.ndarray:
-        return gather(self.embeddings, positions, mode=mode)
+    def __call__(
+        self, positions: Any, *, mode: str = "raise", out: np.ndarray | None = None
+    ) -> np.ndarray:
+        return gather(self.embeddings, positions, mode=mode, out=out)

@@ -1,0 +1,145 @@
+#include "interpolate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "copy.hpp"
+#include "parallel.hpp"
+#include "runtime.hpp"
+
+namespace posembed {
+
+namespace {
+
+// Floor division for a positive denominator.
+inline int64_t floor_div(int64_t num, int64_t den) {
+  const int64_t q = num / den;
+  return (num % den != 0 && num < 0) ? q - 1 : q;
+}
+
+template <class S>
+void blend_row(S* dst, const S* a, const S* b, double w, int64_t d) {
+  using K = Compute<S>;
+  using C = typename K::type;
+  const C wa = static_cast<C>(1.0 - w);
+  const C wb = static_cast<C>(w);
+  for (int64_t j = 0; j < d; ++j) dst[j] = K::store(wa * K::load(a[j]) + wb * K::load(b[j]));
+}
+
+// Writes out rows [0, n): row i from tap(i). Large outputs are assembled in
+// a per-thread row buffer and written with streaming stores.
+template <class S, class TapFn>
+void blend_rows(const RowsView& t, int64_t n, TapFn tap, char* out) {
+  const int64_t d = t.cols;
+  const int64_t row_bytes = d * static_cast<int64_t>(sizeof(S));
+  if (n == 0 || row_bytes == 0) return;
+  const int64_t total = n * row_bytes;
+  const bool stream = total >= kStreamMinBytes;
+  auto row = [&](int64_t r) { return reinterpret_cast<const S*>(t.data + r * t.row_stride); };
+
+  parallel_for(n, threads_for_bytes(total), [&](int64_t begin, int64_t end, int) {
+    std::unique_ptr<S[]> buf;
+    if (stream) buf.reset(new S[static_cast<size_t>(d)]);
+    for (int64_t i = begin; i < end; ++i) {
+      const LinearTap k = tap(i);
+      char* dst = out + i * row_bytes;
+      if (k.w == 0.0 || k.lo == k.hi) {
+        const auto* src = reinterpret_cast<const char*>(row(k.lo));
+        if (stream) {
+          copy_stream(dst, src, row_bytes);
+        } else {
+          copy_plain(dst, src, row_bytes);
+        }
+        continue;
+      }
+      if (stream) {
+        blend_row(buf.get(), row(k.lo), row(k.hi), k.w, d);
+        copy_stream(dst, reinterpret_cast<const char*>(buf.get()), row_bytes);
+      } else {
+        blend_row(reinterpret_cast<S*>(dst), row(k.lo), row(k.hi), k.w, d);
+      }
+    }
+    if (stream) stream_fence();
+  });
+}
+
+LinearTap linear_tap(SourceCoord c, int64_t in_size) {
+  if (c.q < 0) return {0, 0, 0.0};  // half_pixel: the source clamps at 0
+  const int64_t lo = std::min(c.q, in_size - 1);
+  const int64_t hi = std::min(lo + 1, in_size - 1);
+  return {lo, hi, lo == c.q ? c.frac : 0.0};
+}
+
+}  // namespace
+
+SourceCoord source_coord(int64_t i, int64_t in_size, int64_t out_size, Align align) {
+  // Products stay far below 2^63: i < out_size and both sizes are row counts
+  // of arrays that fit in memory.
+  int64_t num = 0;
+  int64_t den = 1;
+  switch (align) {
+    case Align::scale:
+      num = i * in_size;
+      den = out_size;
+      break;
+    case Align::half_pixel:
+      num = (2 * i + 1) * in_size - out_size;
+      den = 2 * out_size;
+      break;
+    case Align::corners:
+      if (out_size == 1) return {0, 0.0};
+      num = i * (in_size - 1);
+      den = out_size - 1;
+      break;
+  }
+  const int64_t q = floor_div(num, den);
+  return {q, static_cast<double>(num - q * den) / static_cast<double>(den)};
+}
+
+std::vector<LinearTap> linear_plan(int64_t in_size, int64_t out_size, Align align) {
+  std::vector<LinearTap> plan(static_cast<size_t>(out_size));
+  for (int64_t i = 0; i < out_size; ++i) {
+    plan[static_cast<size_t>(i)] = linear_tap(source_coord(i, in_size, out_size, align), in_size);
+  }
+  return plan;
+}
+
+void interpolate(const RowsView& table, FloatKind kind, int64_t length, Align align,
+                 int64_t first, char* out) {
+  const std::vector<LinearTap> plan = linear_plan(table.rows, length, align);
+  with_float_kind(kind, [&](auto s) {
+    using S = decltype(s);
+    blend_rows<S>(
+        table, length - first, [&](int64_t i) { return plan[static_cast<size_t>(first + i)]; },
+        out);
+  });
+}
+
+int64_t first_invalid_fraction(const double* pos, int64_t n, int64_t rows) {
+  const auto top = static_cast<double>(rows - 1);
+  for (int64_t i = 0; i < n; ++i) {
+    // written so that NaN fails
+    if (!(pos[i] >= 0.0 && pos[i] <= top)) return i;
+  }
+  return -1;
+}
+
+void lerp(const RowsView& table, FloatKind kind, const double* pos, int64_t n, char* out) {
+  const int64_t last = table.rows - 1;
+  auto tap = [&](int64_t i) {
+    // Checked before; the clamp (which also maps NaN to 0) only keeps memory
+    // safe should another thread rewrite the positions meanwhile.
+    const double p = pos[i] >= 0.0 ? std::min(pos[i], static_cast<double>(last)) : 0.0;
+    const double fl = std::floor(p);
+    const auto lo = static_cast<int64_t>(fl);
+    return LinearTap{lo, std::min(lo + 1, last), p - fl};
+  };
+  with_float_kind(kind, [&](auto s) {
+    using S = decltype(s);
+    blend_rows<S>(table, n, tap, out);
+  });
+}
+
+}  // namespace posembed

@@ -1,0 +1,60 @@
+// interpolate and lerp: rows of a table at fractional positions, linear
+// between the two nearest rows. interpolate stretches or shrinks a table to
+// T rows under one of three index conventions; lerp takes the positions.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "half.hpp"
+
+namespace posembed {
+
+// A table of float rows: element [r, j] at data + r * row_stride + j * sizeof(S).
+struct RowsView {
+  const char* data;
+  int64_t rows;
+  int64_t cols;
+  int64_t row_stride;  // bytes, may be negative
+};
+
+enum class Align : int {
+  scale = 0,       // s = i * L / T (the seed's position interpolation)
+  half_pixel = 1,  // s = (i + 0.5) * L / T - 0.5  (PyTorch align_corners=False)
+  corners = 2,     // s = i * (L - 1) / (T - 1)    (PyTorch align_corners=True)
+};
+
+// Output row = (1 - w) * row[lo] + w * row[hi]; a copy of row[lo] when w == 0
+// or lo == hi.
+struct LinearTap {
+  int64_t lo;
+  int64_t hi;
+  double w;
+};
+
+// The exact source coordinate of output index i as floor and fraction:
+// s = q + frac with integer q (may be negative for half_pixel) and
+// frac = rem / den in [0, 1), from integer arithmetic, so that, for example,
+// T = k * L lands exactly on every k-th row.
+struct SourceCoord {
+  int64_t q;
+  double frac;
+};
+SourceCoord source_coord(int64_t i, int64_t in_size, int64_t out_size, Align align);
+
+// Taps of a linear resize of an axis of `in_size` to `out_size` (half_pixel
+// clamps the source at 0, as PyTorch's linear modes do).
+std::vector<LinearTap> linear_plan(int64_t in_size, int64_t out_size, Align align);
+
+// Rows [first, length) of the table interpolated to `length` rows, written to
+// out (length - first, d), C-contiguous, of the table's element type.
+void interpolate(const RowsView& table, FloatKind kind, int64_t length, Align align,
+                 int64_t first, char* out);
+
+// Flat index of the first position that is not finite or not in [0, L-1], or -1.
+int64_t first_invalid_fraction(const double* pos, int64_t n, int64_t rows);
+
+// out (n, d) = rows at positions pos[0..n) (all valid, see above).
+void lerp(const RowsView& table, FloatKind kind, const double* pos, int64_t n, char* out);
+
+}  // namespace posembed

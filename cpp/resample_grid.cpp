@@ -1,0 +1,128 @@
+#include "resample_grid.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "parallel.hpp"
+#include "runtime.hpp"
+
+namespace posembed {
+
+namespace {
+
+inline int64_t clamp_index(int64_t i, int64_t size) { return std::min(std::max(i, int64_t{0}), size - 1); }
+
+// Cubic convolution weights of the four taps at offsets -1, 0, 1, 2 from the
+// floor of the source coordinate, t its fractional part.
+void cubic_weights(double t, double* w) {
+  const double A = kCubicA;
+  const double x0 = t + 1.0;
+  const double x3 = 2.0 - t;
+  const double u = 1.0 - t;
+  w[0] = ((A * x0 - 5.0 * A) * x0 + 8.0 * A) * x0 - 4.0 * A;
+  w[1] = ((A + 2.0) * t - (A + 3.0)) * t * t + 1.0;
+  w[2] = ((A + 2.0) * u - (A + 3.0)) * u * u + 1.0;
+  w[3] = ((A * x3 - 5.0 * A) * x3 + 8.0 * A) * x3 - 4.0 * A;
+}
+
+template <class S>
+void resample_typed(const RowsView& t, int64_t prefix, int64_t h, int64_t w, int64_t h2,
+                    int64_t w2, GridMethod method, Align align, char* out) {
+  using K = Compute<S>;
+  using C = typename K::type;
+  const int64_t d = t.cols;
+  const int64_t row_bytes = d * static_cast<int64_t>(sizeof(S));
+  const int ntaps = method == GridMethod::bicubic ? 4 : 2;
+
+  for (int64_t r = 0; r < prefix; ++r) {
+    std::memcpy(out + r * row_bytes, t.data + r * t.row_stride, static_cast<size_t>(row_bytes));
+  }
+  if (h2 * w2 == 0 || d == 0) return;
+
+  std::vector<AxisTaps> tx(static_cast<size_t>(w2));
+  std::vector<AxisTaps> ty(static_cast<size_t>(h2));
+  axis_taps(w, w2, method, align, tx.data());
+  axis_taps(h, h2, method, align, ty.data());
+
+  auto grid_row = [&](int64_t y, int64_t x) {
+    return reinterpret_cast<const S*>(t.data + (prefix + y * w + x) * t.row_stride);
+  };
+
+  // Pass 1, along x: tmp[y, x2] = sum_b wx[b] * grid[y, x_b], for every input y.
+  std::vector<C> tmp(static_cast<size_t>(h * w2 * d));
+  const int64_t work1 = h * w2 * d * static_cast<int64_t>(sizeof(C)) * ntaps;
+  parallel_for(h * w2, threads_for_bytes(work1), [&](int64_t begin, int64_t end, int) {
+    for (int64_t k = begin; k < end; ++k) {
+      const int64_t y = k / w2;
+      const AxisTaps& tap = tx[static_cast<size_t>(k % w2)];
+      C* acc = tmp.data() + k * d;
+      const S* r0 = grid_row(y, tap.idx[0]);
+      const auto w0 = static_cast<C>(tap.w[0]);
+      for (int64_t j = 0; j < d; ++j) acc[j] = w0 * K::load(r0[j]);
+      for (int b = 1; b < ntaps; ++b) {
+        const S* rb = grid_row(y, tap.idx[b]);
+        const auto wb = static_cast<C>(tap.w[b]);
+        for (int64_t j = 0; j < d; ++j) acc[j] = acc[j] + wb * K::load(rb[j]);
+      }
+    }
+  });
+
+  // Pass 2, along y: out[y2, x2] = sum_a wy[a] * tmp[y_a, x2].
+  char* grid_out = out + prefix * row_bytes;
+  const int64_t work2 = h2 * w2 * row_bytes * ntaps;
+  parallel_for(h2 * w2, threads_for_bytes(work2), [&](int64_t begin, int64_t end, int) {
+    std::vector<C> acc(static_cast<size_t>(d));
+    for (int64_t k = begin; k < end; ++k) {
+      const AxisTaps& tap = ty[static_cast<size_t>(k / w2)];
+      const int64_t x2 = k % w2;
+      const C* t0 = tmp.data() + (tap.idx[0] * w2 + x2) * d;
+      const auto w0 = static_cast<C>(tap.w[0]);
+      for (int64_t j = 0; j < d; ++j) acc[static_cast<size_t>(j)] = w0 * t0[j];
+      for (int a = 1; a < ntaps; ++a) {
+        const C* ta = tmp.data() + (tap.idx[a] * w2 + x2) * d;
+        const auto wa = static_cast<C>(tap.w[a]);
+        for (int64_t j = 0; j < d; ++j) {
+          acc[static_cast<size_t>(j)] = acc[static_cast<size_t>(j)] + wa * ta[j];
+        }
+      }
+      S* dst = reinterpret_cast<S*>(grid_out + k * row_bytes);
+      for (int64_t j = 0; j < d; ++j) dst[j] = K::store(acc[static_cast<size_t>(j)]);
+    }
+  });
+}
+
+}  // namespace
+
+void axis_taps(int64_t in_size, int64_t out_size, GridMethod method, Align align,
+               AxisTaps* taps) {
+  for (int64_t i = 0; i < out_size; ++i) {
+    AxisTaps& t = taps[i];
+    const SourceCoord c = source_coord(i, in_size, out_size, align);
+    if (method == GridMethod::bilinear) {
+      // PyTorch's linear modes clamp the source coordinate at 0.
+      const int64_t q = std::max(c.q, int64_t{0});
+      const double frac = c.q < 0 ? 0.0 : c.frac;
+      const int64_t lo = std::min(q, in_size - 1);
+      t.idx[0] = lo;
+      t.idx[1] = std::min(lo + 1, in_size - 1);
+      t.w[0] = 1.0 - frac;
+      t.w[1] = frac;
+      t.idx[2] = t.idx[3] = lo;
+      t.w[2] = t.w[3] = 0.0;
+    } else {
+      for (int k = 0; k < 4; ++k) t.idx[k] = clamp_index(c.q - 1 + k, in_size);
+      cubic_weights(c.frac, t.w);
+    }
+  }
+}
+
+void resample_grid(const RowsView& table, FloatKind kind, int64_t prefix, int64_t h, int64_t w,
+                   int64_t h2, int64_t w2, GridMethod method, Align align, char* out) {
+  with_float_kind(kind, [&](auto s) {
+    using S = decltype(s);
+    resample_typed<S>(table, prefix, h, w, h2, w2, method, align, out);
+  });
+}
+
+}  // namespace posembed

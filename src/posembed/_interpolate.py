@@ -1,0 +1,160 @@
+"""Going past max_seq_len: interpolate, lerp, extend, and the similarity analysis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from posembed import _core
+from posembed import _validate as v
+
+INITS = ("interpolate", "tile", "edge", "random", "zeros")
+
+
+def _non_empty(t: np.ndarray) -> None:
+    if t.shape[0] == 0:
+        raise ValueError("table must have at least one row; got shape (0, d)")
+
+
+def interpolate(table: Any, length: int, *, align: str = "scale") -> np.ndarray:
+    """Stretch or shrink a position table to ``length`` rows by linear interpolation.
+
+    Output row i is ``(1 - w) * table[lo] + w * table[hi]`` at the source
+    position s of row i; a row whose weight on ``hi`` is 0 is a bit-exact copy
+    of ``table[lo]`` (so NaN or inf in a neighbour never leaks in).
+
+    Parameters
+    ----------
+    table : array_like, shape (L, d)
+        float16, bfloat16 (ml_dtypes), float32 or float64; any row strides.
+    length : int
+        T >= 1 rows in the result: larger grows, smaller shrinks, equal copies.
+    align : {"scale", "half_pixel", "corners"}
+        ``"scale"`` (the seed's position interpolation): ``s = i * L / T``, lo =
+        floor(s), hi = min(lo + 1, L - 1); for T = k * L every k-th row is an
+        exact copy. ``"half_pixel"``: ``s = max((i + 0.5) * L / T - 0.5, 0)``, as
+        PyTorch ``F.interpolate(mode="linear", align_corners=False)``.
+        ``"corners"``: ``s = i * (L - 1) / (T - 1)``, as ``align_corners=True``;
+        the first and last rows are the table's.
+
+    Returns
+    -------
+    ndarray (T, d) of the table's dtype. Source positions and weights are
+    exact rationals computed in float64; the blend runs in float32 for
+    float16 / bfloat16 / float32 tables and float64 for float64 tables.
+    """
+    t, kind = v.float_table(table)
+    _non_empty(t)
+    n = v.positive_int(length, "length")
+    a = v.ALIGNS[v.choice(align, "align", v.ALIGNS)]
+    return _core.interpolate(t, kind, n, a)
+
+
+def lerp(table: Any, positions: Any) -> np.ndarray:
+    """Rows at fractional positions, linear between floor and ceil.
+
+    ``positions`` is a float (or integer) array of any shape with every value
+    finite and in ``[0, L - 1]``; the result has shape ``positions.shape + (d,)``
+    and the table's dtype. A whole-number position returns that row exactly.
+    This is an interpolated lookup without materialising a stretched table:
+    ``lerp(table, i * L / T)`` is row i of ``interpolate(table, T)``.
+
+    Raises ValueError naming the first position that is NaN, infinite or out of
+    range and its index; nothing is computed in that case.
+    """
+    t, kind = v.float_table(table)
+    p = positions if type(positions) is np.ndarray else v.as_array(positions, "positions")
+    if p.dtype.kind not in "fiu":
+        raise TypeError(f"positions must be real numbers; got dtype {p.dtype}")
+    if p.dtype != np.float64 or not (p.flags.c_contiguous and p.flags.aligned):
+        p = np.asarray(p, dtype=np.float64, order="C")
+    return _core.lerp(t, kind, p)
+
+
+def extend(
+    table: Any,
+    length: int,
+    *,
+    init: str = "interpolate",
+    std: float | None = None,
+    seed: int | np.random.Generator | None = None,
+    align: str = "scale",
+) -> np.ndarray:
+    """Grow a position table to ``length`` rows for fine-tuning on longer sequences.
+
+    The first L rows are bit-identical to ``table``; rows L..T-1 are new:
+
+    - ``"interpolate"``: row i is row i of ``interpolate(table, T, align=align)``,
+      i.e. the trained embedding at the same relative position i / T;
+    - ``"tile"``: ``table[i % L]`` (Longformer's copy of the trained rows);
+    - ``"edge"``: ``table[L - 1]`` (repeat the last row);
+    - ``"random"``: N(0, std^2) from ``numpy.random.default_rng(seed)``, drawn in
+      float64 and rounded; ``std`` defaults to the standard deviation of all the
+      table's values;
+    - ``"zeros"``.
+
+    ``length`` must be at least L (use :func:`interpolate` to shrink); ``std``
+    and ``seed`` apply to ``init="random"`` only.
+    """
+    t, kind = v.float_table(table)
+    _non_empty(t)
+    rows, d = t.shape
+    n = v.positive_int(length, "length")
+    if n < rows:
+        raise ValueError(
+            f"length must be at least the table's {rows} rows (extend only grows; "
+            f"interpolate shrinks); got {n}"
+        )
+    init = v.choice(init, "init", INITS)
+    a = v.ALIGNS[v.choice(align, "align", v.ALIGNS)]
+    if init != "random" and (std is not None or seed is not None):
+        raise ValueError(f"std and seed apply to init='random' only; got init={init!r}")
+    if std is not None:
+        std = _std_value(std)
+
+    out = np.empty((n, d), t.dtype)
+    _core.gather(t, np.arange(rows), 0, out[:rows])
+    new = out[rows:]
+    if n == rows:
+        return out
+    if init == "interpolate":
+        new[...] = _core.interpolate(t, kind, n, a, rows)
+    elif init == "tile":
+        _core.gather(t, np.arange(rows, n) % rows, 0, new)
+    elif init == "edge":
+        _core.gather(t, np.full(n - rows, rows - 1), 0, new)
+    elif init == "zeros":
+        new.fill(0)
+    else:
+        if std is None:
+            std = float(np.std(t, dtype=np.float64))
+        draws = np.random.default_rng(seed).standard_normal((n - rows, d))
+        new[...] = (draws * std).astype(t.dtype)
+    return out
+
+
+def _std_value(std: Any) -> float:
+    if isinstance(std, (bool, np.bool_)) or not isinstance(std, (int, float, np.number)):
+        raise TypeError(f"std must be a number >= 0; got {type(std).__name__} {std!r}")
+    s = float(std)
+    if not np.isfinite(s) or s < 0:
+        raise ValueError(f"std must be a finite number >= 0; got {std!r}")
+    return s
+
+
+def similarity(table: Any) -> np.ndarray:
+    """Cosine similarity of every pair of rows: an (L, L) array.
+
+    float64 tables give float64, the others float32. A row of zeros has
+    similarity 0 with every row (itself included). The Gram product runs in
+    NumPy's BLAS, which is faster than anything hand-written here would be.
+    """
+    t, _ = v.float_table(table)
+    x: np.ndarray[Any, np.dtype[np.floating[Any]]] = t.astype(
+        np.float64 if t.dtype == np.float64 else np.float32
+    )
+    norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+    x = x / np.where(norms == 0, 1, norms)[:, None].astype(x.dtype)
+    result: np.ndarray = x @ x.T
+    return result

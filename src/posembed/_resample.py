@@ -1,0 +1,57 @@
+"""resample_grid: 2-D resampling of vision-transformer position tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from posembed import _core
+from posembed import _validate as v
+
+METHODS = {"bilinear": 0, "bicubic": 1}
+GRID_ALIGNS = {"half_pixel": 1, "corners": 2}
+
+
+def resample_grid(
+    table: Any,
+    grid: tuple[int, int],
+    new_grid: tuple[int, int],
+    *,
+    prefix: int = 0,
+    method: str = "bicubic",
+    align: str = "half_pixel",
+) -> np.ndarray:
+    """Resample a ViT position table from an (H, W) grid to (H', W').
+
+    Parameters
+    ----------
+    table : array_like, shape (prefix + H * W, d)
+        ``prefix`` leading rows (CLS, distillation tokens) followed by the grid
+        in row-major order; float16, bfloat16, float32 or float64.
+    grid, new_grid : (int, int)
+        (H, W) and (H', W'); non-square grids are fine.
+    prefix : int
+        Leading rows copied bit-identically to the result.
+    method : {"bicubic", "bilinear"}
+        Bicubic is the Keys kernel with A = -0.75, as PyTorch; border taps
+        repeat the edge rows. No antialiasing (PyTorch's default).
+    align : {"half_pixel", "corners"}
+        As PyTorch ``align_corners=False`` / ``True``.
+
+    Returns
+    -------
+    ndarray (prefix + H' * W', d) of the table's dtype; matches PyTorch
+    ``F.interpolate`` on the (1, d, H, W) grid to float32 round-off.
+    """
+    t, kind = v.float_table(table)
+    h, w = v.grid_shape(grid, "grid")
+    h2, w2 = v.grid_shape(new_grid, "new_grid")
+    p = v.non_negative_int(prefix, "prefix")
+    if p + h * w != t.shape[0]:
+        raise ValueError(
+            f"table has {t.shape[0]} rows but prefix + H * W = {p} + {h} * {w} = {p + h * w}"
+        )
+    m = METHODS[v.choice(method, "method", METHODS)]
+    a = GRID_ALIGNS[v.choice(align, "align", GRID_ALIGNS)]
+    return _core.resample_grid(t, kind, p, h, w, h2, w2, m, a)

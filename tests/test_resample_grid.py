@@ -1,0 +1,151 @@
+"""resample_grid against its reference twin and PyTorch F.interpolate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import posembed
+from posembed import reference
+
+from .conftest import FLOAT_TABLE_DTYPES, assert_same, normal_table, torch_or_skip
+
+METHODS = ["bicubic", "bilinear"]
+ALIGNS = ["half_pixel", "corners"]
+GRIDS = [
+    ((24, 24), (48, 48)),
+    ((24, 24), (12, 12)),
+    ((7, 5), (3, 11)),
+    ((1, 1), (4, 2)),
+    ((6, 6), (6, 6)),
+    ((3, 8), (1, 1)),
+    ((14, 14), (37, 23)),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_TABLE_DTYPES, ids=str)
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("align", ALIGNS)
+@pytest.mark.parametrize(("grid", "new_grid"), GRIDS, ids=str)
+@pytest.mark.parametrize("prefix", [0, 1, 2])
+def test_matches_reference(rng, dtype, method, align, grid, new_grid, prefix):
+    table = normal_table(rng, prefix + grid[0] * grid[1], 12, dtype)
+    got = posembed.resample_grid(table, grid, new_grid, prefix=prefix, method=method, align=align)
+    want = reference.resample_grid(table, grid, new_grid, prefix=prefix, method=method, align=align)
+    assert_same(got, want)
+    assert got.shape == (prefix + new_grid[0] * new_grid[1], 12)
+    assert_same(got[:prefix], table[:prefix])  # prefix rows are bit-identical
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_same_grid_is_the_identity(rng, method):
+    table = normal_table(rng, 1 + 9 * 7, 5, np.float32)
+    got = posembed.resample_grid(table, (9, 7), (9, 7), prefix=1, method=method)
+    np.testing.assert_array_equal(got, table)
+
+
+def test_non_contiguous_and_d1(rng):
+    base = normal_table(rng, 2 + 5 * 6, 8, np.float64)
+    for view in (base[:, ::3], base[:, :1], np.asfortranarray(base)):
+        got = posembed.resample_grid(view, (5, 6), (9, 4), prefix=2)
+        want = reference.resample_grid(np.ascontiguousarray(view), (5, 6), (9, 4), prefix=2)
+        assert_same(got, want)
+
+
+def test_thread_count_does_not_change_bytes(rng, restore_threads):
+    table = normal_table(rng, 1 + 32 * 32, 64, np.float32)
+    want = reference.resample_grid(table, (32, 32), (64, 48), prefix=1)
+    for threads in (1, 2, 3):
+        posembed.set_num_threads(threads)
+        assert_same(posembed.resample_grid(table, (32, 32), (64, 48), prefix=1), want)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("align", ALIGNS)
+@pytest.mark.parametrize(("grid", "new_grid"), GRIDS, ids=str)
+def test_matches_pytorch(rng, method, align, grid, new_grid):
+    torch = torch_or_skip()
+    d = 16
+    table = normal_table(rng, 1 + grid[0] * grid[1], d, np.float32)
+    got = posembed.resample_grid(table, grid, new_grid, prefix=1, method=method, align=align)
+    src = torch.from_numpy(table[1:]).reshape(*grid, d).permute(2, 0, 1)[None]
+    want = (
+        torch.nn.functional.interpolate(
+            src, size=new_grid, mode=method, align_corners=align == "corners"
+        )[0]
+        .permute(1, 2, 0)
+        .reshape(-1, d)
+    )
+    # PyTorch computes source coordinates and weights in float32: per axis an
+    # error of ~2 eps * size in the coordinate, times the weights' slope
+    # (at most 1.5 per unit for Keys' kernel) over 4 taps, plus the sum's rounding.
+    eps = np.finfo(np.float32).eps
+    size = max(*grid, *new_grid)
+    bound = eps * np.abs(table).max() * 16 * (2 * size + 4)
+    np.testing.assert_allclose(got[1:], want.numpy(), rtol=0, atol=bound)
+    assert_same(got[:1], table[:1])
+
+
+BAD = [
+    (
+        "rows do not match",
+        np.zeros((10, 2), np.float32),
+        (3, 3),
+        (4, 4),
+        {},
+        ValueError,
+        r"10 rows but prefix \+ H \* W = 0 \+ 3 \* 3 = 9",
+    ),
+    (
+        "prefix mismatch",
+        np.zeros((10, 2), np.float32),
+        (3, 3),
+        (4, 4),
+        {"prefix": 2},
+        ValueError,
+        "11",
+    ),
+    (
+        "negative prefix",
+        np.zeros((9, 2), np.float32),
+        (3, 3),
+        (4, 4),
+        {"prefix": -1},
+        ValueError,
+        "prefix",
+    ),
+    ("bad grid", np.zeros((9, 2), np.float32), (3,), (4, 4), {}, TypeError, "grid"),
+    ("zero new grid", np.zeros((9, 2), np.float32), (3, 3), (0, 4), {}, ValueError, "new_grid"),
+    (
+        "bad method",
+        np.zeros((9, 2), np.float32),
+        (3, 3),
+        (4, 4),
+        {"method": "nearest"},
+        ValueError,
+        "'bilinear', 'bicubic'",
+    ),
+    (
+        "bad align",
+        np.zeros((9, 2), np.float32),
+        (3, 3),
+        (4, 4),
+        {"align": "scale"},
+        ValueError,
+        "'half_pixel', 'corners'",
+    ),
+    ("int table", np.zeros((9, 2), np.int64), (3, 3), (4, 4), {}, TypeError, "float dtype"),
+    ("3-D table", np.zeros((3, 3, 2), np.float32), (3, 3), (4, 4), {}, ValueError, "2-D"),
+]
+
+
+@pytest.mark.parametrize(
+    ("table", "grid", "new_grid", "kw", "exc", "text"),
+    [b[1:] for b in BAD],
+    ids=[b[0] for b in BAD],
+)
+def test_bad_input(table, grid, new_grid, kw, exc, text):
+    with pytest.raises(exc, match=text):
+        posembed.resample_grid(table, grid, new_grid, **kw)
+    with pytest.raises(exc):
+        reference.resample_grid(table, grid, new_grid, **kw)

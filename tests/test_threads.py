@@ -1,0 +1,165 @@
+"""Threads: the GIL is released, thresholds decide the team, fork and races are safe."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import posembed
+from posembed import _core
+
+from .conftest import assert_same
+
+# Each call takes tens of milliseconds, so that another Python thread wakes
+# up well within it when (and only when) the GIL is released.
+_TABLE = np.ones((64, 1024), np.float32)
+KERNELS = {
+    "gather": (posembed.gather, (_TABLE, np.zeros(20_000, np.int64))),
+    "interpolate": (posembed.interpolate, (_TABLE, 20_000)),
+    "lerp": (posembed.lerp, (_TABLE, np.full(20_000, 1.5))),
+    "resample_grid": (
+        posembed.resample_grid,
+        (np.ones((32 * 32, 256), np.float32), (32, 32), (128, 128)),
+    ),
+}
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_kernels_release_the_gil(kernel):
+    # With a huge switch interval a thread keeps the GIL until it blocks or
+    # C code releases it. The main thread can look at `done` while the worker
+    # is inside the call only if the call released the GIL. The arguments are
+    # made beforehand: NumPy releases the GIL while it fills large arrays.
+    fn, args = KERNELS[kernel]
+    fn(*args)  # warm up: the thread pool, first-touch of pages
+    started = threading.Event()
+    done = []
+
+    def work():
+        started.set()
+        fn(*args)
+        done.append(True)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    try:
+        worker = threading.Thread(target=work)
+        worker.start()
+        started.wait()
+        seen_running = not done
+    finally:
+        sys.setswitchinterval(old)
+    worker.join()
+    assert seen_running, f"{kernel} held the GIL for its whole run"
+
+
+def test_small_calls_stay_on_one_thread_and_large_ones_use_all(restore_threads):
+    posembed.set_num_threads(2)
+    table = np.ones((128, 64), np.float32)
+    posembed.gather(table, np.arange(10) % 128)
+    assert _core._last_team_size() == 1
+    posembed.gather(table, np.arange(100_000) % 128)  # 25 MB of output
+    assert _core._last_team_size() == 2
+    posembed.interpolate(table, 10)
+    assert _core._last_team_size() == 1
+    posembed.interpolate(table, 100_000)
+    assert _core._last_team_size() == 2
+    posembed.set_num_threads(1)
+    posembed.gather(table, np.arange(100_000) % 128)
+    assert _core._last_team_size() == 1
+
+
+def test_thread_count_is_capped(restore_threads):
+    top = posembed.config()["max_num_threads"]
+    posembed.set_num_threads(top)
+    assert posembed.get_num_threads() == top
+    with pytest.raises(ValueError, match=rf"1\.\.{top}"):
+        posembed.set_num_threads(top + 1)
+
+
+def _child(queue):
+    table = np.arange(2048 * 64, dtype=np.float32).reshape(2048, 64)
+    out = posembed.gather(table, np.arange(100_000) % 2048)
+    queue.put(
+        (
+            bool(np.array_equal(out, table[np.arange(100_000) % 2048])),
+            posembed.config()["forked_child"],
+            posembed.get_num_threads(),
+        )
+    )
+
+
+def test_forked_child_after_parallel_work_does_not_hang(restore_threads):
+    posembed.set_num_threads(2)
+    table = np.ones((2048, 64), np.float32)
+    posembed.gather(table, np.arange(100_000) % 2048)  # the parent's pool is running
+    assert _core._last_team_size() == 2
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child, args=(queue,))
+    child.start()
+    child.join(120)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        pytest.fail("the forked child hung in an OpenMP region")
+    assert child.exitcode == 0
+    correct, forked, threads = queue.get(timeout=10)
+    assert correct
+    assert forked is True
+    assert threads == 1
+    assert posembed.get_num_threads() == 2  # the parent is unaffected
+
+
+def test_positions_rewritten_by_another_thread_never_crash():
+    # Positions are checked, then read again with the GIL released; a racing
+    # writer may make the result meaningless but must not make it unsafe.
+    table = np.arange(100 * 16, dtype=np.float32).reshape(100, 16)
+    pos = np.zeros(200_000, np.int64)
+    out = np.empty((pos.size, 16), np.float32)
+    fracs = np.zeros(200_000)
+    stop = threading.Event()
+
+    def scribble():
+        while not stop.is_set():
+            pos[100_000:100_010] = 1 << 40
+            fracs[100_000:100_010] = np.nan
+            pos[100_000:100_010] = 0
+            fracs[100_000:100_010] = 0.0
+
+    writer = threading.Thread(target=scribble)
+    writer.start()
+    try:
+        for _ in range(100):
+            try:
+                posembed.gather(table, pos, out=out)
+                posembed.lerp(table, fracs)
+            except (IndexError, ValueError):
+                pass  # the writer won the race before the check
+    finally:
+        stop.set()
+        writer.join()
+    rows = {r.tobytes() for r in table}
+    assert all(r.tobytes() in rows for r in out[99_990:100_020])
+
+
+def test_results_identical_across_python_threads():
+    table = np.random.default_rng(0).standard_normal((512, 128)).astype(np.float32)
+    pos = np.random.default_rng(1).integers(0, 512, 30_000)
+    want = posembed.gather(table, pos)
+    results = [None] * 4
+
+    def run(i):
+        results[i] = posembed.gather(table, pos)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        assert_same(r, want)
