@@ -86,8 +86,10 @@ const char* mode_name(posembed::IndexMode m) {
   throw py::index_error(msg);
 }
 
+// `fresh` declares that a given out was just allocated by the caller (extend
+// fills parts of its new output this way); see use_streaming.
 py::array gather(const py::array& table, const py::array& positions, int mode_code,
-                 const py::object& out_obj) {
+                 const py::object& out_obj, bool fresh) {
   if (table.ndim() != 2) throw py::value_error("table must be 2-D");
   if (mode_code < 0 || mode_code > 2) throw py::value_error("mode code must be 0, 1 or 2");
   if (!c_contiguous(positions)) throw py::value_error("positions must be C-contiguous");
@@ -122,7 +124,7 @@ py::array gather(const py::array& table, const py::array& positions, int mode_co
   int64_t count = 0;
   {
     py::gil_scoped_release nogil;
-    bad = posembed::gather(tv, pv, mode, dst);
+    bad = posembed::gather(tv, pv, mode, dst, fresh || out_obj.is_none());
     if (bad >= 0) count = posembed::count_invalid_positions(pv, tv.rows);
   }
   if (bad >= 0) raise_position_error(positions, pv, bad, count, tv.rows, mode);
@@ -147,22 +149,38 @@ posembed::Align align_of(int code) {
   return static_cast<posembed::Align>(code);
 }
 
-py::array interpolate(const py::array& table, int kind, int64_t length, int align, int64_t first) {
-  const posembed::RowsView rv = float_rows(table, kind);
-  if (rv.rows < 1 || length < 1 || first < 0 || first > length) {
-    throw py::value_error("interpolate needs a non-empty table and 0 <= first <= length");
-  }
-  py::array out(table.dtype(), std::vector<py::ssize_t>{length - first, table.shape(1)});
-  char* dst = static_cast<char*>(out.mutable_data());
-  {
-    py::gil_scoped_release nogil;
-    posembed::interpolate(rv, static_cast<posembed::FloatKind>(kind), length, align_of(align),
-                          first, dst);
+// `out` if given (checked by the Python layer; here only what memory safety
+// needs), else a new array of `shape` and the table's dtype.
+py::array output_for(const py::array& table, const std::vector<py::ssize_t>& shape,
+                     const py::object& out_obj) {
+  if (out_obj.is_none()) return py::array(table.dtype(), shape);
+  if (!py::isinstance<py::array>(out_obj)) throw py::type_error("out must be a numpy.ndarray");
+  auto out = py::reinterpret_borrow<py::array>(out_obj);
+  if (std::vector<py::ssize_t>(out.shape(), out.shape() + out.ndim()) != shape ||
+      out.itemsize() != table.itemsize() || !c_contiguous(out) || !out.writeable()) {
+    throw py::value_error("out must be a writeable C-contiguous array of the result's shape");
   }
   return out;
 }
 
-py::array lerp(const py::array& table, int kind, const py::array& positions) {
+py::array interpolate(const py::array& table, int kind, int64_t length, int align, int64_t first,
+                      const py::object& out_obj, bool fresh) {
+  const posembed::RowsView rv = float_rows(table, kind);
+  if (rv.rows < 1 || length < 1 || first < 0 || first > length) {
+    throw py::value_error("interpolate needs a non-empty table and 0 <= first <= length");
+  }
+  py::array out = output_for(table, {length - first, table.shape(1)}, out_obj);
+  char* dst = static_cast<char*>(out.mutable_data());
+  {
+    py::gil_scoped_release nogil;
+    posembed::interpolate(rv, static_cast<posembed::FloatKind>(kind), length, align_of(align),
+                          first, dst, fresh || out_obj.is_none());
+  }
+  return out;
+}
+
+py::array lerp(const py::array& table, int kind, const py::array& positions,
+               const py::object& out_obj) {
   const posembed::RowsView rv = float_rows(table, kind);
   if (!c_contiguous(positions) || positions.dtype().kind() != 'f' || positions.itemsize() != 8 ||
       !positions.dtype().attr("isnative").cast<bool>()) {
@@ -172,13 +190,15 @@ py::array lerp(const py::array& table, int kind, const py::array& positions) {
   const auto n = static_cast<int64_t>(positions.size());
   std::vector<py::ssize_t> shape(positions.shape(), positions.shape() + positions.ndim());
   shape.push_back(table.shape(1));
-  py::array out(table.dtype(), shape);
+  py::array out = output_for(table, shape, out_obj);
   char* dst = static_cast<char*>(out.mutable_data());
   int64_t bad = -1;
   {
     py::gil_scoped_release nogil;
     bad = posembed::first_invalid_fraction(pos, n, rv.rows);
-    if (bad < 0) posembed::lerp(rv, static_cast<posembed::FloatKind>(kind), pos, n, dst);
+    if (bad < 0) {
+      posembed::lerp(rv, static_cast<posembed::FloatKind>(kind), pos, n, dst, out_obj.is_none());
+    }
   }
   if (bad >= 0) {
     std::string msg = "position " + py::repr(py::float_(pos[bad])).cast<std::string>();
@@ -245,21 +265,25 @@ py::dict config() {
                   "default_num_threads"_a = posembed::default_num_threads(),
                   "max_num_threads"_a = posembed::max_num_threads(),
                   "forked_child"_a = posembed::forked_child(),
-                  "parallel_min_bytes"_a = posembed::kParallelMinBytes,
-                  "stream_min_bytes"_a = posembed::kStreamMinBytes);
+                  "parallel_min_bytes"_a = posembed::parallel_min_bytes(),
+                  "stream_min_bytes"_a = posembed::stream_min_bytes());
 }
 
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "posembed's compiled kernels; use the functions in the posembed package instead.";
-  m.def("gather", &gather, "table"_a, "positions"_a, "mode"_a, "out"_a = py::none());
-  m.def("interpolate", &interpolate, "table"_a, "kind"_a, "length"_a, "align"_a, "first"_a = 0);
-  m.def("lerp", &lerp, "table"_a, "kind"_a, "positions"_a);
+  m.def("gather", &gather, "table"_a, "positions"_a, "mode"_a, "out"_a = py::none(),
+        "fresh"_a = false);
+  m.def("interpolate", &interpolate, "table"_a, "kind"_a, "length"_a, "align"_a, "first"_a = 0,
+        "out"_a = py::none(), "fresh"_a = false);
+  m.def("lerp", &lerp, "table"_a, "kind"_a, "positions"_a, "out"_a = py::none());
   m.def("resample_grid", &resample_grid, "table"_a, "kind"_a, "prefix"_a, "h"_a, "w"_a, "h2"_a,
         "w2"_a, "method"_a, "align"_a);
   m.def("set_num_threads", &posembed::set_num_threads, "n"_a);
   m.def("get_num_threads", &posembed::get_num_threads);
+  m.def("_set_thresholds", &posembed::set_thresholds, "parallel_min_bytes"_a,
+        "stream_min_bytes"_a, "Override the work thresholds (-1 restores a default).");
   m.def("_last_team_size", &posembed::last_team_size,
         "Threads that ran the most recent parallel section (1 if it stayed serial).");
   m.def("config", &config);

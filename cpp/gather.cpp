@@ -145,13 +145,13 @@ void gather_rows(const TableView& t, const T* pos, int64_t begin, int64_t end, c
 }
 
 template <class T, IndexMode M>
-void gather_typed(const TableView& t, const T* pos, int64_t n, char* out) {
+void gather_typed(const TableView& t, const T* pos, int64_t n, char* out, bool fresh) {
   const int64_t row_bytes = t.cols * t.itemsize;
   if (n == 0 || row_bytes == 0) return;
   const int64_t total = n * row_bytes;
   const bool contiguous = t.col_stride == t.itemsize || t.cols == 1;
   const RowCopy how =
-      !contiguous ? RowCopy::strided : (total >= kStreamMinBytes ? RowCopy::stream : RowCopy::plain);
+      !contiguous ? RowCopy::strided : (use_streaming(total, fresh) ? RowCopy::stream : RowCopy::plain);
   auto run = [&](int64_t b, int64_t e, int) {
     switch (how) {
       case RowCopy::plain: gather_rows<T, M, RowCopy::plain>(t, pos, b, e, out); break;
@@ -166,17 +166,18 @@ void gather_typed(const TableView& t, const T* pos, int64_t n, char* out) {
 }
 
 template <class T>
-int64_t gather_checked(const TableView& t, const T* pos, int64_t n, IndexMode mode, char* out) {
+int64_t gather_checked(const TableView& t, const T* pos, int64_t n, IndexMode mode, char* out,
+                       bool fresh) {
   if (n > 0 && t.rows == 0) return 0;  // nothing to clip or wrap to
   switch (mode) {
     case IndexMode::raise: {
       const int64_t bad = first_invalid(pos, n, t.rows);
       if (bad >= 0) return bad;
-      gather_typed<T, IndexMode::raise>(t, pos, n, out);
+      gather_typed<T, IndexMode::raise>(t, pos, n, out, fresh);
       break;
     }
-    case IndexMode::clip: gather_typed<T, IndexMode::clip>(t, pos, n, out); break;
-    case IndexMode::wrap: gather_typed<T, IndexMode::wrap>(t, pos, n, out); break;
+    case IndexMode::clip: gather_typed<T, IndexMode::clip>(t, pos, n, out, fresh); break;
+    case IndexMode::wrap: gather_typed<T, IndexMode::wrap>(t, pos, n, out, fresh); break;
   }
   return -1;
 }
@@ -218,8 +219,10 @@ std::string position_to_string(const PositionsView& pos, int64_t index) {
   });
 }
 
-int64_t gather(const TableView& table, const PositionsView& pos, IndexMode mode, char* out) {
-  return with_positions(pos, [&](auto p) { return gather_checked(table, p, pos.count, mode, out); });
+int64_t gather(const TableView& table, const PositionsView& pos, IndexMode mode, char* out,
+               bool fresh_out) {
+  return with_positions(
+      pos, [&](auto p) { return gather_checked(table, p, pos.count, mode, out, fresh_out); });
 }
 
 }  // namespace posembed

@@ -40,6 +40,8 @@ std::string position_to_string(const PositionsView& pos, int64_t index);
 // some position is invalid for `mode` (any out-of-range one in raise mode,
 // every one when the table has no rows), writes nothing and returns the flat
 // index of the first such position. `out` is C-contiguous (count, cols).
-int64_t gather(const TableView& table, const PositionsView& pos, IndexMode mode, char* out);
+// `fresh_out`: out was just allocated (see use_streaming).
+int64_t gather(const TableView& table, const PositionsView& pos, IndexMode mode, char* out,
+               bool fresh_out);
 
 }  // namespace posembed

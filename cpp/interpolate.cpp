@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <memory>
+#include <type_traits>
+#include <vector>
 
 #include "copy.hpp"
 #include "parallel.hpp"
@@ -19,44 +20,60 @@ inline int64_t floor_div(int64_t num, int64_t den) {
   return (num % den != 0 && num < 0) ? q - 1 : q;
 }
 
-template <class S>
-void blend_row(S* dst, const S* a, const S* b, double w, int64_t d) {
-  using K = Compute<S>;
-  using C = typename K::type;
-  const C wa = static_cast<C>(1.0 - w);
-  const C wb = static_cast<C>(w);
-  for (int64_t j = 0; j < d; ++j) dst[j] = K::store(wa * K::load(a[j]) + wb * K::load(b[j]));
+// float and double rows: also compiled for AVX2 and chosen at load time
+// (function multi-versioning; never -march=native). No FMA: the products
+// round before the sum, exactly as in the NumPy twin.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define POSEMBED_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define POSEMBED_CLONES
+#endif
+
+POSEMBED_CLONES void blend_f32(float* dst, const float* a, const float* b, float wa, float wb,
+                               int64_t d) {
+  for (int64_t j = 0; j < d; ++j) dst[j] = wa * a[j] + wb * b[j];
 }
 
-// Writes out rows [0, n): row i from tap(i). Large outputs are assembled in
-// a per-thread row buffer and written with streaming stores.
+POSEMBED_CLONES void blend_f64(double* dst, const double* a, const double* b, double wa,
+                               double wb, int64_t d) {
+  for (int64_t j = 0; j < d; ++j) dst[j] = wa * a[j] + wb * b[j];
+}
+
+template <class S>
+void blend_row(S* dst, const S* a, const S* b, double w, int64_t d) {
+  if constexpr (std::is_same_v<S, float>) {
+    blend_f32(dst, a, b, static_cast<float>(1.0 - w), static_cast<float>(w), d);
+  } else if constexpr (std::is_same_v<S, double>) {
+    blend_f64(dst, a, b, 1.0 - w, w, d);
+  } else {  // float16 / bfloat16 storage, float32 arithmetic
+    using K = Compute<S>;
+    const auto wa = static_cast<float>(1.0 - w);
+    const auto wb = static_cast<float>(w);
+    for (int64_t j = 0; j < d; ++j) dst[j] = K::store(wa * K::load(a[j]) + wb * K::load(b[j]));
+  }
+}
+
+// Writes out rows [0, n): row i from tap(i). Large outputs that the caller
+// passed in are assembled in a per-thread row buffer and written with
+// streaming stores (see use_streaming).
 template <class S, class TapFn>
-void blend_rows(const RowsView& t, int64_t n, TapFn tap, char* out) {
+void blend_rows(const RowsView& t, int64_t n, TapFn tap, char* out, bool fresh) {
   const int64_t d = t.cols;
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(S));
   if (n == 0 || row_bytes == 0) return;
-  const int64_t total = n * row_bytes;
-  const bool stream = total >= kStreamMinBytes;
+  const bool stream = use_streaming(n * row_bytes, fresh);
   auto row = [&](int64_t r) { return reinterpret_cast<const S*>(t.data + r * t.row_stride); };
-
-  parallel_for(n, threads_for_bytes(total), [&](int64_t begin, int64_t end, int) {
-    std::unique_ptr<S[]> buf;
-    if (stream) buf.reset(new S[static_cast<size_t>(d)]);
+  parallel_for(n, threads_for_bytes(n * row_bytes), [&](int64_t begin, int64_t end, int) {
+    std::vector<S> buf(stream ? static_cast<size_t>(d) : 0);
     for (int64_t i = begin; i < end; ++i) {
       const LinearTap k = tap(i);
       char* dst = out + i * row_bytes;
       if (k.w == 0.0 || k.lo == k.hi) {
         const auto* src = reinterpret_cast<const char*>(row(k.lo));
-        if (stream) {
-          copy_stream(dst, src, row_bytes);
-        } else {
-          copy_plain(dst, src, row_bytes);
-        }
-        continue;
-      }
-      if (stream) {
-        blend_row(buf.get(), row(k.lo), row(k.hi), k.w, d);
-        copy_stream(dst, reinterpret_cast<const char*>(buf.get()), row_bytes);
+        stream ? copy_stream(dst, src, row_bytes) : copy_plain(dst, src, row_bytes);
+      } else if (stream) {
+        blend_row(buf.data(), row(k.lo), row(k.hi), k.w, d);
+        copy_stream(dst, reinterpret_cast<const char*>(buf.data()), row_bytes);
       } else {
         blend_row(reinterpret_cast<S*>(dst), row(k.lo), row(k.hi), k.w, d);
       }
@@ -107,13 +124,13 @@ std::vector<LinearTap> linear_plan(int64_t in_size, int64_t out_size, Align alig
 }
 
 void interpolate(const RowsView& table, FloatKind kind, int64_t length, Align align,
-                 int64_t first, char* out) {
+                 int64_t first, char* out, bool fresh_out) {
   const std::vector<LinearTap> plan = linear_plan(table.rows, length, align);
   with_float_kind(kind, [&](auto s) {
     using S = decltype(s);
     blend_rows<S>(
         table, length - first, [&](int64_t i) { return plan[static_cast<size_t>(first + i)]; },
-        out);
+        out, fresh_out);
   });
 }
 
@@ -126,7 +143,8 @@ int64_t first_invalid_fraction(const double* pos, int64_t n, int64_t rows) {
   return -1;
 }
 
-void lerp(const RowsView& table, FloatKind kind, const double* pos, int64_t n, char* out) {
+void lerp(const RowsView& table, FloatKind kind, const double* pos, int64_t n, char* out,
+          bool fresh_out) {
   const int64_t last = table.rows - 1;
   auto tap = [&](int64_t i) {
     // Checked before; the clamp (which also maps NaN to 0) only keeps memory
@@ -138,7 +156,7 @@ void lerp(const RowsView& table, FloatKind kind, const double* pos, int64_t n, c
   };
   with_float_kind(kind, [&](auto s) {
     using S = decltype(s);
-    blend_rows<S>(table, n, tap, out);
+    blend_rows<S>(table, n, tap, out, fresh_out);
   });
 }
 

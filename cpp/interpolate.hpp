@@ -48,13 +48,15 @@ std::vector<LinearTap> linear_plan(int64_t in_size, int64_t out_size, Align alig
 
 // Rows [first, length) of the table interpolated to `length` rows, written to
 // out (length - first, d), C-contiguous, of the table's element type.
+// `fresh_out`: out was just allocated (see use_streaming).
 void interpolate(const RowsView& table, FloatKind kind, int64_t length, Align align,
-                 int64_t first, char* out);
+                 int64_t first, char* out, bool fresh_out);
 
 // Flat index of the first position that is not finite or not in [0, L-1], or -1.
 int64_t first_invalid_fraction(const double* pos, int64_t n, int64_t rows);
 
 // out (n, d) = rows at positions pos[0..n) (all valid, see above).
-void lerp(const RowsView& table, FloatKind kind, const double* pos, int64_t n, char* out);
+void lerp(const RowsView& table, FloatKind kind, const double* pos, int64_t n, char* out,
+          bool fresh_out);
 
 }  // namespace posembed

@@ -29,6 +29,8 @@ std::atomic<int> g_threads{g_default_threads};
 std::atomic<bool> g_pool_started{false};
 std::atomic<bool> g_forked{false};
 std::atomic<int> g_last_team{1};
+std::atomic<int64_t> g_parallel_min{kParallelMinBytes};
+std::atomic<int64_t> g_stream_min{kStreamMinBytes};
 
 void on_fork_child() {
   if (g_pool_started.load()) g_forked.store(true);
@@ -73,11 +75,23 @@ void note_pool_started() { g_pool_started.store(true, std::memory_order_relaxed)
 void note_team_size(int n) { g_last_team.store(n, std::memory_order_relaxed); }
 int last_team_size() { return g_last_team.load(std::memory_order_relaxed); }
 
+int64_t parallel_min_bytes() { return g_parallel_min.load(std::memory_order_relaxed); }
+int64_t stream_min_bytes() { return g_stream_min.load(std::memory_order_relaxed); }
+bool use_streaming(int64_t output_bytes, bool fresh_output) {
+  return !fresh_output && output_bytes >= stream_min_bytes();
+}
+
+void set_thresholds(int64_t parallel_min, int64_t stream_min) {
+  g_parallel_min.store(parallel_min < 0 ? kParallelMinBytes : std::max<int64_t>(parallel_min, 1));
+  g_stream_min.store(stream_min < 0 ? kStreamMinBytes : stream_min);
+}
+
 int threads_for_bytes(int64_t bytes) {
-  if (bytes < kParallelMinBytes) return 1;
+  const int64_t threshold = parallel_min_bytes();
+  if (bytes < threshold) return 1;
   const int n = get_num_threads();
   // Each thread should get at least one threshold's worth of work.
-  const int64_t useful = bytes / kParallelMinBytes;
+  const int64_t useful = bytes / threshold;
   return useful < n ? static_cast<int>(useful) : n;
 }
 

@@ -445,3 +445,21 @@ def test_inputs_never_modified(rng, mode):
     posembed.gather(table, pos[:, ::2], mode=mode, out=np.empty((7, 5, 6)))
     assert_same(table, table_before)
     assert_same(pos, pos_before)
+
+
+def test_streaming_and_parallel_paths_on_small_data(rng, restore_threads):
+    from posembed import _core
+
+    table = random_table(rng, 50, 37, np.float32)
+    pos = rng.integers(0, 50, 300)
+    _core._set_thresholds(1024, 4096)
+    try:
+        for threads in (1, 2, 3):
+            posembed.set_num_threads(threads)
+            out = np.empty((300, 37), np.float32)
+            posembed.gather(table, pos, out=out)  # streaming: out was given
+            assert_same(out, table[pos])
+            assert_same(posembed.gather(table, pos), table[pos])  # fresh: plain stores
+    finally:
+        _core._set_thresholds(-1, -1)
+    assert posembed.config()["stream_min_bytes"] == 8 << 20

@@ -219,3 +219,45 @@ def test_inputs_never_modified(rng):
     posembed.lerp(table, pos)
     assert_same(table, before)
     assert_same(pos, pos_before)
+
+
+@pytest.fixture
+def tiny_thresholds():
+    """Drive the parallel and streaming paths with small arrays."""
+    from posembed import _core
+
+    _core._set_thresholds(1024, 4096)
+    yield
+    _core._set_thresholds(-1, -1)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_TABLE_DTYPES, ids=str)
+def test_out_given_plain_and_streaming(rng, restore_threads, dtype, tiny_thresholds):
+    table = normal_table(rng, 40, 33, dtype)
+    want = reference.interpolate(table, 150, align="corners")
+    pos = rng.uniform(0, 39, 70)
+    for threads in (1, 2):
+        posembed.set_num_threads(threads)
+        out = np.empty((150, 33), dtype)
+        assert posembed.interpolate(table, 150, align="corners", out=out) is out
+        assert_same(out, want)
+        lout = np.empty((70, 33), dtype)
+        assert posembed.lerp(table, pos, out=lout) is lout
+        assert_same(lout, reference.lerp(table, pos))
+
+
+def test_out_errors_leave_out_untouched(rng):
+    table = normal_table(rng, 10, 4, np.float32)
+    out = np.full((5, 4), 7.0, np.float32)
+    with pytest.raises(ValueError, match=r"position 9.5 at positions\[4\]"):
+        posembed.lerp(table, [1.0, 2.0, 3.0, 4.0, 9.5], out=out)
+    assert (out == 7).all()
+    with pytest.raises(ValueError, match="shape"):
+        posembed.interpolate(table, 6, out=out)
+    with pytest.raises(TypeError, match="dtype"):
+        posembed.interpolate(table, 5, out=out.astype(np.float64))
+    with pytest.raises(ValueError, match="overlap table"):
+        posembed.interpolate(table, 10, out=table)
+    with pytest.raises(ValueError, match="out"):
+        reference.interpolate(table, 10, out=table)
+    assert (out == 7).all()

@@ -3,9 +3,17 @@ from typing import Any
 import numpy as np
 
 def interpolate(
-    table: np.ndarray, kind: int, length: int, align: int, first: int = 0
+    table: np.ndarray,
+    kind: int,
+    length: int,
+    align: int,
+    first: int = 0,
+    out: np.ndarray | None = None,
+    fresh: bool = False,
 ) -> np.ndarray: ...
-def lerp(table: np.ndarray, kind: int, positions: np.ndarray) -> np.ndarray: ...
+def lerp(
+    table: np.ndarray, kind: int, positions: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray: ...
 def resample_grid(
     table: np.ndarray,
     kind: int,
@@ -18,11 +26,16 @@ def resample_grid(
     align: int,
 ) -> np.ndarray: ...
 def gather(
-    table: np.ndarray, positions: np.ndarray, mode: int, out: np.ndarray | None = None
+    table: np.ndarray,
+    positions: np.ndarray,
+    mode: int,
+    out: np.ndarray | None = None,
+    fresh: bool = False,
 ) -> np.ndarray: ...
 def set_num_threads(n: int) -> None: ...
 def get_num_threads() -> int: ...
 def _last_team_size() -> int: ...
+def _set_thresholds(parallel_min_bytes: int, stream_min_bytes: int) -> None: ...
 def config() -> dict[str, Any]: ...
 def roofline_fill(
     buf: np.ndarray, value: int = 0, stream: bool = False, threads: int = 0

@@ -17,7 +17,9 @@ def _non_empty(t: np.ndarray) -> None:
         raise ValueError("table must have at least one row; got shape (0, d)")
 
 
-def interpolate(table: Any, length: int, *, align: str = "scale") -> np.ndarray:
+def interpolate(
+    table: Any, length: int, *, align: str = "scale", out: np.ndarray | None = None
+) -> np.ndarray:
     """Stretch or shrink a position table to ``length`` rows by linear interpolation.
 
     Output row i is ``(1 - w) * table[lo] + w * table[hi]`` at the source
@@ -37,6 +39,9 @@ def interpolate(table: Any, length: int, *, align: str = "scale") -> np.ndarray:
         PyTorch ``F.interpolate(mode="linear", align_corners=False)``.
         ``"corners"``: ``s = i * (L - 1) / (T - 1)``, as ``align_corners=True``;
         the first and last rows are the table's.
+    out : ndarray, optional
+        Destination (T, d) of the table's dtype, writeable, C-contiguous and
+        not overlapping the table; untouched if the call fails.
 
     Returns
     -------
@@ -48,10 +53,12 @@ def interpolate(table: Any, length: int, *, align: str = "scale") -> np.ndarray:
     _non_empty(t)
     n = v.positive_int(length, "length")
     a = v.ALIGNS[v.choice(align, "align", v.ALIGNS)]
-    return _core.interpolate(t, kind, n, a)
+    if out is not None:
+        v.check_out(out, (n, t.shape[1]), t.dtype, table=t)
+    return _core.interpolate(t, kind, n, a, 0, out)
 
 
-def lerp(table: Any, positions: Any) -> np.ndarray:
+def lerp(table: Any, positions: Any, *, out: np.ndarray | None = None) -> np.ndarray:
     """Rows at fractional positions, linear between floor and ceil.
 
     ``positions`` is a float (or integer) array of any shape with every value
@@ -61,7 +68,8 @@ def lerp(table: Any, positions: Any) -> np.ndarray:
     ``lerp(table, i * L / T)`` is row i of ``interpolate(table, T)``.
 
     Raises ValueError naming the first position that is NaN, infinite or out of
-    range and its index; nothing is computed in that case.
+    range and its index; nothing is computed (or written to ``out``) in that case.
+    ``out``: as for :func:`interpolate`, of shape ``positions.shape + (d,)``.
     """
     t, kind = v.float_table(table)
     p = positions if type(positions) is np.ndarray else v.as_array(positions, "positions")
@@ -69,7 +77,10 @@ def lerp(table: Any, positions: Any) -> np.ndarray:
         raise TypeError(f"positions must be real numbers; got dtype {p.dtype}")
     if p.dtype != np.float64 or not (p.flags.c_contiguous and p.flags.aligned):
         p = np.asarray(p, dtype=np.float64, order="C")
-    return _core.lerp(t, kind, p)
+    if out is not None:
+        both = (p, positions) if isinstance(positions, np.ndarray) else p
+        v.check_out(out, (*p.shape, t.shape[1]), t.dtype, table=t, positions=both)
+    return _core.lerp(t, kind, p, out)
 
 
 def extend(
@@ -114,16 +125,16 @@ def extend(
         std = _std_value(std)
 
     out = np.empty((n, d), t.dtype)
-    _core.gather(t, np.arange(rows), 0, out[:rows])
+    _core.gather(t, np.arange(rows), 0, out[:rows], fresh=True)
     new = out[rows:]
     if n == rows:
         return out
     if init == "interpolate":
-        new[...] = _core.interpolate(t, kind, n, a, rows)
+        _core.interpolate(t, kind, n, a, rows, new, fresh=True)
     elif init == "tile":
-        _core.gather(t, np.arange(rows, n) % rows, 0, new)
+        _core.gather(t, np.arange(rows, n) % rows, 0, new, fresh=True)
     elif init == "edge":
-        _core.gather(t, np.full(n - rows, rows - 1), 0, new)
+        _core.gather(t, np.full(n - rows, rows - 1), 0, new, fresh=True)
     elif init == "zeros":
         new.fill(0)
     else:

@@ -33,9 +33,16 @@ from posembed import _core, reference
 
 FILL_BYTE = 0x5A
 COLUMNS = ("reference", "numpy", "torch", "posembed")
-# The cases of each kernel, in the order gather_cases() builds them; the
-# bench/ suite parametrizes over these names without building the arrays.
-GATHER_CASES = ("out= given", "fresh output", "in cache, out=", "one row")
+# The cases of each kernel, in the order its builder makes them; the bench/
+# suite parametrizes over these names without building the arrays.
+CASE_NAMES = {
+    "gather": ("out= given", "fresh output", "in cache, out=", "one row"),
+    "interpolate": ("2048 -> 8192 rows", "lerp 32768 positions"),
+    "extend": ("2048 -> 8192 rows, tile",),
+    "resample_grid": ("24x24 -> 48x48 bicubic", "24x24 -> 48x48 bilinear"),
+    "similarity": ("2048 rows",),
+}
+GATHER_CASES = CASE_NAMES["gather"]
 
 
 @dataclass
@@ -200,12 +207,185 @@ def gather_cases() -> list[Case]:
             lambda: bool(np.array_equal(posembed.gather(small, 3), small[3])),
         )
     )
-    assert tuple(c.name for c in cases) == GATHER_CASES
+    return cases
+
+
+def _numpy_interpolate(table: np.ndarray, length: int) -> np.ndarray:
+    """What a NumPy user writes: half-pixel linear interpolation, vectorised."""
+    rows = table.shape[0]
+    s = np.maximum((np.arange(length) + 0.5) * rows / length - 0.5, 0)
+    lo = np.minimum(np.floor(s).astype(np.int64), rows - 1)
+    hi = np.minimum(lo + 1, rows - 1)
+    w = (s - lo).astype(table.dtype)[:, None]
+    out: np.ndarray = (1 - w) * table[lo] + w * table[hi]
+    return out
+
+
+def interpolate_cases() -> list[Case]:
+    rng = np.random.default_rng(1)
+    torch = _torch()
+    table = rng.standard_normal((2048, 1024), dtype=np.float32)
+    n = 8192
+    impls: dict[str, Callable[[], object]] = {
+        "reference": lambda: reference.interpolate(table, n, align="half_pixel"),
+        "numpy": lambda: _numpy_interpolate(table, n),
+        "posembed": lambda: posembed.interpolate(table, n, align="half_pixel"),
+    }
+    if torch is not None:
+        tt = torch.from_numpy(table)
+        fi = torch.nn.functional.interpolate
+        impls["torch"] = lambda: fi(tt.T[None], size=n, mode="linear")[0].T.contiguous()
+    out_bytes = n * 1024 * 4
+    cases = [
+        Case(
+            "interpolate",
+            "2048 -> 8192 rows",
+            "d=1024 f32, half_pixel",
+            out_bytes,
+            impls,
+            "write fresh",
+            lambda: bool(
+                np.array_equal(
+                    posembed.interpolate(table, n, align="half_pixel"),
+                    reference.interpolate(table, n, align="half_pixel"),
+                )
+            ),
+        )
+    ]
+    pos = rng.uniform(0, 2047, 32768)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, 2047)
+    w = (pos - lo).astype(np.float32)[:, None]
+    impls = {
+        "reference": lambda: reference.lerp(table, pos),
+        "numpy": lambda: (1 - w) * table[lo] + w * table[hi],
+        "posembed": lambda: posembed.lerp(table, pos),
+    }
+    if torch is not None:
+        tt, tlo, thi, tw = (torch.from_numpy(x) for x in (table, lo, hi, w))
+        impls["torch"] = lambda: torch.lerp(tt[tlo], tt[thi], tw)
+    cases.append(
+        Case(
+            "interpolate",
+            "lerp 32768 positions",
+            "2048x1024 f32",
+            32768 * 1024 * 4,
+            impls,
+            "write fresh",
+            lambda: bool(np.array_equal(posembed.lerp(table, pos), reference.lerp(table, pos))),
+        )
+    )
+    return cases
+
+
+def extend_cases() -> list[Case]:
+    table = np.random.default_rng(2).standard_normal((2048, 1024), dtype=np.float32)
+    n = 8192
+    idx = np.arange(2048, n) % 2048
+    impls: dict[str, Callable[[], object]] = {
+        "reference": lambda: reference.extend(table, n, init="tile"),
+        "numpy": lambda: np.concatenate([table, table[idx]]),
+        "posembed": lambda: posembed.extend(table, n, init="tile"),
+    }
+    return [
+        Case(
+            "extend",
+            "2048 -> 8192 rows, tile",
+            "d=1024 f32",
+            n * 1024 * 4,
+            impls,
+            "write fresh",
+            lambda: bool(
+                np.array_equal(
+                    posembed.extend(table, n, init="tile"), np.concatenate([table, table[idx]])
+                )
+            ),
+        )
+    ]
+
+
+def resample_grid_cases() -> list[Case]:
+    rng = np.random.default_rng(3)
+    torch = _torch()
+    d = 768
+    table = rng.standard_normal((1 + 24 * 24, d), dtype=np.float32)
+
+    def case(method: str) -> Case:
+        def ours() -> np.ndarray:
+            return posembed.resample_grid(table, (24, 24), (48, 48), prefix=1, method=method)
+
+        def twin() -> np.ndarray:
+            return reference.resample_grid(table, (24, 24), (48, 48), prefix=1, method=method)
+
+        impls: dict[str, Callable[[], object]] = {"reference": twin, "posembed": ours}
+        if torch is not None:
+            tt = torch.from_numpy(table)
+
+            def timm_style() -> object:  # what timm's resample_abs_pos_embed does
+                grid = tt[1:].reshape(1, 24, 24, d).permute(0, 3, 1, 2)
+                new = torch.nn.functional.interpolate(grid, size=(48, 48), mode=method)
+                return torch.cat([tt[:1], new.permute(0, 2, 3, 1).reshape(-1, d)])
+
+            impls["torch"] = timm_style
+        return Case(
+            "resample_grid",
+            f"24x24 -> 48x48 {method}",
+            "prefix 1, d=768 f32",
+            (1 + 48 * 48) * d * 4,
+            impls,
+            "write fresh",
+            lambda: bool(np.array_equal(ours(), twin())),
+        )
+
+    return [case("bicubic"), case("bilinear")]
+
+
+def similarity_cases() -> list[Case]:
+    table = np.random.default_rng(4).standard_normal((2048, 1024), dtype=np.float32)
+
+    def numpy_cosine() -> object:
+        x = table / np.linalg.norm(table, axis=1, keepdims=True)
+        return x @ x.T
+
+    impls: dict[str, Callable[[], object]] = {
+        "reference": lambda: reference.similarity(table),
+        "numpy": numpy_cosine,
+        "posembed": lambda: posembed.similarity(table),
+    }
+    return [
+        Case(
+            "similarity",
+            "2048 rows",
+            "d=1024 f32",
+            2048 * 2048 * 4,
+            impls,
+            None,
+            lambda: bool(
+                np.allclose(
+                    posembed.similarity(table), reference.similarity(table), rtol=0, atol=1e-4
+                )
+            ),
+        )
+    ]
+
+
+BUILDERS: dict[str, Callable[[], list[Case]]] = {
+    "gather": gather_cases,
+    "interpolate": interpolate_cases,
+    "extend": extend_cases,
+    "resample_grid": resample_grid_cases,
+    "similarity": similarity_cases,
+}
+
+
+def cases_of(kernel: str) -> list[Case]:
+    cases = BUILDERS[kernel]()
+    assert tuple(c.name for c in cases) == CASE_NAMES[kernel]
     return cases
 
 
 def all_cases() -> list[Case]:
-    return gather_cases()
+    return [case for kernel in BUILDERS for case in cases_of(kernel)]
 
 
 def _timer(fn: Callable[[], object]) -> Callable[[], float]:
@@ -242,11 +422,15 @@ def measure(case: Case, repeat: int) -> Result:
 
 
 def run(
-    quick: bool = False, repeat: int | None = None, progress: Callable[[str], None] | None = None
+    quick: bool = False,
+    repeat: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    kernels: list[str] | None = None,
 ) -> list[Result]:
     reps = repeat if repeat is not None else (5 if quick else 15)
     results = []
-    for case in all_cases():
+    chosen = list(BUILDERS) if kernels is None else kernels
+    for case in (c for k in chosen for c in cases_of(k)):
         if progress is not None:
             progress(f"{case.kernel}: {case.name} ({case.shape})")
         results.append(measure(case, reps))

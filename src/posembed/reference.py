@@ -167,7 +167,27 @@ def _blend(table: np.ndarray, lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> 
     return out
 
 
-def interpolate(table: Any, length: int, *, align: str = "scale") -> np.ndarray:
+def _into(out: np.ndarray | None, result: np.ndarray, *inputs: Any) -> np.ndarray:
+    """result, or result written into out after the same checks as the kernels."""
+    if out is None:
+        return result
+    if not isinstance(out, np.ndarray):
+        raise TypeError("out must be a numpy.ndarray")
+    if out.dtype != result.dtype:
+        raise TypeError(f"out must have dtype {result.dtype}")
+    if out.shape != result.shape:
+        raise ValueError(f"out must have shape {result.shape}")
+    if not out.flags.writeable or not out.flags.c_contiguous:
+        raise ValueError("out must be writeable and C-contiguous")
+    if any(np.shares_memory(out, np.asarray(x)) for x in inputs):
+        raise ValueError("out must not overlap an input")
+    out[...] = result
+    return out
+
+
+def interpolate(
+    table: Any, length: int, *, align: str = "scale", out: np.ndarray | None = None
+) -> np.ndarray:
     """Linear interpolation of the table's rows to ``length`` rows."""
     t = _float_table(table)
     if t.shape[0] == 0:
@@ -179,10 +199,10 @@ def interpolate(table: Any, length: int, *, align: str = "scale") -> np.ndarray:
     lo = np.array([k[0] for k in taps], dtype=np.int64)
     hi = np.array([k[1] for k in taps], dtype=np.int64)
     w = np.array([k[2] for k in taps], dtype=np.float64)
-    return _blend(t, lo, hi, w)
+    return _into(out, _blend(t, lo, hi, w), t)
 
 
-def lerp(table: Any, positions: Any) -> np.ndarray:
+def lerp(table: Any, positions: Any, *, out: np.ndarray | None = None) -> np.ndarray:
     """Rows at fractional positions in [0, L - 1]."""
     t = _float_table(table)
     p = np.asarray(positions)
@@ -194,7 +214,8 @@ def lerp(table: Any, positions: Any) -> np.ndarray:
         where = tuple(int(i) for i in np.argwhere(bad)[0])
         raise ValueError(f"position {p[where]} at positions{list(where)} is out of range")
     lo = np.floor(p).astype(np.int64)
-    return _blend(t, lo, np.minimum(lo + 1, t.shape[0] - 1), p - np.floor(p))
+    result = _blend(t, lo, np.minimum(lo + 1, t.shape[0] - 1), p - np.floor(p))
+    return _into(out, result, t, positions)
 
 
 def extend(
