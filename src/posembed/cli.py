@@ -1,4 +1,4 @@
-"""The ``posembed`` command: ``posembed bench`` and ``posembed config``."""
+"""The ``posembed`` command: ``posembed bench``, ``posembed plot`` and ``posembed config``."""
 
 from __future__ import annotations
 
@@ -32,6 +32,23 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plot_similarity(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from posembed.plot import save_similarity_figure
+
+    try:
+        table = np.load(args.table, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        args.parser.error(f"cannot read {args.table}: {exc}")
+    try:
+        save_similarity_figure(table, args.output, args.length, align=args.align)
+    except (TypeError, ValueError) as exc:
+        args.parser.error(f"{args.table}: {exc}")
+    print(f"wrote {args.output}")
+    return 0
+
+
 def _positive(text: str) -> int:
     n = int(text)
     if n < 1:
@@ -50,6 +67,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", metavar="FILE", help="also write the raw figures as JSON")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table (README)")
     p.set_defaults(func=_bench)
+
+    p = sub.add_parser("plot", help="draw pictures of a position table (needs matplotlib)")
+    plots = p.add_subparsers(dest="plot", required=True)
+    s = plots.add_parser(
+        "similarity", help="similarity heatmaps before and after interpolation, side by side"
+    )
+    s.add_argument("table", help="an (L, d) float table saved with numpy.save (.npy)")
+    s.add_argument("--length", type=_positive, help="interpolated length (default 2 L)")
+    s.add_argument(
+        "--align",
+        default="scale",
+        choices=["scale", "half_pixel", "corners"],
+        help="interpolation convention (default: scale)",
+    )
+    s.add_argument("-o", "--output", required=True, help="image file to write (.png, .svg, .pdf)")
+    s.set_defaults(func=_plot_similarity, parser=s)
 
     p = sub.add_parser("config", help="print version, compiler, OpenMP, SIMD level, threads")
     p.set_defaults(func=_config)
