@@ -46,13 +46,13 @@ def similarity_figure(
         (axes[0], before, f"original: {before.shape[0]} positions"),
         (axes[1], after, f"interpolated ({align}): {after.shape[0]} positions"),
     ]
-    image = None
+    images = []
     for ax, sim, title in panels:
-        image = ax.imshow(sim, cmap=cmap, vmin=-1, vmax=1, interpolation="nearest")
+        images.append(ax.imshow(sim, cmap=cmap, vmin=-1, vmax=1, interpolation="nearest"))
         ax.set_title(title)
         ax.set_xlabel("position")
         ax.set_ylabel("position")
-    fig.colorbar(image, ax=axes, shrink=0.85, label="cosine similarity")
+    fig.colorbar(images[0], ax=axes, shrink=0.85, label="cosine similarity")
     fig.suptitle("Position similarity before and after interpolation")
     return fig
 
