@@ -8,6 +8,7 @@
 
 #include "copy.hpp"
 #include "parallel.hpp"
+#include "rowops.hpp"
 #include "runtime.hpp"
 
 namespace posembed {
@@ -20,31 +21,12 @@ inline int64_t floor_div(int64_t num, int64_t den) {
   return (num % den != 0 && num < 0) ? q - 1 : q;
 }
 
-// float and double rows: also compiled for AVX2 and chosen at load time
-// (function multi-versioning; never -march=native). No FMA: the products
-// round before the sum, exactly as in the NumPy twin.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define POSEMBED_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define POSEMBED_CLONES
-#endif
-
-POSEMBED_CLONES void blend_f32(float* dst, const float* a, const float* b, float wa, float wb,
-                               int64_t d) {
-  for (int64_t j = 0; j < d; ++j) dst[j] = wa * a[j] + wb * b[j];
-}
-
-POSEMBED_CLONES void blend_f64(double* dst, const double* a, const double* b, double wa,
-                               double wb, int64_t d) {
-  for (int64_t j = 0; j < d; ++j) dst[j] = wa * a[j] + wb * b[j];
-}
-
 template <class S>
 void blend_row(S* dst, const S* a, const S* b, double w, int64_t d) {
   if constexpr (std::is_same_v<S, float>) {
-    blend_f32(dst, a, b, static_cast<float>(1.0 - w), static_cast<float>(w), d);
+    blend(dst, a, b, static_cast<float>(1.0 - w), static_cast<float>(w), d);
   } else if constexpr (std::is_same_v<S, double>) {
-    blend_f64(dst, a, b, 1.0 - w, w, d);
+    blend(dst, a, b, 1.0 - w, w, d);
   } else {  // float16 / bfloat16 storage, float32 arithmetic
     using K = Compute<S>;
     const auto wa = static_cast<float>(1.0 - w);

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "parallel.hpp"
+#include "rowops.hpp"
 #include "runtime.hpp"
 
 namespace posembed {
@@ -24,6 +27,19 @@ void cubic_weights(double t, double* w) {
   w[1] = ((A + 2.0) * t - (A + 3.0)) * t * t + 1.0;
   w[2] = ((A + 2.0) * u - (A + 3.0)) * u * u + 1.0;
   w[3] = ((A * x3 - 5.0 * A) * x3 + 8.0 * A) * x3 - 4.0 * A;
+}
+
+// acc = w * row (first tap) or acc + w * row (later taps), in the compute type.
+template <class S, class C>
+inline void accumulate(C* acc, const S* row, C w, int64_t d, bool first) {
+  if constexpr (std::is_same_v<S, C>) {
+    first ? scale(acc, row, w, d) : axpy(acc, row, w, d);
+  } else {
+    using K = Compute<S>;
+    for (int64_t j = 0; j < d; ++j) {
+      acc[j] = first ? w * K::load(row[j]) : acc[j] + w * K::load(row[j]);
+    }
+  }
 }
 
 template <class S>
@@ -50,44 +66,43 @@ void resample_typed(const RowsView& t, int64_t prefix, int64_t h, int64_t w, int
   };
 
   // Pass 1, along x: tmp[y, x2] = sum_b wx[b] * grid[y, x_b], for every input y.
-  std::vector<C> tmp(static_cast<size_t>(h * w2 * d));
+  // Uninitialised on purpose: every element is written before it is read.
+  const std::unique_ptr<C[]> tmp(new C[static_cast<size_t>(h * w2 * d)]);
   const int64_t work1 = h * w2 * d * static_cast<int64_t>(sizeof(C)) * ntaps;
   parallel_for(h * w2, threads_for_bytes(work1), [&](int64_t begin, int64_t end, int) {
     for (int64_t k = begin; k < end; ++k) {
       const int64_t y = k / w2;
       const AxisTaps& tap = tx[static_cast<size_t>(k % w2)];
-      C* acc = tmp.data() + k * d;
-      const S* r0 = grid_row(y, tap.idx[0]);
-      const auto w0 = static_cast<C>(tap.w[0]);
-      for (int64_t j = 0; j < d; ++j) acc[j] = w0 * K::load(r0[j]);
-      for (int b = 1; b < ntaps; ++b) {
-        const S* rb = grid_row(y, tap.idx[b]);
-        const auto wb = static_cast<C>(tap.w[b]);
-        for (int64_t j = 0; j < d; ++j) acc[j] = acc[j] + wb * K::load(rb[j]);
+      C* acc = tmp.get() + k * d;
+      for (int b = 0; b < ntaps; ++b) {
+        accumulate(acc, grid_row(y, tap.idx[b]), static_cast<C>(tap.w[b]), d, b == 0);
       }
     }
   });
 
-  // Pass 2, along y: out[y2, x2] = sum_a wy[a] * tmp[y_a, x2].
+  // Pass 2, along y: out[y2, x2] = sum_a wy[a] * tmp[y_a, x2], accumulated in
+  // the output row itself when it holds the compute type.
   char* grid_out = out + prefix * row_bytes;
   const int64_t work2 = h2 * w2 * row_bytes * ntaps;
   parallel_for(h2 * w2, threads_for_bytes(work2), [&](int64_t begin, int64_t end, int) {
-    std::vector<C> acc(static_cast<size_t>(d));
+    std::vector<C> scratch(std::is_same_v<S, C> ? 0 : static_cast<size_t>(d));
     for (int64_t k = begin; k < end; ++k) {
       const AxisTaps& tap = ty[static_cast<size_t>(k / w2)];
       const int64_t x2 = k % w2;
-      const C* t0 = tmp.data() + (tap.idx[0] * w2 + x2) * d;
-      const auto w0 = static_cast<C>(tap.w[0]);
-      for (int64_t j = 0; j < d; ++j) acc[static_cast<size_t>(j)] = w0 * t0[j];
-      for (int a = 1; a < ntaps; ++a) {
-        const C* ta = tmp.data() + (tap.idx[a] * w2 + x2) * d;
-        const auto wa = static_cast<C>(tap.w[a]);
-        for (int64_t j = 0; j < d; ++j) {
-          acc[static_cast<size_t>(j)] = acc[static_cast<size_t>(j)] + wa * ta[j];
-        }
-      }
       S* dst = reinterpret_cast<S*>(grid_out + k * row_bytes);
-      for (int64_t j = 0; j < d; ++j) dst[j] = K::store(acc[static_cast<size_t>(j)]);
+      C* acc = nullptr;
+      if constexpr (std::is_same_v<S, C>) {
+        acc = dst;
+      } else {
+        acc = scratch.data();
+      }
+      for (int a = 0; a < ntaps; ++a) {
+        const C* row = tmp.get() + (tap.idx[a] * w2 + x2) * d;
+        accumulate(acc, row, static_cast<C>(tap.w[a]), d, a == 0);
+      }
+      if constexpr (!std::is_same_v<S, C>) {
+        for (int64_t j = 0; j < d; ++j) dst[j] = K::store(acc[j]);
+      }
     }
   });
 }

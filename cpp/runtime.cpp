@@ -126,14 +126,14 @@ std::string cpu_simd_level() {
 }
 
 std::string kernel_simd_level() {
-  // Every kernel so far moves bytes; the x86-64 baseline (SSE2, with
-  // streaming stores) already saturates memory for them. Per-ISA builds for
-  // the arithmetic kernels come with run-time dispatch.
-#if defined(__x86_64__)
-  return "baseline (sse2)";
-#else
-  return "baseline";
+  // The float row operations (rowops.cpp) have AVX2 clones that the loader
+  // picks on CPUs with AVX2; byte copies use the SSE2 baseline, which already
+  // saturates memory.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) return "avx2";
 #endif
+  return "baseline";
 }
 
 }  // namespace posembed

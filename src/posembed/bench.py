@@ -37,7 +37,7 @@ COLUMNS = ("reference", "numpy", "torch", "posembed")
 # suite parametrizes over these names without building the arrays.
 CASE_NAMES = {
     "gather": ("out= given", "fresh output", "in cache, out=", "one row"),
-    "interpolate": ("2048 -> 8192 rows", "lerp 32768 positions"),
+    "interpolate": ("2048 -> 8192 rows", "2048 -> 8192 rows, out=", "lerp 32768 positions"),
     "extend": ("2048 -> 8192 rows, tile",),
     "resample_grid": ("24x24 -> 48x48 bicubic", "24x24 -> 48x48 bilinear"),
     "similarity": ("2048 rows",),
@@ -252,6 +252,34 @@ def interpolate_cases() -> list[Case]:
             ),
         )
     ]
+    # Into an existing buffer: PyTorch's own out= kernel, in its (1, d, T) layout.
+    out = np.empty((n, 1024), np.float32)
+    ref_out = np.empty_like(out)
+    impls = {
+        "reference": lambda: reference.interpolate(table, n, align="half_pixel", out=ref_out),
+        "posembed": lambda: posembed.interpolate(table, n, align="half_pixel", out=out),
+    }
+    if torch is not None:
+        src = torch.from_numpy(np.ascontiguousarray(table.T))[None]
+        t_out = torch.empty((1, 1024, n))
+        up = torch.ops.aten.upsample_linear1d.out
+        impls["torch"] = lambda: up(src, [n], False, None, out=t_out)
+    cases.append(
+        Case(
+            "interpolate",
+            "2048 -> 8192 rows, out=",
+            "d=1024 f32, half_pixel",
+            out_bytes,
+            impls,
+            "write warm",
+            lambda: bool(
+                np.array_equal(
+                    posembed.interpolate(table, n, align="half_pixel", out=out),
+                    reference.interpolate(table, n, align="half_pixel"),
+                )
+            ),
+        )
+    )
     pos = rng.uniform(0, 2047, 32768)
     lo = np.floor(pos).astype(np.int64)
     hi = np.minimum(lo + 1, 2047)

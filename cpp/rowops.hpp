@@ -1,0 +1,22 @@
+// Row operations of the float kernels. rowops.cpp compiles each for the
+// x86-64 baseline and for AVX2 and the best is chosen when the module loads
+// (GCC function multi-versioning; never -march=native). No FMA anywhere: every product
+// rounds before its sum, exactly as in the NumPy twins, so all SIMD levels
+// give the same bits.
+#pragma once
+
+#include <cstdint>
+
+namespace posembed {
+
+// dst = wa * a + wb * b
+void blend(float* dst, const float* a, const float* b, float wa, float wb, int64_t d);
+void blend(double* dst, const double* a, const double* b, double wa, double wb, int64_t d);
+// dst = w * x
+void scale(float* dst, const float* x, float w, int64_t d);
+void scale(double* dst, const double* x, double w, int64_t d);
+// dst = dst + w * x
+void axpy(float* dst, const float* x, float w, int64_t d);
+void axpy(double* dst, const double* x, double w, int64_t d);
+
+}  // namespace posembed
