@@ -74,6 +74,13 @@ BAD = [
     ("nan std", 20, {"init": "random", "std": float("nan")}, ValueError, "std"),
     ("string std", 20, {"init": "random", "std": "0.1"}, TypeError, "std"),
     ("bad align", 20, {"align": "left"}, ValueError, "align"),
+    (
+        "align without interpolate",
+        20,
+        {"init": "tile", "align": "corners"},
+        ValueError,
+        "init='interpolate'",
+    ),
 ]
 
 

@@ -133,10 +133,11 @@ class LearnedPositionEmbedding:
         init: str = "interpolate",
         std: float | None = None,
         seed: int | np.random.Generator | None = None,
+        align: str | None = None,
     ) -> LearnedPositionEmbedding:
         """A new embedding with ``length`` rows: these rows first, then new ones to
         fine-tune. See :func:`posembed.extend`."""
-        table = extend(self.embeddings, length, init=init, std=std, seed=seed)
+        table = extend(self.embeddings, length, init=init, std=std, seed=seed, align=align)
         return type(self).from_table(table, copy=False)
 
     def __repr__(self) -> str:

@@ -90,14 +90,15 @@ def extend(
     init: str = "interpolate",
     std: float | None = None,
     seed: int | np.random.Generator | None = None,
-    align: str = "scale",
+    align: str | None = None,
 ) -> np.ndarray:
     """Grow a position table to ``length`` rows for fine-tuning on longer sequences.
 
     The first L rows are bit-identical to ``table``; rows L..T-1 are new:
 
-    - ``"interpolate"``: row i is row i of ``interpolate(table, T, align=align)``,
-      i.e. the trained embedding at the same relative position i / T;
+    - ``"interpolate"``: row i is row i of ``interpolate(table, T, align=align)``
+      (align defaults to ``"scale"``), i.e. the trained embedding at the same
+      relative position i / T;
     - ``"tile"``: ``table[i % L]`` (Longformer's copy of the trained rows);
     - ``"edge"``: ``table[L - 1]`` (repeat the last row);
     - ``"random"``: N(0, std^2) from ``numpy.random.default_rng(seed)``, drawn in
@@ -106,7 +107,8 @@ def extend(
     - ``"zeros"``.
 
     ``length`` must be at least L (use :func:`interpolate` to shrink); ``std``
-    and ``seed`` apply to ``init="random"`` only.
+    and ``seed`` apply to ``init="random"`` only, ``align`` to
+    ``init="interpolate"`` only (a ValueError otherwise, rather than being ignored).
     """
     t, kind = v.float_table(table)
     _non_empty(t)
@@ -118,9 +120,11 @@ def extend(
             f"interpolate shrinks); got {n}"
         )
     init = v.choice(init, "init", INITS)
-    a = v.ALIGNS[v.choice(align, "align", v.ALIGNS)]
     if init != "random" and (std is not None or seed is not None):
         raise ValueError(f"std and seed apply to init='random' only; got init={init!r}")
+    if init != "interpolate" and align is not None:
+        raise ValueError(f"align applies to init='interpolate' only; got init={init!r}")
+    a = v.ALIGNS[v.choice("scale" if align is None else align, "align", v.ALIGNS)]
     if std is not None:
         std = _std_value(std)
 

@@ -225,7 +225,7 @@ def extend(
     init: str = "interpolate",
     std: float | None = None,
     seed: int | np.random.Generator | None = None,
-    align: str = "scale",
+    align: str | None = None,
 ) -> np.ndarray:
     """The table followed by ``length - L`` new rows initialised by ``init``."""
     t = _float_table(table)
@@ -237,10 +237,13 @@ def extend(
         raise ValueError("length must be at least the table's row count")
     if init not in ("interpolate", "tile", "edge", "random", "zeros"):
         raise ValueError(f"unknown init {init!r}")
-    if align not in ("scale", "half_pixel", "corners"):
-        raise ValueError(f"unknown align {align!r}")
     if init != "random" and (std is not None or seed is not None):
         raise ValueError("std and seed apply to init='random' only")
+    if init != "interpolate" and align is not None:
+        raise ValueError("align applies to init='interpolate' only")
+    align = "scale" if align is None else align
+    if align not in ("scale", "half_pixel", "corners"):
+        raise ValueError(f"unknown align {align!r}")
     if std is not None:
         if isinstance(std, bool) or not isinstance(std, (int, float, np.number)):
             raise TypeError("std must be a number")
