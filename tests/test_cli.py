@@ -42,12 +42,22 @@ def test_bench_prints_every_case_and_writes_json(tmp_path, capsys):
     assert data["machine"]["threads"] >= 1
 
 
-@pytest.mark.parametrize("argv", [["bench", "--repeat", "0"], ["bench", "--threads", "x"], ["x"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["bench", "--repeat", "0"], ["bench", "--threads", "x"], ["x"], ["bench", "--only", "nope"]],
+)
 def test_bench_rejects_bad_arguments(capsys, argv):
     with pytest.raises(SystemExit) as exc:
         cli.main(argv)
     assert exc.value.code == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_bench_only_some_kernels(capsys):
+    assert cli.main(["bench", "--repeat", "1", "--only", "resample_grid"]) == 0
+    text = capsys.readouterr().out
+    assert "resample_grid" in text
+    assert "gather" not in text
 
 
 def test_bench_markdown_table(capsys):

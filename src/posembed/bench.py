@@ -417,10 +417,14 @@ def all_cases() -> list[Case]:
 
 
 def _timer(fn: Callable[[], object]) -> Callable[[], float]:
-    """Seconds per call of fn, batching calls that are too short to time alone."""
-    t0 = time.perf_counter()
-    fn()
-    once = time.perf_counter() - t0
+    """Seconds per call of fn, batching calls that are too short to time alone.
+    The batch size comes from a warm-up of at least 5 ms (or 1000 calls), so
+    that one cold first call cannot make microsecond calls look slow."""
+    calls, t0 = 0, time.perf_counter()
+    while calls < 1000 and (calls < 2 or time.perf_counter() - t0 < 5e-3):
+        fn()
+        calls += 1
+    once = (time.perf_counter() - t0) / calls
     number = max(1, min(10_000, int(2e-3 / max(once, 1e-9))))
 
     def timed() -> float:
@@ -432,20 +436,25 @@ def _timer(fn: Callable[[], object]) -> Callable[[], float]:
     return timed
 
 
+# Thread pools (PyTorch's OpenMP, OpenBLAS, posembed's own) keep spinning for
+# a while after a call; timing the next implementation on top of them would
+# charge it for their spinning. Each implementation gets the cores to itself.
+SETTLE_SECONDS = 0.05
+
+
 def measure(case: Case, repeat: int) -> Result:
-    """Median seconds per implementation; rounds interleave the implementations
-    so that drift in the machine's speed hits them all alike."""
+    """Median seconds per implementation, each timed in its own block after
+    the other implementations' threads have gone quiet."""
     if case.check is not None and not case.check():
-        raise AssertionError(f"{case.kernel} {case.name}: posembed disagrees with numpy")
+        raise AssertionError(f"{case.kernel} {case.name}: posembed disagrees with its twin")
     fns = dict(case.impls)
     if case.roofline:
         fns["roofline"] = roofline(case.roofline, case.out_bytes)
-    timers = {k: _timer(f) for k, f in fns.items()}
-    samples: dict[str, list[float]] = {k: [] for k in timers}
-    for _ in range(repeat):
-        for k, timer in timers.items():
-            samples[k].append(timer())
-    seconds = {k: float(np.median(v)) for k, v in samples.items()}
+    seconds = {}
+    for k, fn in fns.items():
+        timer = _timer(fn)
+        time.sleep(SETTLE_SECONDS)
+        seconds[k] = float(np.median([timer() for _ in range(repeat)]))
     return Result(case.kernel, case.name, case.shape, case.out_bytes, case.roofline, seconds)
 
 

@@ -12,10 +12,19 @@ def _bench(args: argparse.Namespace) -> int:
     if args.threads is not None:
         set_num_threads(args.threads)
     info = bench.machine()
+    kernels = None
+    if args.only:
+        kernels = [k.strip() for k in args.only.split(",") if k.strip()]
+        unknown = [k for k in kernels if k not in bench.BUILDERS]
+        if unknown:
+            args.parser.error(
+                f"--only: unknown kernel {unknown[0]!r}; choose from {', '.join(bench.BUILDERS)}"
+            )
     results = bench.run(
         quick=args.quick,
         repeat=args.repeat,
         progress=lambda s: print(f"  measuring {s}", file=sys.stderr),
+        kernels=kernels,
     )
     print(bench.format_results(results, info, markdown=args.markdown))
     if args.json:
@@ -66,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=_positive, help="threads for posembed (and PyTorch)")
     p.add_argument("--json", metavar="FILE", help="also write the raw figures as JSON")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table (README)")
-    p.set_defaults(func=_bench)
+    p.add_argument("--only", metavar="K1,K2", help="only these kernels (e.g. gather,interpolate)")
+    p.set_defaults(func=_bench, parser=p)
 
     p = sub.add_parser("plot", help="draw pictures of a position table (needs matplotlib)")
     plots = p.add_subparsers(dest="plot", required=True)
