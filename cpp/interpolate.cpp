@@ -46,7 +46,7 @@ void blend_rows(const RowsView& t, int64_t n, TapFn tap, char* out, bool fresh) 
   const bool stream = use_streaming(n * row_bytes, fresh);
   auto row = [&](int64_t r) { return reinterpret_cast<const S*>(t.data + r * t.row_stride); };
   parallel_for(n, threads_for_bytes(n * row_bytes), [&](int64_t begin, int64_t end, int) {
-    std::vector<S> buf(stream ? static_cast<size_t>(d) : 0);
+    std::vector<S> buf(stream && !std::is_same_v<S, float> ? static_cast<size_t>(d) : 0);
     for (int64_t i = begin; i < end; ++i) {
       const LinearTap k = tap(i);
       char* dst = out + i * row_bytes;
@@ -54,8 +54,13 @@ void blend_rows(const RowsView& t, int64_t n, TapFn tap, char* out, bool fresh) 
         const auto* src = reinterpret_cast<const char*>(row(k.lo));
         stream ? copy_stream(dst, src, row_bytes) : copy_plain(dst, src, row_bytes);
       } else if (stream) {
-        blend_row(buf.data(), row(k.lo), row(k.hi), k.w, d);
-        copy_stream(dst, reinterpret_cast<const char*>(buf.data()), row_bytes);
+        if constexpr (std::is_same_v<S, float>) {
+          blend_stream(reinterpret_cast<float*>(dst), row(k.lo), row(k.hi),
+                       static_cast<float>(1.0 - k.w), static_cast<float>(k.w), d);
+        } else {
+          blend_row(buf.data(), row(k.lo), row(k.hi), k.w, d);
+          copy_stream(dst, reinterpret_cast<const char*>(buf.data()), row_bytes);
+        }
       } else {
         blend_row(reinterpret_cast<S*>(dst), row(k.lo), row(k.hi), k.w, d);
       }

@@ -1,5 +1,13 @@
 #include "rowops.hpp"
 
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 // The attribute sits on the definitions only: callers elsewhere see a plain
 // function (the resolver), as multi-versioning across files requires.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -37,6 +45,80 @@ POSEMBED_CLONES void blend(double* dst, const double* a, const double* b, double
                            int64_t d) {
   blend_t(dst, a, b, wa, wb, d);
 }
+namespace {
+
+// Elements before dst reaches a 64-byte boundary (at most d).
+inline int64_t head_elements(const float* dst, int64_t d) {
+  const auto mis = reinterpret_cast<uintptr_t>(dst) & 63u;
+  if (mis % sizeof(float) != 0) return d;  // cannot align: ordinary stores only
+  const auto head = static_cast<int64_t>(((64u - mis) & 63u) / sizeof(float));
+  return head < d ? head : d;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) void blend_stream_avx2(float* dst, const float* a,
+                                                       const float* b, float wa, float wb,
+                                                       int64_t d) {
+  const int64_t head = head_elements(dst, d);
+  blend_t(dst, a, b, wa, wb, head);
+  const __m256 va = _mm256_set1_ps(wa);
+  const __m256 vb = _mm256_set1_ps(wb);
+  int64_t j = head;
+  for (; j + 16 <= d; j += 16) {
+    const __m256 x0 = _mm256_add_ps(_mm256_mul_ps(va, _mm256_loadu_ps(a + j)),
+                                    _mm256_mul_ps(vb, _mm256_loadu_ps(b + j)));
+    const __m256 x1 = _mm256_add_ps(_mm256_mul_ps(va, _mm256_loadu_ps(a + j + 8)),
+                                    _mm256_mul_ps(vb, _mm256_loadu_ps(b + j + 8)));
+    _mm256_stream_ps(dst + j, x0);
+    _mm256_stream_ps(dst + j + 8, x1);
+  }
+  blend_t(dst + j, a + j, b + j, wa, wb, d - j);
+}
+#endif
+
+void blend_stream_sse2(float* dst, const float* a, const float* b, float wa, float wb,
+                       int64_t d) {
+#if defined(__SSE2__)
+  const int64_t head = head_elements(dst, d);
+  blend_t(dst, a, b, wa, wb, head);
+  const __m128 va = _mm_set1_ps(wa);
+  const __m128 vb = _mm_set1_ps(wb);
+  int64_t j = head;
+  for (; j + 16 <= d; j += 16) {
+    for (int k = 0; k < 16; k += 4) {
+      const __m128 x = _mm_add_ps(_mm_mul_ps(va, _mm_loadu_ps(a + j + k)),
+                                  _mm_mul_ps(vb, _mm_loadu_ps(b + j + k)));
+      _mm_stream_ps(dst + j + k, x);
+    }
+  }
+  blend_t(dst + j, a + j, b + j, wa, wb, d - j);
+#else
+  blend_t(dst, a, b, wa, wb, d);
+#endif
+}
+
+using BlendFn = void (*)(float*, const float*, const float*, float, float, int64_t);
+
+// POSEMBED_SIMD=baseline forces the SSE2 version (tests use it to check that
+// both give the same bytes).
+BlendFn pick_blend_stream() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  const char* forced = std::getenv("POSEMBED_SIMD");
+  const bool baseline = forced != nullptr && std::strcmp(forced, "baseline") == 0;
+  __builtin_cpu_init();
+  if (!baseline && __builtin_cpu_supports("avx2")) return blend_stream_avx2;
+#endif
+  return blend_stream_sse2;
+}
+
+const BlendFn g_blend_stream = pick_blend_stream();
+
+}  // namespace
+
+void blend_stream(float* dst, const float* a, const float* b, float wa, float wb, int64_t d) {
+  g_blend_stream(dst, a, b, wa, wb, d);
+}
+
 POSEMBED_CLONES void scale(float* dst, const float* x, float w, int64_t d) { scale_t(dst, x, w, d); }
 POSEMBED_CLONES void scale(double* dst, const double* x, double w, int64_t d) {
   scale_t(dst, x, w, d);

@@ -12,6 +12,10 @@ namespace posembed {
 // dst = wa * a + wb * b
 void blend(float* dst, const float* a, const float* b, float wa, float wb, int64_t d);
 void blend(double* dst, const double* a, const double* b, double wa, double wb, int64_t d);
+// blend written with streaming (non-temporal) stores for every whole 64-byte
+// line of dst (ordinary stores for the partial lines at either end); same
+// values as blend. Call stream_fence() before another thread reads dst.
+void blend_stream(float* dst, const float* a, const float* b, float wa, float wb, int64_t d);
 // dst = w * x
 void scale(float* dst, const float* x, float w, int64_t d);
 void scale(double* dst, const double* x, double w, int64_t d);
