@@ -18,6 +18,7 @@ zero-fill roofline no kernel could honestly reach.
 from __future__ import annotations
 
 import datetime
+import gc
 import json
 import os
 import platform
@@ -451,10 +452,16 @@ def measure(case: Case, repeat: int) -> Result:
     if case.roofline:
         fns["roofline"] = roofline(case.roofline, case.out_bytes)
     seconds = {}
-    for k, fn in fns.items():
-        timer = _timer(fn)
-        time.sleep(SETTLE_SECONDS)
-        seconds[k] = float(np.median([timer() for _ in range(repeat)]))
+    gc_was_on = gc.isenabled()
+    gc.disable()  # as timeit does: a collection would land on whichever call is running
+    try:
+        for k, fn in fns.items():
+            timer = _timer(fn)
+            time.sleep(SETTLE_SECONDS)
+            seconds[k] = float(np.median([timer() for _ in range(repeat)]))
+    finally:
+        if gc_was_on:
+            gc.enable()
     return Result(case.kernel, case.name, case.shape, case.out_bytes, case.roofline, seconds)
 
 
