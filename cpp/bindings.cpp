@@ -137,7 +137,8 @@ posembed::RowsView float_rows(const py::array& t, int kind_code) {
   if (t.ndim() != 2) throw py::value_error("table must be 2-D");
   if (kind_code < 0 || kind_code > 3) throw py::value_error("unknown float kind");
   static constexpr int64_t sizes[] = {2, 2, 4, 8};
-  if (t.itemsize() != sizes[kind_code] || (t.shape(1) > 1 && t.strides(1) != t.itemsize())) {
+  const bool strided = t.shape(0) > 0 && t.shape(1) > 1 && t.strides(1) != t.itemsize();
+  if (t.itemsize() != sizes[kind_code] || strided) {
     throw py::value_error("table rows must be contiguous and match the float kind");
   }
   return {static_cast<const char*>(t.data()), static_cast<int64_t>(t.shape(0)),

@@ -48,6 +48,15 @@ def test_random_init_scale_and_seed():
     assert abs(custom.std() - 0.01) < 5 * 0.01 / np.sqrt(2 * n)
 
 
+def test_random_init_needs_a_finite_std():
+    table = np.array([[1.0, np.inf], [0.0, 1.0]], np.float32)
+    with pytest.raises(ValueError, match="not finite"):
+        posembed.extend(table, 4, init="random")
+    with pytest.raises(ValueError, match="not finite"):
+        reference.extend(table, 4, init="random")
+    assert np.isfinite(posembed.extend(table, 4, init="random", std=0.1, seed=0)[2:]).all()
+
+
 def test_strided_tables(rng):
     table = normal_table(rng, 30, 12, np.float32)[::-1, ::2]
     for init in INITS:

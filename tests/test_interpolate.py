@@ -291,3 +291,32 @@ print("ok")
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.split()[-1] == "ok"
+
+
+def test_sizes_that_would_overflow_are_refused():
+    table = np.zeros((4, 3), np.float32)
+    for length in (2**62, 2**63):
+        with pytest.raises(ValueError, match="too large"):
+            posembed.interpolate(table, length)
+    with pytest.raises(ValueError, match="too large"):
+        posembed.extend(table, 2**62)
+
+
+def test_broadcast_and_empty_tables(rng):
+    row = normal_table(rng, 1, 5, np.float32)
+    table = np.broadcast_to(row, (30, 5))  # zero row stride
+    assert_same(posembed.interpolate(table, 70), reference.interpolate(table, 70))
+    empty = np.zeros((0, 3), np.float32)
+    assert posembed.lerp(empty, []).shape == (0, 3)
+    assert_same(posembed.lerp(empty, []), reference.lerp(empty, []))
+    with pytest.raises(ValueError, match="no rows"):
+        posembed.lerp(empty, [0.0])
+
+
+def test_misaligned_out_is_refused():
+    table = np.zeros((4, 3), np.float32)
+    raw = np.zeros(4 * 6 * 3 + 1, np.uint8)
+    out = raw[1:].view(np.float32).reshape(6, 3)
+    assert not out.flags.aligned
+    with pytest.raises(ValueError, match="aligned"):
+        posembed.interpolate(table, 6, out=out)

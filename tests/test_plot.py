@@ -35,6 +35,15 @@ def test_cli_writes_a_png(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
 
 
+def test_cli_reports_an_unwritable_output(tmp_path, capsys):
+    src = tmp_path / "table.npy"
+    np.save(src, smooth_table())
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["plot", "similarity", str(src), "-o", str(tmp_path / "no" / "dir" / "x.png")])
+    assert exc.value.code == 2
+    assert "cannot write" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("content", "text"),
     [(None, "cannot read"), (np.zeros(5), "2-D"), (np.zeros((4, 4), int), "float")],

@@ -149,3 +149,16 @@ def test_bad_input(table, grid, new_grid, kw, exc, text):
         posembed.resample_grid(table, grid, new_grid, **kw)
     with pytest.raises(exc):
         reference.resample_grid(table, grid, new_grid, **kw)
+
+
+def test_overflowing_grids_are_refused():
+    table = np.zeros((5, 3), np.float32)
+    with pytest.raises(ValueError, match="too large"):
+        posembed.resample_grid(table, (2, 2), (2**32, 2**32), prefix=1)
+
+
+def test_broadcast_table(rng):
+    row = normal_table(rng, 1, 4, np.float32)
+    table = np.broadcast_to(row, (1 + 6 * 5, 4))
+    got = posembed.resample_grid(table, (6, 5), (9, 9), prefix=1)
+    assert_same(got, reference.resample_grid(np.ascontiguousarray(table), (6, 5), (9, 9), prefix=1))

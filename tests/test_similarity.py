@@ -37,3 +37,12 @@ def test_interpolation_preserves_the_similarity_structure():
     before = posembed.similarity(table)
     after = posembed.similarity(posembed.interpolate(table, 256))
     np.testing.assert_allclose(after[::2, ::2], before, rtol=0, atol=1e-12)
+
+
+def test_huge_and_tiny_rows_neither_overflow_nor_underflow():
+    for dtype in (np.float32, np.float64):
+        table = np.array([[1e20, 1e20], [1e-30, 1e-30], [1.0, 1.0], [0.0, 0.0]]).astype(dtype)
+        for fn in (posembed.similarity, reference.similarity):
+            sim = fn(table)
+            np.testing.assert_allclose(sim[:3, :3], 1, rtol=1e-6)
+            assert (sim[3] == 0).all()

@@ -53,6 +53,8 @@ def interpolate(
     _non_empty(t)
     n = v.positive_int(length, "length")
     a = v.ALIGNS[v.choice(align, "align", v.ALIGNS)]
+    v.check_sizes("length", 4, n, t.shape[0])
+    v.check_sizes("the result", n, t.shape[1], t.itemsize)
     if out is not None:
         v.check_out(out, (n, t.shape[1]), t.dtype, table=t)
     return _core.interpolate(t, kind, n, a, 0, out)
@@ -120,6 +122,8 @@ def extend(
             f"interpolate shrinks); got {n}"
         )
     init = v.choice(init, "init", INITS)
+    v.check_sizes("length", 4, n, rows)
+    v.check_sizes("the result", n, d, t.itemsize)
     if init != "random" and (std is not None or seed is not None):
         raise ValueError(f"std and seed apply to init='random' only; got init={init!r}")
     if init != "interpolate" and align is not None:
@@ -143,7 +147,13 @@ def extend(
         new.fill(0)
     else:
         if std is None:
-            std = float(np.std(t, dtype=np.float64))
+            with np.errstate(invalid="ignore", over="ignore"):  # reported just below
+                std = float(np.std(t, dtype=np.float64))
+            if not np.isfinite(std):
+                raise ValueError(
+                    "the table's standard deviation is not finite (it holds inf or NaN); "
+                    "pass std= for init='random'"
+                )
         draws = np.random.default_rng(seed).standard_normal((n - rows, d))
         new[...] = (draws * std).astype(t.dtype)
     return out
@@ -162,13 +172,17 @@ def similarity(table: Any) -> np.ndarray:
     """Cosine similarity of every pair of rows: an (L, L) array.
 
     float64 tables give float64, the others float32. A row of zeros has
-    similarity 0 with every row (itself included). The Gram product runs in
-    NumPy's BLAS, which is faster than anything hand-written here would be.
+    similarity 0 with every row (itself included). Rows are first divided by
+    their largest magnitude, so tiny or huge rows neither underflow nor
+    overflow. The Gram product runs in NumPy's BLAS, which is faster than
+    anything hand-written here would be.
     """
     t, _ = v.float_table(table)
     x: np.ndarray[Any, np.dtype[np.floating[Any]]] = t.astype(
         np.float64 if t.dtype == np.float64 else np.float32
     )
+    peak = np.abs(x).max(axis=1, keepdims=True) if x.size else np.ones((x.shape[0], 1), x.dtype)
+    x = x / np.where(peak == 0, 1, peak).astype(x.dtype)
     norms = np.sqrt(np.einsum("ij,ij->i", x, x))
     x = x / np.where(norms == 0, 1, norms)[:, None].astype(x.dtype)
     result: np.ndarray = x @ x.T

@@ -42,7 +42,9 @@ def resample_grid(
     Returns
     -------
     ndarray (prefix + H' * W', d) of the table's dtype; matches PyTorch
-    ``F.interpolate`` on the (1, d, H, W) grid to float32 round-off.
+    ``F.interpolate`` on the (1, d, H, W) grid to float32 round-off. Every tap
+    is summed, also those of weight 0, so an inf or NaN in the grid spreads to
+    the neighbouring outputs (0 * inf is NaN), as in PyTorch's general path.
     """
     t, kind = v.float_table(table)
     h, w = v.grid_shape(grid, "grid")
@@ -52,6 +54,9 @@ def resample_grid(
         raise ValueError(
             f"table has {t.shape[0]} rows but prefix + H * W = {p} + {h} * {w} = {p + h * w}"
         )
+    v.check_sizes("new_grid", p + h2 * w2, t.shape[1], t.itemsize)
+    v.check_sizes("new_grid", 4, h2 * w2, h * w)
+    v.check_sizes("the resampling buffer", h, w2, t.shape[1], 8)
     m = METHODS[v.choice(method, "method", METHODS)]
     a = GRID_ALIGNS[v.choice(align, "align", GRID_ALIGNS)]
     return _core.resample_grid(t, kind, p, h, w, h2, w2, m, a)

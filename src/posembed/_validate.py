@@ -121,6 +121,8 @@ def check_out(
         raise ValueError(f"out must have shape {shape}; got shape {out.shape}")
     if not out.flags.writeable:
         raise ValueError("out must be writeable; got a read-only array")
+    if not out.flags.aligned:
+        raise ValueError("out must be aligned for its dtype; got a misaligned view")
     if not out.flags.c_contiguous:
         raise ValueError(
             f"out must be C-contiguous; got a non-contiguous array (strides {out.strides})"
@@ -185,9 +187,27 @@ def float_table(table: Any, name: str = "table") -> tuple[np.ndarray, int]:
         )
     if not t.dtype.isnative:
         t = t.astype(t.dtype.newbyteorder("="))
-    if (t.shape[1] > 1 and t.strides[1] != t.itemsize) or not t.flags.aligned:
+    rows, cols = t.shape
+    strided_cols = cols > 1 and t.strides[1] != t.itemsize
+    repeated_rows = rows > 1 and t.strides[0] == 0  # broadcast: copy the rows it claims
+    if rows and (strided_cols or repeated_rows or not t.flags.aligned):
         t = np.ascontiguousarray(t)
     return t, kind
+
+
+# Every count the kernels multiply stays below this: index products such as
+# (2 i + 1) * L and byte sizes must not overflow int64.
+MAX_PRODUCT = 2**62
+
+
+def check_sizes(what: str, *factors: int) -> None:
+    """ValueError if the product of factors (a size or an index range) is too large."""
+    total = 1
+    for f in factors:
+        total *= max(int(f), 1)
+    if total >= MAX_PRODUCT:
+        sizes = " x ".join(str(f) for f in factors)
+        raise ValueError(f"{what} is too large: {sizes} reaches 2^62")
 
 
 def grid_shape(value: Any, name: str) -> tuple[int, int]:

@@ -54,6 +54,8 @@ def _plot_similarity(args: argparse.Namespace) -> int:
         save_similarity_figure(table, args.output, args.length, align=args.align)
     except (TypeError, ValueError) as exc:
         args.parser.error(f"{args.table}: {exc}")
+    except OSError as exc:
+        args.parser.error(f"cannot write {args.output}: {exc}")
     print(f"wrote {args.output}")
     return 0
 

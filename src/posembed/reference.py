@@ -9,6 +9,7 @@ from the rest of posembed.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -105,12 +106,13 @@ def gather(
 
 
 def _float_table(table: Any) -> np.ndarray:
+    """A 2-D float table in native byte order (results come out native too)."""
     t = _array(table, "table")
     if t.ndim != 2:
         raise ValueError(f"table must be 2-D; got shape {t.shape}")
     if t.dtype.name not in ("float16", "bfloat16", "float32", "float64"):
         raise TypeError(f"table must have a float dtype; got {t.dtype}")
-    return t
+    return t.astype(t.dtype.newbyteorder("="), copy=False)
 
 
 def _compute_dtype(t: np.ndarray) -> type[np.floating[Any]]:
@@ -119,8 +121,12 @@ def _compute_dtype(t: np.ndarray) -> type[np.floating[Any]]:
 
 
 def _count(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+    if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer") from None
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}")
     return int(value)
@@ -205,7 +211,7 @@ def interpolate(
 def lerp(table: Any, positions: Any, *, out: np.ndarray | None = None) -> np.ndarray:
     """Rows at fractional positions in [0, L - 1]."""
     t = _float_table(table)
-    p = np.asarray(positions)
+    p = _array(positions, "positions")
     if p.dtype.kind not in "fiu":
         raise TypeError(f"positions must be real numbers; got dtype {p.dtype}")
     p = p.astype(np.float64)
@@ -259,7 +265,10 @@ def extend(
     elif init == "zeros":
         new = np.zeros((n - rows, t.shape[1]), t.dtype)
     else:
-        scale = float(np.std(t, dtype=np.float64)) if std is None else float(std)
+        with np.errstate(invalid="ignore", over="ignore"):
+            scale = float(np.std(t, dtype=np.float64)) if std is None else float(std)
+        if not math.isfinite(scale):
+            raise ValueError("the table's standard deviation is not finite; pass std=")
         draws = np.random.default_rng(seed).standard_normal((n - rows, t.shape[1]))
         new = (draws * scale).astype(t.dtype)
     return np.concatenate([t, new]).astype(t.dtype)
@@ -306,8 +315,10 @@ def resample_grid(
     """Separable 2-D resampling of the (H, W) grid after ``prefix`` rows."""
     t = _float_table(table)
     for name, pair in (("grid", grid), ("new_grid", new_grid)):
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise TypeError(f"{name} must be a pair (H, W)")
+        try:
+            _, _ = pair
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must be a pair (H, W)") from None
     h, w = (_count(x, "grid", 1) for x in grid)
     h2, w2 = (_count(x, "new_grid", 1) for x in new_grid)
     p = _count(prefix, "prefix", 0)
@@ -339,6 +350,9 @@ def similarity(table: Any) -> np.ndarray:
     """Cosine similarity of every pair of rows; a zero row scores 0."""
     t = _float_table(table)
     x = t.astype(_compute_dtype(t))
+    if x.size:  # rows scaled to a largest magnitude of 1: no overflow, no underflow
+        peak = np.abs(x).max(axis=1, keepdims=True)
+        x = x / np.where(peak == 0, 1, peak).astype(x.dtype)
     norms = np.sqrt((x * x).sum(axis=1))
     denom = np.outer(norms, norms)
     dots = x @ x.T
