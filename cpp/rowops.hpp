@@ -1,8 +1,8 @@
 // Row operations of the float kernels. rowops.cpp compiles each for the
 // x86-64 baseline and for AVX2 and the best is chosen when the module loads
-// (GCC function multi-versioning; never -march=native). No FMA anywhere: every product
-// rounds before its sum, exactly as in the NumPy twins, so all SIMD levels
-// give the same bits.
+// (GCC function multi-versioning; no build for the host CPU). No FMA
+// anywhere: every product rounds before its sum, exactly as in the NumPy
+// twins, so all SIMD levels give the same bits.
 #pragma once
 
 #include <cstdint>
