@@ -69,14 +69,15 @@ void blend_rows(const RowsView& t, int64_t n, TapFn tap, char* out, bool fresh) 
   });
 }
 
+
+}  // namespace
+
 LinearTap linear_tap(SourceCoord c, int64_t in_size) {
   if (c.q < 0) return {0, 0, 0.0};  // half_pixel: the source clamps at 0
   const int64_t lo = std::min(c.q, in_size - 1);
   const int64_t hi = std::min(lo + 1, in_size - 1);
   return {lo, hi, lo == c.q ? c.frac : 0.0};
 }
-
-}  // namespace
 
 SourceCoord source_coord(int64_t i, int64_t in_size, int64_t out_size, Align align) {
   // Products stay far below 2^63: i < out_size and both sizes are row counts

@@ -115,15 +115,12 @@ void axis_taps(int64_t in_size, int64_t out_size, GridMethod method, Align align
     AxisTaps& t = taps[i];
     const SourceCoord c = source_coord(i, in_size, out_size, align);
     if (method == GridMethod::bilinear) {
-      // PyTorch's linear modes clamp the source coordinate at 0.
-      const int64_t q = std::max(c.q, int64_t{0});
-      const double frac = c.q < 0 ? 0.0 : c.frac;
-      const int64_t lo = std::min(q, in_size - 1);
-      t.idx[0] = lo;
-      t.idx[1] = std::min(lo + 1, in_size - 1);
-      t.w[0] = 1.0 - frac;
-      t.w[1] = frac;
-      t.idx[2] = t.idx[3] = lo;
+      const LinearTap k = linear_tap(c, in_size);
+      t.idx[0] = k.lo;
+      t.idx[1] = k.hi;
+      t.w[0] = 1.0 - k.w;
+      t.w[1] = k.w;
+      t.idx[2] = t.idx[3] = k.lo;  // unused: bilinear sums two taps
       t.w[2] = t.w[3] = 0.0;
     } else {
       for (int k = 0; k < 4; ++k) t.idx[k] = clamp_index(c.q - 1 + k, in_size);

@@ -43,7 +43,6 @@ CASE_NAMES = {
     "resample_grid": ("24x24 -> 48x48 bicubic", "24x24 -> 48x48 bilinear"),
     "similarity": ("2048 rows",),
 }
-GATHER_CASES = CASE_NAMES["gather"]
 
 
 @dataclass
