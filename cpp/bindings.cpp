@@ -13,6 +13,7 @@
 #include "resample_grid.hpp"
 #include "roofline.hpp"
 #include "runtime.hpp"
+#include "windows.hpp"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
@@ -229,6 +230,43 @@ py::array resample_grid(const py::array& table, int kind, int64_t prefix, int64_
   return out;
 }
 
+// tokens: 1-D C-contiguous; doc_offsets: int64 C-contiguous, validated by the
+// Python layer (starts at 0, non-decreasing, ends at len(tokens)); pad: one
+// element of the tokens' dtype.
+py::tuple windows(const py::array& tokens, const py::array& doc_offsets, int64_t size,
+                  int64_t step, int tail, const py::array& pad) {
+  if (tokens.ndim() != 1 || !c_contiguous(tokens) || doc_offsets.ndim() != 1 ||
+      !c_contiguous(doc_offsets) || doc_offsets.itemsize() != 8 || doc_offsets.size() < 1 ||
+      pad.size() != 1 || pad.itemsize() != tokens.itemsize() || size < 1 || step < 1 ||
+      step > size || tail < 0 || tail > 2) {
+    throw py::value_error("windows: inconsistent arguments");
+  }
+  const auto* offs = static_cast<const int64_t*>(doc_offsets.data());
+  const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
+  if (offs[0] != 0 || offs[ndocs] != static_cast<int64_t>(tokens.size())) {
+    throw py::value_error("windows: offsets must run from 0 to len(tokens)");
+  }
+  for (int64_t k = 0; k < ndocs; ++k) {
+    if (offs[k + 1] < offs[k]) throw py::value_error("windows: offsets must not decrease");
+  }
+  const auto t = static_cast<posembed::Tail>(tail);
+  std::vector<int64_t> win(static_cast<size_t>(ndocs + 1));
+  posembed::window_offsets(offs, ndocs, size, step, t, win.data());
+  const int64_t n = win[static_cast<size_t>(ndocs)];
+  py::array out(tokens.dtype(), std::vector<py::ssize_t>{n, size});
+  py::array_t<int64_t> starts(n), lengths(n), documents(n);
+  const posembed::WindowsOut wo{static_cast<char*>(out.mutable_data()), starts.mutable_data(),
+                                lengths.mutable_data(), documents.mutable_data()};
+  const auto* src = static_cast<const char*>(tokens.data());
+  const auto* pv = static_cast<const char*>(pad.data());
+  const auto itemsize = static_cast<int64_t>(tokens.itemsize());
+  {
+    py::gil_scoped_release nogil;
+    posembed::fill_windows(src, itemsize, offs, ndocs, win.data(), size, step, t, pv, wo);
+  }
+  return py::make_tuple(out, starts, lengths, documents);
+}
+
 char* writeable_bytes(py::array& a, const char* name) {
   if (!c_contiguous(a) || !a.writeable()) {
     throw py::value_error(std::string(name) + " must be a writeable C-contiguous array");
@@ -281,6 +319,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("lerp", &lerp, "table"_a, "kind"_a, "positions"_a, "out"_a = py::none());
   m.def("resample_grid", &resample_grid, "table"_a, "kind"_a, "prefix"_a, "h"_a, "w"_a, "h2"_a,
         "w2"_a, "method"_a, "align"_a);
+  m.def("windows", &windows, "tokens"_a, "doc_offsets"_a, "size"_a, "step"_a, "tail"_a, "pad"_a);
   m.def("set_num_threads", &posembed::set_num_threads, "n"_a);
   m.def("get_num_threads", &posembed::get_num_threads);
   m.def("_set_thresholds", &posembed::set_thresholds, "parallel_min_bytes"_a,

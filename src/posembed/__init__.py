@@ -14,6 +14,7 @@ from posembed._gather import gather
 from posembed._interpolate import extend, interpolate, lerp, similarity
 from posembed._resample import resample_grid
 from posembed._runtime import config, get_num_threads, set_num_threads, show_config
+from posembed._windows import Windows, windows
 
 try:
     __version__ = version("posembed")
@@ -22,6 +23,7 @@ except PackageNotFoundError:  # running from a source tree
 
 __all__ = [
     "LearnedPositionEmbedding",
+    "Windows",
     "__version__",
     "config",
     "extend",
@@ -34,4 +36,5 @@ __all__ = [
     "set_num_threads",
     "show_config",
     "similarity",
+    "windows",
 ]

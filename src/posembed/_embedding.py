@@ -10,6 +10,7 @@ import numpy as np
 from posembed import _validate as v
 from posembed._gather import gather
 from posembed._interpolate import extend, interpolate
+from posembed._windows import Windows, windows
 
 _FLOAT_NAMES = ("float16", "bfloat16", "float32", "float64")
 
@@ -139,6 +140,12 @@ class LearnedPositionEmbedding:
         fine-tune. See :func:`posembed.extend`."""
         table = extend(self.embeddings, length, init=init, std=std, seed=seed, align=align)
         return type(self).from_table(table, copy=False)
+
+    def windows(self, tokens: Any, **kwargs: Any) -> Windows:
+        """Windows of ``max_seq_len`` tokens, each to be embedded at positions
+        0..max_seq_len-1 (the seeds' sliding windows); keywords as for
+        :func:`posembed.windows`."""
+        return windows(tokens, self.max_seq_len, **kwargs)
 
     def __repr__(self) -> str:
         return (

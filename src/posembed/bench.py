@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime
 import gc
+import itertools
 import json
 import os
 import platform
@@ -42,6 +43,7 @@ CASE_NAMES = {
     "extend": ("2048 -> 8192 rows, tile",),
     "resample_grid": ("24x24 -> 48x48 bicubic", "24x24 -> 48x48 bilinear"),
     "similarity": ("2048 rows",),
+    "windows": ("50M tokens", "CSR 20k documents"),
 }
 
 
@@ -397,12 +399,82 @@ def similarity_cases() -> list[Case]:
     ]
 
 
+def windows_cases() -> list[Case]:
+    rng = np.random.default_rng(5)
+    size, step = 2048, 1536
+    tokens = rng.integers(0, 50_000, 50_000_000).astype(np.uint32)
+    count = (tokens.size - size) // step + 1
+
+    def numpy_windows() -> np.ndarray:
+        view = np.lib.stride_tricks.sliding_window_view(tokens, size)[::step]
+        return np.ascontiguousarray(view)
+
+    impls: dict[str, Callable[[], object]] = {
+        "reference": lambda: reference.windows(tokens, size, step=step, tail="drop"),
+        "numpy": numpy_windows,
+        "posembed": lambda: posembed.windows(tokens, size, step=step, tail="drop"),
+    }
+    cases = [
+        Case(
+            "windows",
+            "50M tokens",
+            "uint32, size 2048, step 1536, drop",
+            count * size * 4,
+            impls,
+            "copy fresh",
+            lambda: bool(
+                np.array_equal(
+                    posembed.windows(tokens, size, step=step, tail="drop").tokens, numpy_windows()
+                )
+            ),
+        )
+    ]
+    lengths = rng.integers(1, 4001, 20_000)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    corpus = rng.integers(0, 50_000, offsets[-1]).astype(np.uint32)
+
+    def per_document() -> np.ndarray:  # a Python loop calling NumPy per document
+        parts = [
+            np.lib.stride_tricks.sliding_window_view(corpus[a:b], size)[::step]
+            for a, b in itertools.pairwise(offsets)
+            if b - a >= size
+        ]
+        return np.concatenate(parts) if parts else np.empty((0, size), corpus.dtype)
+
+    out_rows = int(sum((n - size) // step + 1 for n in lengths if n >= size))
+    impls = {
+        "reference": lambda: reference.windows(
+            corpus, size, step=step, tail="drop", offsets=offsets
+        ),
+        "numpy": per_document,
+        "posembed": lambda: posembed.windows(corpus, size, step=step, tail="drop", offsets=offsets),
+    }
+    cases.append(
+        Case(
+            "windows",
+            "CSR 20k documents",
+            "lengths 1..4000, size 2048, step 1536, drop",
+            out_rows * size * 4,
+            impls,
+            "copy fresh",
+            lambda: bool(
+                np.array_equal(
+                    posembed.windows(corpus, size, step=step, tail="drop", offsets=offsets).tokens,
+                    per_document(),
+                )
+            ),
+        )
+    )
+    return cases
+
+
 BUILDERS: dict[str, Callable[[], list[Case]]] = {
     "gather": gather_cases,
     "interpolate": interpolate_cases,
     "extend": extend_cases,
     "resample_grid": resample_grid_cases,
     "similarity": similarity_cases,
+    "windows": windows_cases,
 }
 
 

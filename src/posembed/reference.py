@@ -8,6 +8,7 @@ from the rest of posembed.
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from typing import Any
@@ -22,6 +23,7 @@ __all__ = [
     "lerp",
     "resample_grid",
     "similarity",
+    "windows",
 ]
 
 
@@ -358,6 +360,112 @@ def similarity(table: Any) -> np.ndarray:
     dots = x @ x.T
     result: np.ndarray = np.where(denom == 0, 0, dots / np.where(denom == 0, 1, denom))
     return result.astype(x.dtype)
+
+
+# ------------------------------------------------------------ windows
+
+
+class Windows:
+    """Twin of posembed.Windows: the same attributes, built by plain loops."""
+
+    def __init__(
+        self,
+        tokens: np.ndarray,
+        starts: np.ndarray,
+        lengths: np.ndarray,
+        documents: np.ndarray,
+        doc_offsets: np.ndarray,
+        size: int,
+        step: int,
+        tail: str,
+    ) -> None:
+        self.tokens, self.starts, self.lengths, self.documents = tokens, starts, lengths, documents
+        self.doc_offsets, self.size, self.step, self.tail = doc_offsets, size, step, tail
+
+    def __len__(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def mask(self) -> np.ndarray:
+        rows = [[j < n for j in range(self.size)] for n in self.lengths]
+        return np.array(rows, dtype=bool).reshape(len(rows), self.size)
+
+
+def windows(
+    tokens: Any,
+    size: int,
+    *,
+    step: int | None = None,
+    overlap: int | None = None,
+    tail: str = "pad",
+    pad_value: int = 0,
+    offsets: Any = None,
+) -> Windows:
+    """Windows of ``size`` tokens, document by document, by the formulas in the docs."""
+    t = _array(tokens, "tokens")
+    if t.ndim != 1:
+        raise ValueError("tokens must be 1-D")
+    if t.dtype.kind not in "iu":
+        raise TypeError("tokens must be integers")
+    size = _count(size, "size", 1)
+    if step is not None and overlap is not None:
+        raise ValueError("give step or overlap, not both")
+    if overlap is not None:
+        overlap = _count(overlap, "overlap", 0)
+        if overlap >= size:
+            raise ValueError("overlap must be less than size")
+        step = size - overlap
+    step = size if step is None else _count(step, "step", 1)
+    if step > size:
+        raise ValueError("step must be at most size")
+    if tail not in ("pad", "shift", "drop"):
+        raise ValueError(f"unknown tail {tail!r}")
+    if isinstance(pad_value, (bool, np.bool_)) or not isinstance(pad_value, (int, np.integer)):
+        raise TypeError("pad_value must be an integer")
+    info = np.iinfo(t.dtype)
+    if not info.min <= int(pad_value) <= info.max:
+        raise ValueError("pad_value does not fit the tokens' dtype")
+    if offsets is None:
+        bounds = [0, len(t)]
+    else:
+        o = _array(offsets, "offsets")
+        if o.ndim != 1 or o.dtype.kind not in "iu":
+            raise TypeError("offsets must be a 1-D integer array")
+        bounds = [int(x) for x in o]
+        if not bounds or bounds[0] != 0 or bounds[-1] != len(t):
+            raise ValueError("offsets must run from 0 to len(tokens)")
+        if any(b < a for a, b in itertools.pairwise(bounds)):
+            raise ValueError("offsets must not decrease")
+    rows, starts, lengths, documents = [], [], [], []
+    for doc in range(len(bounds) - 1):
+        text = t[bounds[doc] : bounds[doc + 1]]
+        n = len(text)
+        if n == 0:
+            continue
+        if tail == "drop":
+            count = 0 if n < size else (n - size) // step + 1
+        else:
+            count = 1 if n <= size else -(-(n - size) // step) + 1
+        for k in range(count):
+            start = k * step
+            if tail == "shift" and k == count - 1 and n >= size:
+                start = n - size
+            piece = text[start : start + size]
+            rows.append(np.concatenate([piece, np.full(size - len(piece), pad_value, t.dtype)]))
+            starts.append(start)
+            lengths.append(len(piece))
+            documents.append(doc)
+    table = np.array(rows, dtype=t.dtype).reshape(len(rows), size)
+    return Windows(
+        table,
+        np.array(starts, dtype=np.int64),
+        np.array(lengths, dtype=np.int64),
+        np.array(documents, dtype=np.int64),
+        np.array(bounds, dtype=np.int64),
+        size,
+        step,
+        tail,
+    )
 
 
 class LearnedPositionEmbedding:

@@ -1,0 +1,88 @@
+#include "windows.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "parallel.hpp"
+#include "runtime.hpp"
+
+namespace posembed {
+
+int64_t window_count(int64_t n, int64_t size, int64_t step, Tail tail) {
+  if (n <= 0) return 0;
+  if (tail == Tail::drop) return n < size ? 0 : (n - size) / step + 1;
+  return n <= size ? 1 : (n - size + step - 1) / step + 1;
+}
+
+int64_t window_start(int64_t k, int64_t count, int64_t n, int64_t size, int64_t step, Tail tail) {
+  if (tail == Tail::shift && k == count - 1 && n >= size) return n - size;
+  return k * step;
+}
+
+void window_offsets(const int64_t* doc_offsets, int64_t ndocs, int64_t size, int64_t step,
+                    Tail tail, int64_t* win_offsets) {
+  win_offsets[0] = 0;
+  for (int64_t k = 0; k < ndocs; ++k) {
+    const int64_t n = doc_offsets[k + 1] - doc_offsets[k];
+    win_offsets[k + 1] = win_offsets[k] + window_count(n, size, step, tail);
+  }
+}
+
+namespace {
+
+void fill_pad(char* dst, const char* pad, int64_t itemsize, int64_t count) {
+  switch (itemsize) {
+    case 2: {
+      uint16_t v;
+      std::memcpy(&v, pad, 2);
+      for (int64_t i = 0; i < count; ++i) std::memcpy(dst + 2 * i, &v, 2);
+      return;
+    }
+    case 4: {
+      uint32_t v;
+      std::memcpy(&v, pad, 4);
+      for (int64_t i = 0; i < count; ++i) std::memcpy(dst + 4 * i, &v, 4);
+      return;
+    }
+    case 8: {
+      uint64_t v;
+      std::memcpy(&v, pad, 8);
+      for (int64_t i = 0; i < count; ++i) std::memcpy(dst + 8 * i, &v, 8);
+      return;
+    }
+    default:
+      for (int64_t i = 0; i < count; ++i) {
+        std::memcpy(dst + itemsize * i, pad, static_cast<size_t>(itemsize));
+      }
+  }
+}
+
+}  // namespace
+
+void fill_windows(const char* tokens, int64_t itemsize, const int64_t* doc_offsets, int64_t ndocs,
+                  const int64_t* win_offsets, int64_t size, int64_t step, Tail tail,
+                  const char* pad, const WindowsOut& out) {
+  const int64_t total = win_offsets[ndocs];
+  const int64_t row_bytes = size * itemsize;
+  // Each thread takes a range of windows and walks the documents they belong to.
+  parallel_for(total, threads_for_bytes(total * row_bytes), [&](int64_t begin, int64_t end, int) {
+    if (begin >= end) return;
+    int64_t doc = std::upper_bound(win_offsets, win_offsets + ndocs + 1, begin) - win_offsets - 1;
+    for (int64_t w = begin; w < end; ++w) {
+      while (win_offsets[doc + 1] <= w) ++doc;
+      const int64_t n = doc_offsets[doc + 1] - doc_offsets[doc];
+      const int64_t count = win_offsets[doc + 1] - win_offsets[doc];
+      const int64_t start = window_start(w - win_offsets[doc], count, n, size, step, tail);
+      const int64_t len = std::min(size, n - start);
+      char* dst = out.tokens + w * row_bytes;
+      std::memcpy(dst, tokens + (doc_offsets[doc] + start) * itemsize,
+                  static_cast<size_t>(len * itemsize));
+      fill_pad(dst + len * itemsize, pad, itemsize, size - len);
+      out.starts[w] = start;
+      out.lengths[w] = len;
+      out.documents[w] = doc;
+    }
+  });
+}
+
+}  // namespace posembed

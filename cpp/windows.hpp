@@ -1,0 +1,36 @@
+// windows: overlapping chunks of a token stream (the seeds' sliding-window
+// option), per document of a CSR corpus, never crossing a document boundary.
+#pragma once
+
+#include <cstdint>
+
+namespace posembed {
+
+enum class Tail : int {
+  pad = 0,    // starts k * step; the last window reaches the end, padded
+  shift = 1,  // same count; the last window moved back to end at the end
+  drop = 2,   // full windows only (may leave the tail uncovered)
+};
+
+// Windows of a document of n tokens.
+int64_t window_count(int64_t n, int64_t size, int64_t step, Tail tail);
+// Start (within the document) of window k of the `count` windows of a document of n tokens.
+int64_t window_start(int64_t k, int64_t count, int64_t n, int64_t size, int64_t step, Tail tail);
+
+// win_offsets[k] = first window of document k (ndocs + 1 entries).
+void window_offsets(const int64_t* doc_offsets, int64_t ndocs, int64_t size, int64_t step,
+                    Tail tail, int64_t* win_offsets);
+
+struct WindowsOut {
+  char* tokens;        // (n, size) elements of itemsize bytes
+  int64_t* starts;     // (n,)
+  int64_t* lengths;    // (n,)
+  int64_t* documents;  // (n,)
+};
+
+// Fills every window; pad is one element (itemsize bytes) for unused slots.
+void fill_windows(const char* tokens, int64_t itemsize, const int64_t* doc_offsets, int64_t ndocs,
+                  const int64_t* win_offsets, int64_t size, int64_t step, Tail tail,
+                  const char* pad, const WindowsOut& out);
+
+}  // namespace posembed

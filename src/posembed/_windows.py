@@ -1,0 +1,131 @@
+"""windows: overlapping chunks of length `size` over token streams and corpora."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from posembed import _core
+from posembed import _validate as v
+
+TAILS = {"pad": 0, "shift": 1, "drop": 2}
+
+
+@dataclass(frozen=True)
+class Windows:
+    """The windows of a token stream or corpus.
+
+    tokens : (n, size) array of the input's dtype; slots past ``lengths`` hold pad_value.
+    starts : (n,) int64 start of each window within its document.
+    lengths : (n,) int64 number of valid tokens in each window.
+    documents : (n,) int64 index of each window's document (0 without offsets).
+    doc_offsets : (documents + 1,) int64 CSR offsets of the input (``[0, N]`` without offsets).
+    size, step, tail : the parameters that made them.
+    """
+
+    tokens: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+    documents: np.ndarray
+    doc_offsets: np.ndarray
+    size: int
+    step: int
+    tail: str
+
+    def __len__(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def mask(self) -> np.ndarray:
+        """(n, size) bool: True for the slots that hold a token of the input."""
+        mask: np.ndarray = np.arange(self.size)[None, :] < self.lengths[:, None]
+        return mask
+
+
+def _step(size: int, step: Any, overlap: Any) -> int:
+    if step is not None and overlap is not None:
+        raise ValueError("give step or overlap, not both (overlap = size - step)")
+    if overlap is not None:
+        o = v.non_negative_int(overlap, "overlap")
+        if o >= size:
+            raise ValueError(f"overlap must be in 0..{size - 1} (less than size {size}); got {o}")
+        return size - o
+    if step is None:
+        return size
+    s = v.positive_int(step, "step")
+    if s > size:
+        raise ValueError(
+            f"step must be in 1..{size} (at most size, or tokens are skipped); got {s}"
+        )
+    return s
+
+
+def _offsets(offsets: Any, n_tokens: int) -> np.ndarray:
+    if offsets is None:
+        return np.array([0, n_tokens], dtype=np.int64)
+    o = v.as_array(offsets, "offsets")
+    if o.ndim != 1 or o.dtype.kind not in "iu":
+        raise TypeError(f"offsets must be a 1-D integer array; got {o.dtype} of shape {o.shape}")
+    if o.size == 0 or o[0] != 0 or o[-1] != n_tokens:
+        raise ValueError(
+            f"offsets must start at 0 and end at len(tokens) = {n_tokens}; "
+            f"got {o[:1].tolist()}..{o[-1:].tolist()}"
+        )
+    steps = np.diff(o.astype(np.int64))
+    if (steps < 0).any():
+        k = int(np.flatnonzero(steps < 0)[0])
+        raise ValueError(f"offsets must not decrease; offsets[{k + 1}] = {o[k + 1]} < {o[k]}")
+    return np.ascontiguousarray(o, dtype=np.int64)
+
+
+def windows(
+    tokens: Any,
+    size: int,
+    *,
+    step: int | None = None,
+    overlap: int | None = None,
+    tail: str = "pad",
+    pad_value: int = 0,
+    offsets: Any = None,
+) -> Windows:
+    """Cut tokens into windows of ``size`` (the seeds' sliding windows: each window
+    gets positions 0..size-1).
+
+    Parameters
+    ----------
+    tokens : 1-D integer array (uint16, uint32, int32, int64, ...); the windows keep its dtype.
+    size : window length.
+    step, overlap : distance between window starts (1..size), or ``overlap = size - step``;
+        at most one; default ``step = size`` (no overlap).
+    tail : {"pad", "shift", "drop"}
+        ``"pad"``: starts ``k * step`` until a window reaches the document's end
+        (``1 if N <= size else ceil((N - size) / step) + 1`` windows, as HF
+        tokenizers' overflowing windows); the last is padded with ``pad_value``.
+        ``"shift"``: the same count, but the last window ends exactly at the end
+        (full whenever N >= size). ``"drop"``: full windows only, like
+        ``sliding_window_view(tokens, size)[::step]``; the only mode that may
+        leave tokens uncovered. An empty document has no window.
+    pad_value : fills unused slots; must fit the tokens' dtype.
+    offsets : optional int64 CSR offsets: document k is ``tokens[offsets[k]:offsets[k+1]]``;
+        no window crosses a document boundary.
+    """
+    t = v.as_array(tokens, "tokens")
+    if t.ndim != 1:
+        raise ValueError(f"tokens must be 1-D; got shape {t.shape}")
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"tokens must be integers; got dtype {t.dtype}")
+    n = v.positive_int(size, "size")
+    s = _step(n, step, overlap)
+    code = TAILS[v.choice(tail, "tail", TAILS)]
+    if isinstance(pad_value, (bool, np.bool_)) or not isinstance(pad_value, (int, np.integer)):
+        raise TypeError(f"pad_value must be an integer; got {pad_value!r}")
+    info = np.iinfo(t.dtype)
+    if not info.min <= int(pad_value) <= info.max:
+        raise ValueError(f"pad_value {pad_value} does not fit {t.dtype} ({info.min}..{info.max})")
+    o = _offsets(offsets, t.shape[0])
+    t = np.asarray(t, dtype=t.dtype.newbyteorder("="), order="C")
+    pad = np.array([pad_value], dtype=t.dtype)
+    out, starts, lengths, documents = _core.windows(t, o, n, s, code, pad)
+    return Windows(out, starts, lengths, documents, o, n, s, tail)

@@ -1,0 +1,165 @@
+"""windows against its reference twin, HF's window formula and NumPy's sliding windows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import posembed
+from posembed import reference
+
+from .conftest import assert_same
+
+TAILS = ["pad", "shift", "drop"]
+TOKEN_DTYPES = [np.uint16, np.uint32, np.int32, np.int64, np.int8, np.uint64]
+
+
+def assert_same_windows(fast, slow):
+    for name in ("tokens", "starts", "lengths", "documents", "doc_offsets"):
+        assert_same(getattr(fast, name), getattr(slow, name))
+    assert (fast.size, fast.step, fast.tail) == (slow.size, slow.step, slow.tail)
+    assert_same(fast.mask, slow.mask)
+
+
+@pytest.mark.parametrize("dtype", TOKEN_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("tail", TAILS)
+@pytest.mark.parametrize(("size", "step"), [(8, 1), (8, 8), (8, 3), (8, 7), (1, 1), (5, 2)])
+@pytest.mark.parametrize("n", [0, 1, 4, 5, 8, 9, 23, 64])
+def test_matches_reference(dtype, tail, size, step, n):
+    tokens = (np.arange(n) * 7 % 100).astype(dtype)
+    fast = posembed.windows(tokens, size, step=step, tail=tail, pad_value=99)
+    assert_same_windows(fast, reference.windows(tokens, size, step=step, tail=tail, pad_value=99))
+
+
+@pytest.mark.parametrize("tail", TAILS)
+def test_corpus_of_many_documents(rng, tail):
+    lengths = rng.integers(0, 40, 300)
+    lengths[[0, 5, 6, -1]] = 0  # empty documents, also at both ends
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    tokens = rng.integers(0, 50_000, offsets[-1]).astype(np.uint32)
+    fast = posembed.windows(tokens, 16, overlap=5, tail=tail, offsets=offsets)
+    slow = reference.windows(tokens, 16, overlap=5, tail=tail, offsets=offsets)
+    assert_same_windows(fast, slow)
+    # no window crosses its document's end
+    ends = fast.doc_offsets[fast.documents] + fast.starts + fast.lengths
+    assert (ends <= fast.doc_offsets[fast.documents + 1]).all()
+
+
+def test_pad_follows_the_hf_overflow_formula():
+    # HF tokenizers' overflowing windows: starts k * step, stop once a window
+    # reaches the end: 1 if N <= size else ceil((N - size) / step) + 1 windows.
+    for n in range(0, 60):
+        for size, step in ((10, 10), (10, 4), (10, 1), (7, 5)):
+            w = posembed.windows(np.arange(n), size, step=step)
+            count = 0 if n == 0 else 1 if n <= size else -(-(n - size) // step) + 1
+            assert len(w) == count
+            assert_same(w.starts, np.arange(count, dtype=np.int64) * step)
+            for k in range(count):
+                piece = np.arange(n)[k * step : k * step + size]
+                assert_same(w.tokens[k, : len(piece)], piece)
+
+
+def test_drop_equals_numpy_sliding_window_view():
+    tokens = np.arange(1000, dtype=np.uint32) * 3
+    for size, step in ((64, 64), (64, 48), (64, 1), (100, 7)):
+        w = posembed.windows(tokens, size, step=step, tail="drop")
+        want = np.lib.stride_tricks.sliding_window_view(tokens, size)[::step]
+        assert_same(w.tokens, np.ascontiguousarray(want))
+        assert (w.lengths == size).all()
+
+
+def test_shift_ends_full_at_the_end():
+    tokens = np.arange(23, dtype=np.int64)
+    w = posembed.windows(tokens, 8, step=5, tail="shift")
+    assert w.starts[-1] == 23 - 8
+    assert (w.lengths == 8).all()
+    assert_same(w.tokens[-1], tokens[-8:])
+    short = posembed.windows(tokens[:5], 8, tail="shift")  # N < size: one padded window
+    assert_same(short.lengths, np.array([5], np.int64))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 30), min_size=1, max_size=12),
+    size=st.integers(1, 12),
+    data=st.data(),
+    tail=st.sampled_from(TAILS),
+)
+def test_hypothesis_coverage_and_boundaries(lengths, size, data, tail):
+    step = data.draw(st.integers(1, size))
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = np.arange(offsets[-1], dtype=np.int64)  # token value = its global index
+    w = posembed.windows(tokens, size, step=step, tail=tail, offsets=offsets, pad_value=-1)
+    assert_same_windows(
+        w, reference.windows(tokens, size, step=step, tail=tail, offsets=offsets, pad_value=-1)
+    )
+    covered = np.zeros(len(tokens), bool)
+    for k in range(len(w)):
+        valid = w.tokens[k, : w.lengths[k]]
+        doc = w.documents[k]
+        assert (valid >= offsets[doc]).all()
+        assert (valid < offsets[doc + 1]).all()  # never crosses a document
+        assert (w.tokens[k, w.lengths[k] :] == -1).all()
+        covered[valid] = True
+    if tail != "drop":
+        assert covered.all()  # every token is in some window
+
+
+def test_thread_count_does_not_change_bytes(rng, restore_threads):
+    from posembed import _core
+
+    lengths = rng.integers(0, 500, 200)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    tokens = rng.integers(0, 2**16, offsets[-1]).astype(np.uint16)
+    want = reference.windows(tokens, 64, step=48, offsets=offsets)
+    _core._set_thresholds(1024, 4096)
+    try:
+        for threads in (1, 2, 3):
+            posembed.set_num_threads(threads)
+            assert_same_windows(posembed.windows(tokens, 64, step=48, offsets=offsets), want)
+    finally:
+        _core._set_thresholds(-1, -1)
+
+
+def test_embedding_windows_use_max_seq_len():
+    emb = posembed.LearnedPositionEmbedding(16, 4, seed=0)
+    w = emb.windows(np.arange(40), overlap=4)
+    assert w.size == 16
+    assert w.step == 12
+
+
+BAD = [
+    ("float tokens", np.zeros(5), 4, {}, TypeError, "integers"),
+    ("2-D tokens", np.zeros((2, 5), np.int64), 4, {}, ValueError, "1-D"),
+    ("zero size", np.zeros(5, np.int64), 0, {}, ValueError, "size"),
+    ("step too big", np.zeros(5, np.int64), 4, {"step": 5}, ValueError, r"1\.\.4"),
+    ("step zero", np.zeros(5, np.int64), 4, {"step": 0}, ValueError, "step"),
+    ("both", np.zeros(5, np.int64), 4, {"step": 2, "overlap": 2}, ValueError, "not both"),
+    ("overlap too big", np.zeros(5, np.int64), 4, {"overlap": 4}, ValueError, r"0\.\.3"),
+    ("bad tail", np.zeros(5, np.int64), 4, {"tail": "wrap"}, ValueError, "'pad', 'shift', 'drop'"),
+    ("pad too big", np.zeros(5, np.uint16), 4, {"pad_value": 70000}, ValueError, "fit"),
+    ("negative pad", np.zeros(5, np.uint32), 4, {"pad_value": -1}, ValueError, "fit"),
+    ("offsets not from 0", np.zeros(5, np.int64), 4, {"offsets": [1, 5]}, ValueError, "start at 0"),
+    ("offsets short", np.zeros(5, np.int64), 4, {"offsets": [0, 3]}, ValueError, "end at"),
+    (
+        "offsets decrease",
+        np.zeros(5, np.int64),
+        4,
+        {"offsets": [0, 3, 2, 5]},
+        ValueError,
+        "decrease",
+    ),
+    ("float offsets", np.zeros(5, np.int64), 4, {"offsets": [0.0, 5.0]}, TypeError, "offsets"),
+]
+
+
+@pytest.mark.parametrize(
+    ("tokens", "size", "kw", "exc", "text"), [b[1:] for b in BAD], ids=[b[0] for b in BAD]
+)
+def test_bad_input(tokens, size, kw, exc, text):
+    with pytest.raises(exc, match=text):
+        posembed.windows(tokens, size, **kw)
+    with pytest.raises(exc):
+        reference.windows(tokens, size, **kw)
