@@ -267,6 +267,37 @@ py::tuple windows(const py::array& tokens, const py::array& doc_offsets, int64_t
   return py::make_tuple(out, starts, lengths, documents);
 }
 
+py::array window_owner(const py::array_t<int64_t, py::array::c_style>& doc_offsets,
+                       const py::array_t<int64_t, py::array::c_style>& starts,
+                       const py::array_t<int64_t, py::array::c_style>& lengths,
+                       const py::array_t<int64_t, py::array::c_style>& documents, int64_t size,
+                       int rule) {
+  const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
+  const auto n = static_cast<int64_t>(starts.size());
+  if (ndocs < 0 || lengths.size() != starts.size() || documents.size() != starts.size() ||
+      size < 1 || (rule != 0 && rule != 1)) {
+    throw py::value_error("window_owner: inconsistent arguments");
+  }
+  // Window offsets per document, from the (sorted) document of each window.
+  std::vector<int64_t> win(static_cast<size_t>(ndocs + 1), 0);
+  const int64_t* docs = documents.data();
+  for (int64_t w = 0; w < n; ++w) {
+    if (docs[w] < 0 || docs[w] >= ndocs || (w > 0 && docs[w] < docs[w - 1])) {
+      throw py::value_error("window_owner: documents must be sorted indices");
+    }
+    ++win[static_cast<size_t>(docs[w] + 1)];
+  }
+  for (int64_t k = 0; k < ndocs; ++k) win[static_cast<size_t>(k + 1)] += win[static_cast<size_t>(k)];
+  py::array_t<bool> own(std::vector<py::ssize_t>{n, size});
+  bool* dst = own.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    posembed::window_owner(doc_offsets.data(), ndocs, win.data(), starts.data(), lengths.data(),
+                           size, rule, dst);
+  }
+  return own;
+}
+
 char* writeable_bytes(py::array& a, const char* name) {
   if (!c_contiguous(a) || !a.writeable()) {
     throw py::value_error(std::string(name) + " must be a writeable C-contiguous array");
@@ -320,6 +351,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("resample_grid", &resample_grid, "table"_a, "kind"_a, "prefix"_a, "h"_a, "w"_a, "h2"_a,
         "w2"_a, "method"_a, "align"_a);
   m.def("windows", &windows, "tokens"_a, "doc_offsets"_a, "size"_a, "step"_a, "tail"_a, "pad"_a);
+  m.def("window_owner", &window_owner, "doc_offsets"_a, "starts"_a, "lengths"_a, "documents"_a,
+        "size"_a, "rule"_a);
   m.def("set_num_threads", &posembed::set_num_threads, "n"_a);
   m.def("get_num_threads", &posembed::get_num_threads);
   m.def("_set_thresholds", &posembed::set_thresholds, "parallel_min_bytes"_a,

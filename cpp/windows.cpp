@@ -85,4 +85,54 @@ void fill_windows(const char* tokens, int64_t itemsize, const int64_t* doc_offse
   });
 }
 
+namespace {
+
+// 100 * min(left, right) + length: BERT's score, in integers.
+inline int64_t center_score(int64_t p, int64_t start, int64_t len) {
+  return 100 * std::min(p - start, start + len - 1 - p) + len;
+}
+
+}  // namespace
+
+void window_owner(const int64_t* doc_offsets, int64_t ndocs, const int64_t* win_offsets,
+                  const int64_t* starts, const int64_t* lengths, int64_t size, int rule,
+                  bool* own) {
+  const int64_t total = win_offsets[ndocs];
+  std::memset(own, 0, static_cast<size_t>(total * size));
+  // Documents are independent: each thread takes a range of them.
+  parallel_for(ndocs, threads_for_bytes(total * size), [&](int64_t begin, int64_t end, int) {
+    for (int64_t doc = begin; doc < end; ++doc) {
+      const int64_t w0 = win_offsets[doc];
+      const int64_t w1 = win_offsets[doc + 1];
+      if (rule == 0) {
+        int64_t covered = 0;  // tokens [0, covered) already belong to earlier windows
+        for (int64_t w = w0; w < w1; ++w) {
+          const int64_t s = starts[w];
+          const int64_t e = s + lengths[w];
+          for (int64_t p = std::max(s, covered); p < e; ++p) own[w * size + (p - s)] = true;
+          covered = std::max(covered, e);
+        }
+        continue;
+      }
+      // Starts and ends both increase window by window, so the score of a
+      // token is unimodal over the windows containing it and its best window
+      // never moves left as the token moves right: one sweep per document.
+      if (w0 == w1) continue;
+      const int64_t n = doc_offsets[doc + 1] - doc_offsets[doc];
+      const int64_t covered_end = starts[w1 - 1] + lengths[w1 - 1];
+      int64_t best = w0;
+      for (int64_t p = 0; p < std::min(n, covered_end); ++p) {
+        while (best < w1 && starts[best] + lengths[best] <= p) ++best;
+        if (best == w1 || starts[best] > p) continue;  // not covered (tail="drop")
+        while (best + 1 < w1 && starts[best + 1] <= p &&
+               center_score(p, starts[best + 1], lengths[best + 1]) >
+                   center_score(p, starts[best], lengths[best])) {
+          ++best;
+        }
+        own[best * size + (p - starts[best])] = true;
+      }
+    }
+  });
+}
+
 }  // namespace posembed

@@ -33,4 +33,13 @@ void fill_windows(const char* tokens, int64_t itemsize, const int64_t* doc_offse
                   const int64_t* win_offsets, int64_t size, int64_t step, Tail tail,
                   const char* pad, const WindowsOut& out);
 
+// owner: for every input token, exactly one (window, slot) is marked in
+// own (n, size). rule 0 ("first"): the earliest window containing the token.
+// rule 1 ("center", BERT's max context): the window maximising
+// min(left context, right context) + 0.01 * window length, the earliest on
+// ties; compared exactly as 100 * min + length.
+void window_owner(const int64_t* doc_offsets, int64_t ndocs, const int64_t* win_offsets,
+                  const int64_t* starts, const int64_t* lengths, int64_t size, int rule,
+                  bool* own);
+
 }  // namespace posembed

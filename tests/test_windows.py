@@ -163,3 +163,63 @@ def test_bad_input(tokens, size, kw, exc, text):
         posembed.windows(tokens, size, **kw)
     with pytest.raises(exc):
         reference.windows(tokens, size, **kw)
+
+
+@pytest.mark.parametrize("rule", ["first", "center"])
+@pytest.mark.parametrize("tail", TAILS)
+@pytest.mark.parametrize(("size", "step"), [(8, 1), (8, 3), (8, 8), (5, 4)])
+def test_owner_matches_reference(rule, tail, size, step):
+    offsets = np.array([0, 0, 1, 8, 9, 30, 30, 47])
+    tokens = np.arange(47)
+    fast = posembed.windows(tokens, size, step=step, tail=tail, offsets=offsets)
+    slow = reference.windows(tokens, size, step=step, tail=tail, offsets=offsets)
+    assert_same(fast.owner(rule), slow.owner(rule))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 40), min_size=1, max_size=8),
+    size=st.integers(1, 10),
+    data=st.data(),
+    tail=st.sampled_from(TAILS),
+    rule=st.sampled_from(["first", "center"]),
+)
+def test_owner_marks_every_covered_token_exactly_once(lengths, size, data, tail, rule):
+    step = data.draw(st.integers(1, size))
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = np.arange(offsets[-1], dtype=np.int64)
+    w = posembed.windows(tokens, size, step=step, tail=tail, offsets=offsets, pad_value=-1)
+    own = w.owner(rule)
+    assert not (own & ~w.mask).any()  # only real tokens are owned
+    owned = w.tokens[own]
+    assert len(owned) == len(np.unique(owned))  # at most once
+    covered = np.unique(w.tokens[w.mask])
+    assert_same(np.sort(owned), covered)  # every covered token once
+    assert_same(
+        own,
+        reference.windows(tokens, size, step=step, tail=tail, offsets=offsets, pad_value=-1).owner(
+            rule
+        ),
+    )
+
+
+def test_owner_rules_on_a_worked_example():
+    # size 6, step 2 over 10 tokens: windows start 0, 2, 4 (the last reaches the end).
+    w = posembed.windows(np.arange(10), 6, step=2)
+    first = w.owner("first")
+    # HF perplexity: the first window scores 0..5, later ones only what is new
+    assert_same(w.tokens[first], np.arange(10))
+    assert first[0].all()
+    assert_same(first[1], np.array([0, 0, 0, 0, 1, 1], bool))
+    center = w.owner("center")
+    # BERT: token 3 sits 3|2 in window 0, 1|4 in window 1 -> window 0 (min 2 > 1);
+    # token 4 sits 4|1, 2|3, 0|5 -> window 1 (min 2)
+    assert center[0, 3]
+    assert center[1, 2]
+    assert_same(np.sort(w.tokens[center]), np.arange(10))
+
+
+def test_owner_rejects_unknown_rules():
+    w = posembed.windows(np.arange(10), 4)
+    with pytest.raises(ValueError, match="'first', 'center'"):
+        w.owner("middle")

@@ -11,6 +11,7 @@ from posembed import _core
 from posembed import _validate as v
 
 TAILS = {"pad": 0, "shift": 1, "drop": 2}
+OWNER_RULES = {"first": 0, "center": 1}
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,21 @@ class Windows:
         """(n, size) bool: True for the slots that hold a token of the input."""
         mask: np.ndarray = np.arange(self.size)[None, :] < self.lengths[:, None]
         return mask
+
+    def owner(self, rule: str = "first") -> np.ndarray:
+        """(n, size) bool marking, for every input token in some window, exactly one slot.
+
+        ``"first"``: the earliest window containing the token; with overlapping
+        windows every token but a document's first ``overlap`` then has at least
+        ``overlap`` tokens of left context (the HF perplexity guide's rule:
+        score each token once). ``"center"``: BERT's max-context rule, the
+        window maximising ``min(left, right context) + 0.01 * window length``,
+        the earliest on ties. With ``tail="drop"`` uncovered tokens have no owner.
+        """
+        code = OWNER_RULES[v.choice(rule, "rule", OWNER_RULES)]
+        return _core.window_owner(
+            self.doc_offsets, self.starts, self.lengths, self.documents, self.size, code
+        )
 
 
 def _step(size: int, step: Any, overlap: Any) -> int:

@@ -390,6 +390,33 @@ class Windows:
         rows = [[j < n for j in range(self.size)] for n in self.lengths]
         return np.array(rows, dtype=bool).reshape(len(rows), self.size)
 
+    def owner(self, rule: str = "first") -> np.ndarray:
+        """For each token, the first window containing it, or BERT's max-context window."""
+        if rule not in ("first", "center"):
+            raise ValueError(f"unknown rule {rule!r}")
+        own = np.zeros((len(self), self.size), dtype=bool)
+        for doc in range(len(self.doc_offsets) - 1):
+            mine = [w for w in range(len(self)) if self.documents[w] == doc]
+            n = int(self.doc_offsets[doc + 1] - self.doc_offsets[doc])
+            for p in range(n):
+                containing = [
+                    w for w in mine if self.starts[w] <= p < self.starts[w] + self.lengths[w]
+                ]
+                if not containing:
+                    continue
+                if rule == "first":
+                    best = containing[0]
+                else:
+                    best, best_score = -1, -1.0
+                    for w in containing:
+                        left = p - int(self.starts[w])
+                        right = int(self.starts[w] + self.lengths[w]) - 1 - p
+                        score = min(left, right) + 0.01 * int(self.lengths[w])
+                        if score > best_score + 1e-9:  # strictly better: the first max wins
+                            best, best_score = w, score
+                own[best, p - self.starts[best]] = True
+        return own
+
 
 def windows(
     tokens: Any,
