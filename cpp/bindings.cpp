@@ -267,27 +267,42 @@ py::tuple windows(const py::array& tokens, const py::array& doc_offsets, int64_t
   return py::make_tuple(out, starts, lengths, documents);
 }
 
-py::array window_owner(const py::array_t<int64_t, py::array::c_style>& doc_offsets,
-                       const py::array_t<int64_t, py::array::c_style>& starts,
-                       const py::array_t<int64_t, py::array::c_style>& lengths,
-                       const py::array_t<int64_t, py::array::c_style>& documents, int64_t size,
-                       int rule) {
+using I64 = py::array_t<int64_t, py::array::c_style>;
+
+// First window of each document (ndocs + 1 entries) from the sorted document
+// index of every window, checking what memory safety needs.
+std::vector<int64_t> windows_per_document(const I64& doc_offsets, const I64& starts,
+                                          const I64& lengths, const I64& documents,
+                                          int64_t size) {
   const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
   const auto n = static_cast<int64_t>(starts.size());
   if (ndocs < 0 || lengths.size() != starts.size() || documents.size() != starts.size() ||
-      size < 1 || (rule != 0 && rule != 1)) {
-    throw py::value_error("window_owner: inconsistent arguments");
+      size < 1) {
+    throw py::value_error("windows: inconsistent window arrays");
   }
-  // Window offsets per document, from the (sorted) document of each window.
   std::vector<int64_t> win(static_cast<size_t>(ndocs + 1), 0);
   const int64_t* docs = documents.data();
+  const int64_t* offs = doc_offsets.data();
   for (int64_t w = 0; w < n; ++w) {
-    if (docs[w] < 0 || docs[w] >= ndocs || (w > 0 && docs[w] < docs[w - 1])) {
-      throw py::value_error("window_owner: documents must be sorted indices");
+    const int64_t d = docs[w];
+    if (d < 0 || d >= ndocs || (w > 0 && d < docs[w - 1]) || starts.data()[w] < 0 ||
+        lengths.data()[w] < 0 || lengths.data()[w] > size ||
+        starts.data()[w] + lengths.data()[w] > offs[d + 1] - offs[d]) {
+      throw py::value_error("windows: window arrays do not describe these documents");
     }
-    ++win[static_cast<size_t>(docs[w] + 1)];
+    ++win[static_cast<size_t>(d + 1)];
   }
   for (int64_t k = 0; k < ndocs; ++k) win[static_cast<size_t>(k + 1)] += win[static_cast<size_t>(k)];
+  return win;
+}
+
+py::array window_owner(const I64& doc_offsets, const I64& starts, const I64& lengths,
+                       const I64& documents, int64_t size, int rule) {
+  if (rule != 0 && rule != 1) throw py::value_error("window_owner: unknown rule");
+  const std::vector<int64_t> win =
+      windows_per_document(doc_offsets, starts, lengths, documents, size);
+  const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
+  const auto n = static_cast<int64_t>(starts.size());
   py::array_t<bool> own(std::vector<py::ssize_t>{n, size});
   bool* dst = own.mutable_data();
   {
@@ -296,6 +311,54 @@ py::array window_owner(const py::array_t<int64_t, py::array::c_style>& doc_offse
                            size, rule, dst);
   }
   return own;
+}
+
+template <class T>
+py::array stitch_typed(const py::array& values, const I64& doc_offsets, const I64& starts,
+                       const I64& lengths, const std::vector<int64_t>& win, int64_t size,
+                       int reduce, const py::object& own_obj, const py::object& fill) {
+  const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
+  const int64_t tokens = doc_offsets.data()[ndocs];
+  const auto f = static_cast<int64_t>(values.shape(2));
+  const bool* own = nullptr;
+  py::array_t<bool, py::array::c_style> own_arr;
+  if (!own_obj.is_none()) {
+    own_arr = own_obj.cast<py::array_t<bool, py::array::c_style>>();
+    if (own_arr.size() != values.shape(0) * size) throw py::value_error("stitch: owner shape");
+    own = own_arr.data();
+  }
+  py::array_t<T> out(std::vector<py::ssize_t>{tokens, f});
+  std::vector<int64_t> count(static_cast<size_t>(tokens));
+  const T fill_value = fill.cast<T>();
+  const T* src = static_cast<const T*>(values.data());
+  T* dst = out.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    posembed::stitch<T>(src, f, doc_offsets.data(), ndocs, win.data(), starts.data(),
+                        lengths.data(), size, static_cast<posembed::Reduce>(reduce), own,
+                        fill_value, dst, count.data());
+  }
+  return out;
+}
+
+// values: (n, size, f) C-contiguous of float32, float64, int64 or uint64 (the
+// Python layer converts); returns (N, f) of the same type.
+py::array stitch(const py::array& values, const I64& doc_offsets, const I64& starts,
+                 const I64& lengths, const I64& documents, int64_t size, int reduce,
+                 const py::object& own, const py::object& fill) {
+  const std::vector<int64_t> win =
+      windows_per_document(doc_offsets, starts, lengths, documents, size);
+  if (values.ndim() != 3 || !c_contiguous(values) || values.shape(0) != starts.size() ||
+      values.shape(1) != size || reduce < 0 || reduce > 3 || (reduce == 3 && own.is_none())) {
+    throw py::value_error("stitch: values must be (n, size, f) and C-contiguous");
+  }
+  const char kind = values.dtype().kind();
+  const auto isz = values.itemsize();
+  if (kind == 'f' && isz == 4) return stitch_typed<float>(values, doc_offsets, starts, lengths, win, size, reduce, own, fill);
+  if (kind == 'f' && isz == 8) return stitch_typed<double>(values, doc_offsets, starts, lengths, win, size, reduce, own, fill);
+  if (kind == 'i' && isz == 8) return stitch_typed<int64_t>(values, doc_offsets, starts, lengths, win, size, reduce, own, fill);
+  if (kind == 'u' && isz == 8) return stitch_typed<uint64_t>(values, doc_offsets, starts, lengths, win, size, reduce, own, fill);
+  throw py::type_error("stitch: values must be float32, float64, int64 or uint64");
 }
 
 char* writeable_bytes(py::array& a, const char* name) {
@@ -353,6 +416,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("windows", &windows, "tokens"_a, "doc_offsets"_a, "size"_a, "step"_a, "tail"_a, "pad"_a);
   m.def("window_owner", &window_owner, "doc_offsets"_a, "starts"_a, "lengths"_a, "documents"_a,
         "size"_a, "rule"_a);
+  m.def("stitch", &stitch, "values"_a, "doc_offsets"_a, "starts"_a, "lengths"_a, "documents"_a,
+        "size"_a, "reduce"_a, "own"_a, "fill"_a);
   m.def("set_num_threads", &posembed::set_num_threads, "n"_a);
   m.def("get_num_threads", &posembed::get_num_threads);
   m.def("_set_thresholds", &posembed::set_thresholds, "parallel_min_bytes"_a,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "parallel.hpp"
 #include "runtime.hpp"
@@ -134,5 +135,75 @@ void window_owner(const int64_t* doc_offsets, int64_t ndocs, const int64_t* win_
     }
   });
 }
+
+namespace {
+
+template <class T>
+inline T max_nan(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return b > a ? b : a;
+}
+
+}  // namespace
+
+template <class T>
+void stitch(const T* values, int64_t f, const int64_t* doc_offsets, int64_t ndocs,
+            const int64_t* win_offsets, const int64_t* starts, const int64_t* lengths,
+            int64_t size, Reduce reduce, const bool* own, T fill, T* out, int64_t* count) {
+  const int64_t tokens = doc_offsets[ndocs];
+  const auto bytes = static_cast<int64_t>(sizeof(T)) * f;
+  // A document's tokens are written by its own windows only: documents run in
+  // parallel, and each token's reduction runs in window order on one thread.
+  parallel_for(ndocs, threads_for_bytes(tokens * bytes), [&](int64_t begin, int64_t end, int) {
+    for (int64_t doc = begin; doc < end; ++doc) {
+      const int64_t base = doc_offsets[doc];
+      const int64_t n = doc_offsets[doc + 1] - base;
+      T* rows = out + base * f;
+      int64_t* cnt = count + base;
+      std::fill(cnt, cnt + n, int64_t{0});
+      for (int64_t w = win_offsets[doc]; w < win_offsets[doc + 1]; ++w) {
+        for (int64_t j = 0; j < lengths[w]; ++j) {
+          if (reduce == Reduce::owned && !own[w * size + j]) continue;
+          const int64_t p = starts[w] + j;
+          T* dst = rows + p * f;
+          const T* src = values + (w * size + j) * f;
+          if (cnt[p] == 0 || reduce == Reduce::owned) {
+            std::copy(src, src + f, dst);
+          } else if (reduce == Reduce::max) {
+            for (int64_t k = 0; k < f; ++k) dst[k] = max_nan(dst[k], src[k]);
+          } else {
+            for (int64_t k = 0; k < f; ++k) dst[k] = static_cast<T>(dst[k] + src[k]);
+          }
+          ++cnt[p];
+        }
+      }
+      for (int64_t p = 0; p < n; ++p) {
+        T* dst = rows + p * f;
+        if (cnt[p] == 0) {
+          std::fill(dst, dst + f, fill);
+        } else if (reduce == Reduce::mean) {
+          const auto c = static_cast<T>(cnt[p]);
+          for (int64_t k = 0; k < f; ++k) dst[k] = static_cast<T>(dst[k] / c);
+        }
+      }
+    }
+  });
+}
+
+template void stitch<float>(const float*, int64_t, const int64_t*, int64_t, const int64_t*,
+                            const int64_t*, const int64_t*, int64_t, Reduce, const bool*, float,
+                            float*, int64_t*);
+template void stitch<double>(const double*, int64_t, const int64_t*, int64_t, const int64_t*,
+                             const int64_t*, const int64_t*, int64_t, Reduce, const bool*, double,
+                             double*, int64_t*);
+template void stitch<int64_t>(const int64_t*, int64_t, const int64_t*, int64_t, const int64_t*,
+                              const int64_t*, const int64_t*, int64_t, Reduce, const bool*,
+                              int64_t, int64_t*, int64_t*);
+template void stitch<uint64_t>(const uint64_t*, int64_t, const int64_t*, int64_t, const int64_t*,
+                               const int64_t*, const int64_t*, int64_t, Reduce, const bool*,
+                               uint64_t, uint64_t*, int64_t*);
 
 }  // namespace posembed

@@ -223,3 +223,79 @@ def test_owner_rejects_unknown_rules():
     w = posembed.windows(np.arange(10), 4)
     with pytest.raises(ValueError, match="'first', 'center'"):
         w.owner("middle")
+
+
+REDUCES = ["mean", "sum", "max", "first", "center"]
+VALUE_DTYPES = [np.float32, np.float64, np.float16, np.int32, np.uint8, np.bool_]
+
+
+@pytest.mark.parametrize("reduce", REDUCES)
+@pytest.mark.parametrize("tail", TAILS)
+@pytest.mark.parametrize("dtype", VALUE_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_stitch_matches_reference(rng, reduce, tail, dtype):
+    offsets = np.array([0, 13, 13, 14, 40])
+    w = posembed.windows(np.arange(40), 6, step=4, tail=tail, offsets=offsets)
+    rw = reference.windows(np.arange(40), 6, step=4, tail=tail, offsets=offsets)
+    values = (rng.standard_normal((len(w), 6, 2)) * 50).astype(dtype)
+    got = posembed.stitch(values, w, reduce=reduce, fill=3)
+    want = reference.stitch(values, rw, reduce=reduce, fill=3)
+    assert got.shape == (40, 2)
+    assert_same(got, want)
+
+
+@pytest.mark.parametrize("dtype", TOKEN_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("tail", ["pad", "shift"])
+@pytest.mark.parametrize("reduce", ["first", "center", "max"])
+def test_stitch_round_trip_is_exact(rng, dtype, tail, reduce):
+    info = np.iinfo(dtype)
+    lengths = rng.integers(0, 30, 20)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    tokens = rng.integers(info.min, info.max, offsets[-1], endpoint=True, dtype=dtype)
+    w = posembed.windows(tokens, 7, overlap=3, tail=tail, offsets=offsets)
+    assert_same(posembed.stitch(w.tokens, w, reduce=reduce), tokens)
+
+
+def test_stitch_mean_and_sum_of_ones_count_the_windows():
+    w = posembed.windows(np.arange(10), 4, step=2)  # starts 0, 2, 4, 6
+    ones = np.ones((len(w), 4))
+    counts = posembed.stitch(ones, w, reduce="sum")
+    assert_same(counts, np.array([1, 1, 2, 2, 2, 2, 2, 2, 1, 1], np.float64))
+    assert_same(posembed.stitch(ones, w, reduce="mean"), np.ones(10))
+    dropped = posembed.windows(np.arange(11), 4, step=3, tail="drop")  # starts 0, 3, 6
+    filled = posembed.stitch(np.ones((len(dropped), 4)), dropped, reduce="sum", fill=-1)
+    assert_same(filled, np.array([1, 1, 1, 2, 1, 1, 2, 1, 1, 1, -1], np.float64))
+
+
+def test_stitch_thread_count_does_not_change_bytes(rng, restore_threads):
+    from posembed import _core
+
+    lengths = rng.integers(0, 300, 100)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    w = posembed.windows(np.arange(offsets[-1]), 32, step=20, offsets=offsets)
+    values = rng.standard_normal((len(w), 32, 4)).astype(np.float32)
+    want = {r: posembed.stitch(values, w, reduce=r) for r in REDUCES}
+    _core._set_thresholds(1024, 4096)
+    try:
+        for threads in (1, 2, 3):
+            posembed.set_num_threads(threads)
+            for r in REDUCES:
+                assert_same(posembed.stitch(values, w, reduce=r), want[r])
+    finally:
+        _core._set_thresholds(-1, -1)
+
+
+def test_stitch_bad_input():
+    w = posembed.windows(np.arange(10), 4)
+    rw = reference.windows(np.arange(10), 4)
+    cases = [
+        ((np.zeros((2, 4)), w), {}, ValueError, "leading shape"),
+        ((np.zeros((3, 5)), w), {}, ValueError, "leading shape"),
+        ((np.zeros((3, 4)), w), {"reduce": "median"}, ValueError, "'mean', 'sum', 'max'"),
+        ((np.zeros((3, 4)), "w"), {}, TypeError, "Windows"),
+        ((np.full((3, 4), "a"), w), {}, TypeError, "numbers"),
+    ]
+    for (values, win), kw, exc, text in cases:
+        with pytest.raises(exc, match=text):
+            posembed.stitch(values, win, **kw)
+        with pytest.raises(exc):
+            reference.stitch(values, rw if win is w else win, **kw)

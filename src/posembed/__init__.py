@@ -14,7 +14,7 @@ from posembed._gather import gather
 from posembed._interpolate import extend, interpolate, lerp, similarity
 from posembed._resample import resample_grid
 from posembed._runtime import config, get_num_threads, set_num_threads, show_config
-from posembed._windows import Windows, windows
+from posembed._windows import Windows, stitch, windows
 
 try:
     __version__ = version("posembed")
@@ -36,5 +36,6 @@ __all__ = [
     "set_num_threads",
     "show_config",
     "similarity",
+    "stitch",
     "windows",
 ]

@@ -43,6 +43,17 @@ def window_owner(
     size: int,
     rule: int,
 ) -> np.ndarray: ...
+def stitch(
+    values: np.ndarray,
+    doc_offsets: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    documents: np.ndarray,
+    size: int,
+    reduce: int,
+    own: np.ndarray | None,
+    fill: Any,
+) -> np.ndarray: ...
 def set_num_threads(n: int) -> None: ...
 def get_num_threads() -> int: ...
 def _last_team_size() -> int: ...

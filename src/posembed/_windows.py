@@ -12,6 +12,7 @@ from posembed import _validate as v
 
 TAILS = {"pad": 0, "shift": 1, "drop": 2}
 OWNER_RULES = {"first": 0, "center": 1}
+REDUCES = {"mean": 0, "sum": 1, "max": 2, "first": 3, "center": 3}
 
 
 @dataclass(frozen=True)
@@ -145,3 +146,74 @@ def windows(
     pad = np.array([pad_value], dtype=t.dtype)
     out, starts, lengths, documents = _core.windows(t, o, n, s, code, pad)
     return Windows(out, starts, lengths, documents, o, n, s, tail)
+
+
+def _stitch_types(dtype: np.dtype[Any], reduce: str) -> tuple[np.dtype[Any], np.dtype[Any]]:
+    """(compute dtype, result dtype) of stitch for values of `dtype`."""
+    if dtype.kind == "f" or dtype.name == "bfloat16":
+        compute = np.dtype(np.float64 if dtype == np.float64 else np.float32)
+        return compute, dtype
+    if dtype.kind not in "biu":
+        raise TypeError(f"values must be numbers (bool, integer or float); got dtype {dtype}")
+    wide = np.dtype(np.uint64 if dtype.kind == "u" else np.int64)
+    if reduce == "mean":
+        return np.dtype(np.float64), np.dtype(np.float64)
+    if reduce == "sum":
+        return wide, wide
+    return wide, dtype
+
+
+def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0) -> np.ndarray:
+    """Per-window values back to per-token values.
+
+    Parameters
+    ----------
+    values : array (n, size, ...) aligned with ``windows.tokens`` (a model's
+        output per window slot, say).
+    windows : the :class:`Windows` the values belong to.
+    reduce : {"mean", "sum", "max", "first", "center"}
+        How the slots that hold the same token combine: "first" and "center"
+        take the slot :meth:`Windows.owner` marks; the others reduce every slot
+        in window order (max: NaN wins, as ``numpy.maximum``).
+    fill : value for tokens no window holds (only ``tail="drop"`` leaves any).
+
+    Returns
+    -------
+    array (N, ...) aligned with the input tokens (all documents, flat). Floats
+    keep their dtype (float16 and bfloat16 reduce in float32); integer sums
+    are int64 or uint64, integer means float64. ``stitch(w.tokens, w,
+    reduce="first")`` gives back the input tokens exactly.
+    """
+    if not isinstance(windows, Windows):
+        raise TypeError(f"windows must be a posembed.Windows; got {type(windows).__name__}")
+    r = v.choice(reduce, "reduce", REDUCES)
+    vals = v.as_array(values, "values")
+    lead = (len(windows), windows.size)
+    if vals.shape[:2] != lead:
+        raise ValueError(
+            f"values must have leading shape (windows, size) = {lead}; got shape {vals.shape}"
+        )
+    compute, result = _stitch_types(vals.dtype, r)
+    rest = vals.shape[2:]
+    flat = np.asarray(vals, dtype=compute, order="C").reshape(*lead, -1 if lead[0] else 1)
+    if flat.shape[2] == 0 or int(np.prod(rest, dtype=np.int64)) == 0:
+        flat = flat.reshape(*lead, 0)
+    try:
+        fill_value = compute.type(fill)
+    except (TypeError, ValueError, OverflowError):
+        raise TypeError(f"fill must be a number that fits {result}; got {fill!r}") from None
+    own = windows.owner(r) if r in ("first", "center") else None
+    out = _core.stitch(
+        flat,
+        windows.doc_offsets,
+        windows.starts,
+        windows.lengths,
+        windows.documents,
+        windows.size,
+        REDUCES[r],
+        own,
+        fill_value.item(),
+    )
+    total = int(windows.doc_offsets[-1])
+    shaped: np.ndarray = out.reshape(total, *rest).astype(result, copy=False)
+    return shaped

@@ -23,6 +23,7 @@ __all__ = [
     "lerp",
     "resample_grid",
     "similarity",
+    "stitch",
     "windows",
 ]
 
@@ -493,6 +494,52 @@ def windows(
         step,
         tail,
     )
+
+
+def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0) -> np.ndarray:
+    """Per-token values from per-window values, token by token in window order."""
+    if not hasattr(windows, "owner"):
+        raise TypeError("windows must be a Windows object")
+    if reduce not in ("mean", "sum", "max", "first", "center"):
+        raise ValueError(f"unknown reduce {reduce!r}")
+    vals = _array(values, "values")
+    if vals.shape[:2] != (len(windows), windows.size):
+        raise ValueError("values must have leading shape (windows, size)")
+    dt = vals.dtype
+    compute: Any
+    if dt.kind == "f" or dt.name == "bfloat16":
+        compute = np.float64 if dt == np.float64 else np.float32
+        result = dt
+    elif dt.kind in "biu":
+        wide = np.uint64 if dt.kind == "u" else np.int64
+        compute = np.float64 if reduce == "mean" else wide
+        result = np.dtype(compute) if reduce in ("mean", "sum") else dt
+    else:
+        raise TypeError("values must be numbers")
+    x = vals.astype(compute)
+    total = int(windows.doc_offsets[-1])
+    acc = np.zeros((total, *vals.shape[2:]), dtype=compute)
+    count = np.zeros(total, dtype=np.int64)
+    own = windows.owner(reduce) if reduce in ("first", "center") else None
+    for w in range(len(windows)):
+        base = int(windows.doc_offsets[windows.documents[w]] + windows.starts[w])
+        for j in range(int(windows.lengths[w])):
+            if own is not None and not own[w, j]:
+                continue
+            t = base + j
+            if count[t] == 0 or own is not None:
+                acc[t] = x[w, j]
+            elif reduce == "max":
+                acc[t] = np.maximum(acc[t], x[w, j])
+            else:
+                acc[t] = acc[t] + x[w, j]
+            count[t] += 1
+    for t in range(total):
+        if count[t] == 0:
+            acc[t] = compute(fill)
+        elif reduce == "mean":
+            acc[t] = acc[t] / compute(count[t])
+    return acc.astype(result)
 
 
 class LearnedPositionEmbedding:
