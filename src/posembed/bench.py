@@ -43,7 +43,7 @@ CASE_NAMES = {
     "extend": ("2048 -> 8192 rows, tile",),
     "resample_grid": ("24x24 -> 48x48 bicubic", "24x24 -> 48x48 bilinear"),
     "similarity": ("2048 rows",),
-    "windows": ("50M tokens", "CSR 20k documents"),
+    "windows": ("50M tokens", "CSR 20k documents", "stitch mean, 200k tokens"),
 }
 
 
@@ -461,6 +461,41 @@ def windows_cases() -> list[Case]:
                 np.array_equal(
                     posembed.windows(corpus, size, step=step, tail="drop", offsets=offsets).tokens,
                     per_document(),
+                )
+            ),
+        )
+    )
+
+    # Per-window model outputs back to tokens: the mean over overlapping windows.
+    stream = rng.integers(0, 50_000, 200_000).astype(np.uint32)
+    win = posembed.windows(stream, size, step=step)
+    twin = reference.windows(stream, size, step=step)
+    values = rng.standard_normal((len(win), size), dtype=np.float32)
+    slots = (win.starts[:, None] + np.arange(size))[win.mask]
+
+    def bincount_mean() -> np.ndarray:
+        sums = np.bincount(slots, weights=values[win.mask], minlength=stream.size)
+        return (sums / np.bincount(slots, minlength=stream.size)).astype(np.float32)
+
+    impls = {
+        "reference": lambda: reference.stitch(values, twin, reduce="mean"),
+        "numpy": bincount_mean,
+        "posembed": lambda: posembed.stitch(values, win, reduce="mean"),
+    }
+    cases.append(
+        Case(
+            "windows",
+            "stitch mean, 200k tokens",
+            "size 2048, step 1536, f32",
+            stream.size * 4,
+            impls,
+            None,
+            lambda: bool(
+                np.allclose(
+                    posembed.stitch(values, win, reduce="mean"),
+                    bincount_mean(),
+                    rtol=1e-5,
+                    atol=1e-6,
                 )
             ),
         )
