@@ -1,4 +1,4 @@
-"""The ``posembed`` command: ``posembed bench``, ``posembed plot`` and ``posembed config``."""
+"""The ``posembed`` command: ``bench``, ``chunk``, ``plot`` and ``config``."""
 
 from __future__ import annotations
 
@@ -60,6 +60,34 @@ def _plot_similarity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _chunk(args: argparse.Namespace) -> int:
+    from posembed._chunk import ChunkError, chunk_file
+
+    try:
+        meta = chunk_file(
+            args.input,
+            args.output,
+            size=args.size,
+            step=args.step,
+            overlap=args.overlap,
+            tail=args.tail,
+            dtype=args.dtype,
+            offsets_path=args.offsets,
+            pad_value=args.pad_value,
+            force=args.force,
+            quiet=args.quiet,
+        )
+    except (ChunkError, OSError) as exc:
+        print(f"posembed chunk: error: {exc}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(
+            f"{meta['windows']} windows of {meta['size']} from {meta['tokens']} tokens in "
+            f"{meta['documents']} documents -> {args.output}"
+        )
+    return 0
+
+
 def _positive(text: str) -> int:
     n = int(text)
     if n < 1:
@@ -79,6 +107,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--markdown", action="store_true", help="print a Markdown table (README)")
     p.add_argument("--only", metavar="K1,K2", help="only these kernels (e.g. gather,interpolate)")
     p.set_defaults(func=_bench, parser=p)
+
+    p = sub.add_parser(
+        "chunk", help="cut a token file into overlapping windows on disk (bounded memory)"
+    )
+    p.add_argument("input", help="tokens: a 1-D .npy file, or a raw binary stream with --dtype")
+    p.add_argument("-o", "--output", required=True, help="folder to write (windows.npy, ...)")
+    p.add_argument("--size", type=int, required=True, help="window length")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--step", type=int, help="distance between window starts (1..size)")
+    group.add_argument("--overlap", type=int, help="tokens shared by neighbours (size - step)")
+    p.add_argument("--tail", default="pad", choices=["pad", "shift", "drop"])
+    p.add_argument("--dtype", help="token type of a raw input file (uint16 for nanoGPT .bin)")
+    p.add_argument("--offsets", help="a .npy of int64 CSR document offsets")
+    p.add_argument("--pad-value", type=int, default=0, help="fills the last window (tail=pad)")
+    p.add_argument("--force", action="store_true", help="replace an existing output")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    p.set_defaults(func=_chunk)
 
     p = sub.add_parser("plot", help="draw pictures of a position table (needs matplotlib)")
     plots = p.add_subparsers(dest="plot", required=True)

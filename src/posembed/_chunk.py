@@ -1,0 +1,267 @@
+"""The `posembed chunk` pipeline: a token file on disk to windows on disk, in bounded memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from posembed import _validate as v
+from posembed._windows import TAILS, _offsets, _step, windows
+
+# Output bytes built per kernel call: large enough to keep the threads busy,
+# small enough that the command needs about 2 x this much memory, whatever the file.
+BATCH_BYTES = 16 << 20
+
+
+class ChunkError(Exception):
+    """A problem with the command's input or parameters: reported in one line."""
+
+
+class _TokenFile:
+    """Tokens on disk, read a slice at a time (so memory holds one batch, not the file)."""
+
+    def __init__(self, path: Path, dtype: np.dtype[Any], offset: int, count: int) -> None:
+        self.path, self.dtype, self.offset, self.count = path, dtype, offset, count
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self.count,)
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        n = max(0, stop - start)
+        if n == 0:
+            return np.empty(0, self.dtype)
+        data: np.ndarray = np.fromfile(
+            self.path, dtype=self.dtype, count=n, offset=self.offset + start * self.dtype.itemsize
+        )
+        if data.size != n:
+            raise ChunkError(f"{self.path}: the file ended early (changed while reading?)")
+        return data
+
+
+def _open_tokens(path: Path, dtype: str | None) -> _TokenFile:
+    if not path.is_file():
+        raise ChunkError(f"{path}: no such file")
+    if path.suffix == ".npy":
+        if dtype is not None:
+            raise ChunkError("--dtype applies to raw token files; a .npy file names its own")
+        try:
+            mapped = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ChunkError(f"{path}: not a readable .npy file ({exc})") from None
+        if mapped.ndim != 1 or mapped.dtype.kind not in "iu":
+            raise ChunkError(
+                f"{path}: tokens must be a 1-D integer array; got {mapped.dtype} "
+                f"of shape {mapped.shape}"
+            )
+        if not mapped.dtype.isnative:
+            raise ChunkError(f"{path}: tokens must be in native byte order; got {mapped.dtype}")
+        header = int(mapped.offset)
+        result = _TokenFile(path, mapped.dtype, header, int(mapped.shape[0]))
+        del mapped
+        return result
+    else:
+        if dtype is None:
+            raise ChunkError(f"{path}: a raw token file needs --dtype (e.g. uint16)")
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            raise ChunkError(f"--dtype {dtype!r} is not a NumPy dtype") from None
+        if dt.kind not in "iu":
+            raise ChunkError(f"--dtype must be an integer type; got {dt}")
+        nbytes = path.stat().st_size
+        if nbytes % dt.itemsize:
+            raise ChunkError(
+                f"{path}: {nbytes} bytes is not a whole number of {dt} tokens "
+                f"({dt.itemsize} bytes each)"
+            )
+        return _TokenFile(path, dt, 0, nbytes // dt.itemsize)
+
+
+def _window_counts(lengths: np.ndarray, size: int, step: int, tail: str) -> np.ndarray:
+    if tail == "drop":
+        return np.where(lengths < size, 0, (lengths - size) // step + 1)
+    counts: np.ndarray = np.where(
+        lengths == 0, 0, np.where(lengths <= size, 1, -(-(lengths - size) // step) + 1)
+    )
+    return counts
+
+
+def _pieces(counts: np.ndarray, per_batch: int) -> Iterator[tuple[int, int, int, int]]:
+    """(first document, end document, first window in the first document, windows)
+    pieces of at most `per_batch` windows; a document with more is cut into
+    window ranges."""
+    ndocs = len(counts)
+    d = 0
+    while d < ndocs:
+        if counts[d] > per_batch:
+            # The last part keeps at least two windows: with tail="shift" its
+            # last window starts before the part's pad start.
+            total, k0 = int(counts[d]), 0
+            while k0 < total:
+                take = min(per_batch, total - k0)
+                if total - k0 - take == 1:
+                    take += 1
+                yield d, d + 1, k0, take
+                k0 += take
+            d += 1
+            continue
+        e, total = d, 0
+        while e < ndocs and counts[e] <= per_batch and total + counts[e] <= per_batch:
+            total += int(counts[e])
+            e += 1
+        yield d, e, 0, total
+        d = e
+
+
+def chunk_file(
+    input_path: str | os.PathLike[str],
+    output_dir: str | os.PathLike[str],
+    *,
+    size: int,
+    step: int | None = None,
+    overlap: int | None = None,
+    tail: str = "pad",
+    dtype: str | None = None,
+    offsets_path: str | os.PathLike[str] | None = None,
+    pad_value: int = 0,
+    force: bool = False,
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """Window a token file into ``output_dir`` (windows.npy, starts.npy, lengths.npy,
+    documents.npy, meta.json), streaming: the input is memory-mapped and the
+    outputs are written batch by batch, so files larger than memory work. The
+    outputs appear only when complete (written to a temporary folder, then renamed)."""
+    src, out = Path(input_path), Path(output_dir)
+    try:
+        n = v.positive_int(size, "--size")
+        s = _step(n, step, overlap)
+        v.choice(tail, "--tail", TAILS)
+    except (TypeError, ValueError) as exc:
+        raise ChunkError(str(exc)) from None
+    if out.exists() and not force:
+        raise ChunkError(f"{out} exists; pass --force to replace it")
+    tokens = _open_tokens(src, dtype)
+    info = np.iinfo(tokens.dtype)
+    if not info.min <= pad_value <= info.max:
+        raise ChunkError(f"--pad-value {pad_value} does not fit {tokens.dtype}")
+    if offsets_path is None:
+        offsets = np.array([0, tokens.shape[0]], dtype=np.int64)
+    else:
+        try:
+            offsets = _offsets(np.load(offsets_path, allow_pickle=False), tokens.shape[0])
+        except (OSError, TypeError, ValueError) as exc:
+            raise ChunkError(f"--offsets {offsets_path}: {exc}") from None
+    counts = _window_counts(np.diff(offsets), n, s, tail)
+    first = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    total = int(first[-1])
+    per_batch = max(1, BATCH_BYTES // (n * tokens.dtype.itemsize))
+
+    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        outputs = {
+            "windows": _NpyWriter(tmp / "windows.npy", tokens.dtype, (total, n)),
+            "starts": _NpyWriter(tmp / "starts.npy", np.dtype(np.int64), (total,)),
+            "lengths": _NpyWriter(tmp / "lengths.npy", np.dtype(np.int64), (total,)),
+            "documents": _NpyWriter(tmp / "documents.npy", np.dtype(np.int64), (total,)),
+        }
+        bar = _progress(int(tokens.shape[0]), quiet)
+        for d, e, k0, count in _pieces(counts, per_batch):
+            if count == 0:
+                bar.update(int(offsets[e] - offsets[d]))
+                continue
+            lo = int(offsets[d]) + k0 * s
+            if e == d + 1 and k0 + count < counts[d]:  # a middle part of one long document
+                hi = lo + (count - 1) * s + n
+                part = windows(tokens.read(lo, hi), n, step=s, tail="pad", pad_value=pad_value)
+                done = lo + count * s
+            else:
+                part = windows(
+                    tokens.read(lo, int(offsets[e])),
+                    n,
+                    step=s,
+                    tail=tail,
+                    pad_value=pad_value,
+                    offsets=offsets[d : e + 1] - lo if k0 == 0 else None,
+                )
+                done = int(offsets[e])
+            w0 = int(first[d]) + k0
+            outputs["windows"].write(w0, part.tokens)
+            outputs["starts"].write(w0, part.starts + (k0 * s))
+            outputs["lengths"].write(w0, part.lengths)
+            outputs["documents"].write(w0, part.documents + d)
+            bar.update(max(0, done - bar.n))
+        bar.close()
+        for writer in outputs.values():
+            writer.close()
+        meta = {
+            "input": str(src),
+            "tokens": int(tokens.shape[0]),
+            "documents": len(counts),
+            "windows": total,
+            "size": n,
+            "step": s,
+            "tail": tail,
+            "dtype": tokens.dtype.name,
+            "pad_value": pad_value,
+        }
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return meta
+
+
+class _NpyWriter:
+    """A .npy file of known shape, filled row range by row range with ordinary writes."""
+
+    def __init__(self, path: Path, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
+        self.file = open(path, "wb")  # noqa: SIM115 (closed by close())
+        header = {
+            "descr": np.lib.format.dtype_to_descr(dtype),
+            "fortran_order": False,
+            "shape": shape,
+        }
+        np.lib.format.write_array_header_1_0(self.file, header)
+        self.header = self.file.tell()
+        self.row_bytes = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
+        self.file.truncate(self.header + self.row_bytes * shape[0])
+
+    def write(self, row: int, data: np.ndarray) -> None:
+        self.file.seek(self.header + row * self.row_bytes)
+        np.ascontiguousarray(data).tofile(self.file)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class _Quiet:
+    n = 0
+
+    def update(self, k: int) -> None:
+        self.n += k
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, quiet: bool) -> Any:
+    if quiet or not sys.stderr.isatty():
+        return _Quiet()
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _Quiet()
+    return tqdm(total=total, unit="tok", unit_scale=True, desc="posembed chunk")

@@ -1,0 +1,178 @@
+"""`posembed chunk`: the installed command on real files, in bounded memory."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import posembed
+import posembed._chunk as chunk_module
+from posembed._chunk import ChunkError, chunk_file
+
+SCRIPT = str(Path(sys.executable).parent / "posembed")
+
+
+def run(*args):
+    return subprocess.run(
+        [SCRIPT, "chunk", *map(str, args)], capture_output=True, text=True, check=False
+    )
+
+
+def load(out: Path):
+    return {
+        name: np.load(out / f"{name}.npy", mmap_mode="r")
+        for name in ("windows", "starts", "lengths", "documents")
+    }
+
+
+def assert_matches(out: Path, w: posembed.Windows):
+    got = load(out)
+    assert np.array_equal(got["windows"], w.tokens)
+    assert got["windows"].dtype == w.tokens.dtype
+    for name in ("starts", "lengths", "documents"):
+        assert np.array_equal(got[name], getattr(w, name))
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(0, 700, 200)
+    lengths[[0, 7]] = 0
+    lengths[9] = 6000
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = rng.integers(0, 50_000, offsets[-1]).astype(np.uint16)
+    np.save(tmp_path / "tokens.npy", tokens)
+    np.save(tmp_path / "offsets.npy", offsets)
+    tokens.tofile(tmp_path / "train.bin")
+    return tmp_path, tokens, offsets
+
+
+@pytest.mark.parametrize("tail", ["pad", "shift", "drop"])
+def test_command_on_npy_and_raw_files(corpus, tail):
+    path, tokens, offsets = corpus
+    done = run(
+        path / "tokens.npy",
+        "-o",
+        path / "a",
+        "--size",
+        128,
+        "--overlap",
+        32,
+        "--tail",
+        tail,
+        "--quiet",
+    )
+    assert done.returncode == 0, done.stderr
+    assert_matches(path / "a", posembed.windows(tokens, 128, overlap=32, tail=tail))
+    done = run(
+        path / "train.bin",
+        "--dtype",
+        "uint16",
+        "--offsets",
+        path / "offsets.npy",
+        "-o",
+        path / "b",
+        "--size",
+        64,
+        "--step",
+        50,
+        "--tail",
+        tail,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "windows of 64" in done.stdout
+    assert_matches(path / "b", posembed.windows(tokens, 64, step=50, tail=tail, offsets=offsets))
+
+
+@pytest.mark.parametrize("tail", ["pad", "shift", "drop"])
+def test_small_batches_split_long_documents(corpus, monkeypatch, tail):
+    path, tokens, offsets = corpus
+    monkeypatch.setattr(chunk_module, "BATCH_BYTES", 1000)  # a few windows per batch
+    for offs in (None, path / "offsets.npy"):
+        out = path / f"out-{offs is None}"
+        chunk_file(
+            path / "tokens.npy", out, size=40, step=13, tail=tail, offsets_path=offs, quiet=True
+        )
+        want = posembed.windows(
+            tokens, 40, step=13, tail=tail, offsets=None if offs is None else offsets
+        )
+        assert_matches(out, want)
+
+
+def test_force_replaces_and_nothing_partial_is_left(corpus):
+    path, _, _ = corpus
+    assert run(path / "tokens.npy", "-o", path / "o", "--size", 100, "--quiet").returncode == 0
+    again = run(path / "tokens.npy", "-o", path / "o", "--size", 100)
+    assert again.returncode == 2
+    assert "exists" in again.stderr
+    assert (
+        run(path / "tokens.npy", "-o", path / "o", "--size", 50, "--force", "--quiet").returncode
+        == 0
+    )
+    assert load(path / "o")["windows"].shape[1] == 50
+    assert not [p for p in path.iterdir() if ".partial" in p.name]
+
+
+def test_error_paths_give_one_line_and_exit_2(corpus):
+    path, _, _ = corpus
+    (path / "odd.bin").write_bytes(b"\x00" * 5)
+    np.save(path / "floats.npy", np.zeros(10))
+    np.save(path / "bad_offsets.npy", np.array([0, 5, 3]))
+    cases = [
+        ((path / "missing.npy", "--size", 8), "no such file"),
+        ((path / "train.bin", "--size", 8), "needs --dtype"),
+        ((path / "train.bin", "--dtype", "float32", "--size", 8), "integer"),
+        ((path / "odd.bin", "--dtype", "uint16", "--size", 8), "whole number"),
+        ((path / "floats.npy", "--size", 8), "integer"),
+        ((path / "tokens.npy", "--size", 0), "--size"),
+        ((path / "tokens.npy", "--size", 8, "--step", 9), "step"),
+        ((path / "tokens.npy", "--size", 8, "--offsets", path / "bad_offsets.npy"), "offsets"),
+        ((path / "tokens.npy", "--size", 8, "--pad-value", -1), "pad-value"),
+    ]
+    for args, text in cases:
+        out = path / "never"
+        done = run(*args, "-o", out)
+        assert done.returncode == 2, (args, done.stderr)
+        # one line (an editable install may print its rebuild log before it)
+        errors = [ln for ln in done.stderr.splitlines() if ln.startswith("posembed chunk: error")]
+        assert len(errors) == 1, done.stderr
+        assert text in errors[0], (args, done.stderr)
+        assert "Traceback" not in done.stderr
+        assert not out.exists()
+    both = run(path / "tokens.npy", "-o", path / "x", "--size", 8, "--step", 2, "--overlap", 2)
+    assert both.returncode == 2
+    assert "not allowed with" in both.stderr
+    assert not [p for p in path.iterdir() if ".partial" in p.name]
+
+
+def test_chunk_file_errors_are_chunk_errors(tmp_path):
+    with pytest.raises(ChunkError, match="no such file"):
+        chunk_file(tmp_path / "nope.bin", tmp_path / "out", size=4, dtype="uint16")
+
+
+def test_a_large_corpus_in_bounded_memory(tmp_path):
+    # 320 MB of uint16 tokens, memory-mapped in and written out batch by batch:
+    # the child's peak memory stays far below the corpus.
+    n = 160_000_000
+    src = tmp_path / "big.bin"
+    block = np.arange(1 << 22, dtype=np.uint16)
+    with open(src, "wb") as f:
+        for _ in range(n // block.size):
+            block.tofile(f)
+        block[: n % block.size].tofile(f)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    done = run(
+        src, "--dtype", "uint16", "-o", tmp_path / "out", "--size", 2048, "--step", 2048, "--quiet"
+    )
+    assert done.returncode == 0, done.stderr
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    assert max(peak_mb, before / 1024) < 150, f"peak {peak_mb:.0f} MB for a 320 MB corpus"
+    out = load(tmp_path / "out")
+    assert out["windows"].shape == (-(-n // 2048), 2048)
+    assert np.array_equal(out["windows"][5], np.fromfile(src, np.uint16, 2048, offset=5 * 4096))
+    assert out["lengths"][-1] == n - (out["windows"].shape[0] - 1) * 2048
