@@ -63,6 +63,16 @@ def rng() -> np.random.Generator:
 
 
 @pytest.fixture
+def tiny_thresholds():
+    """Drive the parallel and streaming paths with small arrays."""
+    from posembed import _core
+
+    _core._set_thresholds(1024, 4096)
+    yield
+    _core._set_thresholds(-1, -1)
+
+
+@pytest.fixture
 def restore_threads() -> Iterator[None]:
     before = posembed.get_num_threads()
     yield

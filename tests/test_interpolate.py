@@ -221,16 +221,6 @@ def test_inputs_never_modified(rng):
     assert_same(pos, pos_before)
 
 
-@pytest.fixture
-def tiny_thresholds():
-    """Drive the parallel and streaming paths with small arrays."""
-    from posembed import _core
-
-    _core._set_thresholds(1024, 4096)
-    yield
-    _core._set_thresholds(-1, -1)
-
-
 @pytest.mark.parametrize("dtype", FLOAT_TABLE_DTYPES, ids=str)
 def test_out_given_plain_and_streaming(rng, restore_threads, dtype, tiny_thresholds):
     table = normal_table(rng, 40, 33, dtype)

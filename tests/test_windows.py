@@ -107,20 +107,14 @@ def test_hypothesis_coverage_and_boundaries(lengths, size, data, tail):
         assert covered.all()  # every token is in some window
 
 
-def test_thread_count_does_not_change_bytes(rng, restore_threads):
-    from posembed import _core
-
+def test_thread_count_does_not_change_bytes(rng, restore_threads, tiny_thresholds):
     lengths = rng.integers(0, 500, 200)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     tokens = rng.integers(0, 2**16, offsets[-1]).astype(np.uint16)
     want = reference.windows(tokens, 64, step=48, offsets=offsets)
-    _core._set_thresholds(1024, 4096)
-    try:
-        for threads in (1, 2, 3):
-            posembed.set_num_threads(threads)
-            assert_same_windows(posembed.windows(tokens, 64, step=48, offsets=offsets), want)
-    finally:
-        _core._set_thresholds(-1, -1)
+    for threads in (1, 2, 3):
+        posembed.set_num_threads(threads)
+        assert_same_windows(posembed.windows(tokens, 64, step=48, offsets=offsets), want)
 
 
 def test_embedding_windows_use_max_seq_len():
