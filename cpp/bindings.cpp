@@ -287,7 +287,10 @@ std::vector<int64_t> windows_per_document(const I64& doc_offsets, const I64& sta
     const int64_t d = docs[w];
     if (d < 0 || d >= ndocs || (w > 0 && d < docs[w - 1]) || starts.data()[w] < 0 ||
         lengths.data()[w] < 0 || lengths.data()[w] > size ||
-        starts.data()[w] + lengths.data()[w] > offs[d + 1] - offs[d]) {
+        starts.data()[w] + lengths.data()[w] > offs[d + 1] - offs[d] ||
+        (w > 0 && d == docs[w - 1] &&
+         (starts.data()[w] < starts.data()[w - 1] ||
+          starts.data()[w] + lengths.data()[w] < starts.data()[w - 1] + lengths.data()[w - 1]))) {
       throw py::value_error("windows: window arrays do not describe these documents");
     }
     ++win[static_cast<size_t>(d + 1)];
@@ -328,7 +331,6 @@ py::array stitch_typed(const py::array& values, const I64& doc_offsets, const I6
     own = own_arr.data();
   }
   py::array_t<T> out(std::vector<py::ssize_t>{tokens, f});
-  std::vector<int64_t> count(static_cast<size_t>(tokens));
   const T fill_value = fill.cast<T>();
   const T* src = static_cast<const T*>(values.data());
   T* dst = out.mutable_data();
@@ -336,7 +338,7 @@ py::array stitch_typed(const py::array& values, const I64& doc_offsets, const I6
     py::gil_scoped_release nogil;
     posembed::stitch<T>(src, f, doc_offsets.data(), ndocs, win.data(), starts.data(),
                         lengths.data(), size, static_cast<posembed::Reduce>(reduce), own,
-                        fill_value, dst, count.data());
+                        fill_value, dst);
   }
   return out;
 }

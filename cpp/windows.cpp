@@ -138,6 +138,20 @@ void window_owner(const int64_t* doc_offsets, int64_t ndocs, const int64_t* win_
 
 namespace {
 
+// The first w in [a, b) with pred(w), for a pred that is false then true.
+template <class Pred>
+inline int64_t first_window_where(int64_t a, int64_t b, Pred pred) {
+  while (a < b) {
+    const int64_t m = a + (b - a) / 2;
+    if (pred(m)) {
+      b = m;
+    } else {
+      a = m + 1;
+    }
+  }
+  return a;
+}
+
 template <class T>
 inline T max_nan(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
@@ -152,58 +166,85 @@ inline T max_nan(T a, T b) {
 template <class T>
 void stitch(const T* values, int64_t f, const int64_t* doc_offsets, int64_t ndocs,
             const int64_t* win_offsets, const int64_t* starts, const int64_t* lengths,
-            int64_t size, Reduce reduce, const bool* own, T fill, T* out, int64_t* count) {
+            int64_t size, Reduce reduce, const bool* own, T fill, T* out) {
   const int64_t tokens = doc_offsets[ndocs];
   const auto bytes = static_cast<int64_t>(sizeof(T)) * f;
-  // A document's tokens are written by its own windows only: documents run in
-  // parallel, and each token's reduction runs in window order on one thread.
-  parallel_for(ndocs, threads_for_bytes(tokens * bytes), [&](int64_t begin, int64_t end, int) {
-    for (int64_t doc = begin; doc < end; ++doc) {
+  // Each output token pulls the slots that hold it, in window order, so a
+  // token's reduction is the same sum on any number of threads, and threads
+  // split the tokens (one long document uses them all). Within a document
+  // window starts and ends never decrease (the caller checks), so the windows
+  // holding token p are the run [lo, hi): end > p and start <= p.
+  parallel_for(tokens, threads_for_bytes(tokens * bytes), [&](int64_t begin, int64_t end, int) {
+    if (begin >= end) return;
+    int64_t doc =
+        std::upper_bound(doc_offsets, doc_offsets + ndocs + 1, begin) - doc_offsets - 1;
+    int64_t t = begin;
+    while (t < end) {
+      while (doc_offsets[doc + 1] <= t) ++doc;
       const int64_t base = doc_offsets[doc];
-      const int64_t n = doc_offsets[doc + 1] - base;
-      T* rows = out + base * f;
-      int64_t* cnt = count + base;
-      std::fill(cnt, cnt + n, int64_t{0});
-      for (int64_t w = win_offsets[doc]; w < win_offsets[doc + 1]; ++w) {
-        for (int64_t j = 0; j < lengths[w]; ++j) {
-          if (reduce == Reduce::owned && !own[w * size + j]) continue;
-          const int64_t p = starts[w] + j;
-          T* dst = rows + p * f;
-          const T* src = values + (w * size + j) * f;
-          if (cnt[p] == 0 || reduce == Reduce::owned) {
-            std::copy(src, src + f, dst);
-          } else if (reduce == Reduce::max) {
-            for (int64_t k = 0; k < f; ++k) dst[k] = max_nan(dst[k], src[k]);
-          } else {
-            for (int64_t k = 0; k < f; ++k) dst[k] = static_cast<T>(dst[k] + src[k]);
+      const int64_t stop = std::min(end, doc_offsets[doc + 1]);
+      const int64_t w1 = win_offsets[doc + 1];
+      const int64_t p0 = t - base;
+      // lo: the first window ending after p0; hi: one past the last starting at or before it.
+      int64_t lo = first_window_where(win_offsets[doc], w1, [&](int64_t w) {
+        return starts[w] + lengths[w] > p0;
+      });
+      int64_t hi = first_window_where(lo, w1, [&](int64_t w) { return starts[w] > p0; });
+      // Between window boundaries the windows holding a token stay the same,
+      // so each such segment reduces whole contiguous blocks of values.
+      for (int64_t p = p0; t < stop;) {
+        while (lo < w1 && starts[lo] + lengths[lo] <= p) ++lo;
+        while (hi < w1 && starts[hi] <= p) ++hi;
+        int64_t q = p + (stop - t);
+        if (lo < hi) q = std::min(q, starts[lo] + lengths[lo]);
+        if (hi < w1) q = std::min(q, starts[hi]);
+        const int64_t m = (q - p) * f;  // values in this segment
+        T* dst = out + t * f;
+        auto block = [&](int64_t w) { return values + (w * size + (p - starts[w])) * f; };
+        if (lo == hi) {
+          std::fill(dst, dst + m, fill);
+        } else if (reduce == Reduce::owned) {
+          for (int64_t j = 0; j < q - p; ++j) {
+            for (int64_t w = lo; w < hi; ++w) {
+              if (own[w * size + (p + j - starts[w])]) {
+                std::copy(block(w) + j * f, block(w) + (j + 1) * f, dst + j * f);
+                break;
+              }
+            }
           }
-          ++cnt[p];
+        } else {
+          std::copy(block(lo), block(lo) + m, dst);
+          for (int64_t w = lo + 1; w < hi; ++w) {
+            const T* src = block(w);
+            if (reduce == Reduce::max) {
+              for (int64_t k = 0; k < m; ++k) dst[k] = max_nan(dst[k], src[k]);
+            } else {
+              for (int64_t k = 0; k < m; ++k) dst[k] = static_cast<T>(dst[k] + src[k]);
+            }
+          }
+          if (reduce == Reduce::mean && hi - lo > 1) {
+            const auto c = static_cast<T>(hi - lo);
+            for (int64_t k = 0; k < m; ++k) dst[k] = static_cast<T>(dst[k] / c);
+          }
         }
-      }
-      for (int64_t p = 0; p < n; ++p) {
-        T* dst = rows + p * f;
-        if (cnt[p] == 0) {
-          std::fill(dst, dst + f, fill);
-        } else if (reduce == Reduce::mean) {
-          const auto c = static_cast<T>(cnt[p]);
-          for (int64_t k = 0; k < f; ++k) dst[k] = static_cast<T>(dst[k] / c);
-        }
+        t += q - p;
+        p = q;
       }
     }
-  });
+  }, 64);
 }
 
 template void stitch<float>(const float*, int64_t, const int64_t*, int64_t, const int64_t*,
                             const int64_t*, const int64_t*, int64_t, Reduce, const bool*, float,
-                            float*, int64_t*);
+                            float*);
 template void stitch<double>(const double*, int64_t, const int64_t*, int64_t, const int64_t*,
                              const int64_t*, const int64_t*, int64_t, Reduce, const bool*, double,
-                             double*, int64_t*);
+                             double*);
 template void stitch<int64_t>(const int64_t*, int64_t, const int64_t*, int64_t, const int64_t*,
                               const int64_t*, const int64_t*, int64_t, Reduce, const bool*,
-                              int64_t, int64_t*, int64_t*);
+                              int64_t, int64_t*);
 template void stitch<uint64_t>(const uint64_t*, int64_t, const int64_t*, int64_t, const int64_t*,
                                const int64_t*, const int64_t*, int64_t, Reduce, const bool*,
-                               uint64_t, uint64_t*, int64_t*);
+                               uint64_t, uint64_t*);
 
 }  // namespace posembed

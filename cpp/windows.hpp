@@ -48,10 +48,11 @@ enum class Reduce : int { mean = 0, sum = 1, max = 2, owned = 3 };
 // same type T (float, double, int64_t or uint64_t). Each token's row is
 // reduced over the slots that hold it, in window order: mean, sum, max (NaN
 // wins, as numpy.maximum), or `owned` (the slot own marks). Tokens no slot
-// holds get `fill`. count is scratch of N entries.
+// holds get `fill`. Within each document, window starts and ends must not
+// decrease (as windows() makes them).
 template <class T>
 void stitch(const T* values, int64_t f, const int64_t* doc_offsets, int64_t ndocs,
             const int64_t* win_offsets, const int64_t* starts, const int64_t* lengths,
-            int64_t size, Reduce reduce, const bool* own, T fill, T* out, int64_t* count);
+            int64_t size, Reduce reduce, const bool* own, T fill, T* out);
 
 }  // namespace posembed

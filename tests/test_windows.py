@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -265,17 +267,34 @@ def test_stitch_thread_count_does_not_change_bytes(rng, restore_threads):
 
     lengths = rng.integers(0, 300, 100)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
-    w = posembed.windows(np.arange(offsets[-1]), 32, step=20, offsets=offsets)
-    values = rng.standard_normal((len(w), 32, 4)).astype(np.float32)
-    want = {r: posembed.stitch(values, w, reduce=r) for r in REDUCES}
-    _core._set_thresholds(1024, 4096)
-    try:
-        for threads in (1, 2, 3):
-            posembed.set_num_threads(threads)
-            for r in REDUCES:
-                assert_same(posembed.stitch(values, w, reduce=r), want[r])
-    finally:
-        _core._set_thresholds(-1, -1)
+    # Many documents, and one long one that the threads split between them.
+    cases = [(offsets, "pad"), (None, "pad"), (None, "drop")]
+    for offs, tail in cases:
+        tokens = np.arange(offsets[-1] if offs is not None else 3001)
+        w = posembed.windows(tokens, 32, step=20, offsets=offs, tail=tail)
+        rw = reference.windows(tokens, 32, step=20, offsets=offs, tail=tail)
+        values = rng.standard_normal((len(w), 32, 4)).astype(np.float32)
+        want = {r: reference.stitch(values, rw, reduce=r, fill=7) for r in REDUCES}
+        _core._set_thresholds(1024, 4096)
+        try:
+            for threads in (1, 2, 3):
+                posembed.set_num_threads(threads)
+                for r in REDUCES:
+                    assert_same(posembed.stitch(values, w, reduce=r, fill=7), want[r])
+        finally:
+            _core._set_thresholds(-1, -1)
+
+
+def test_stitch_refuses_windows_out_of_order():
+    w = posembed.windows(np.arange(10), 4, step=2)  # starts 0, 2, 4, 6
+    values = np.ones((len(w), 4))
+    swapped = dataclasses.replace(w, starts=w.starts[[0, 2, 1, 3]].copy())
+    with pytest.raises(ValueError, match="do not describe"):
+        posembed.stitch(values, swapped)
+    shrunk = dataclasses.replace(w, lengths=np.array([4, 4, 1, 4]))  # an end moves back
+    with pytest.raises(ValueError, match="do not describe"):
+        posembed.stitch(values, shrunk)
+    assert_same(posembed.stitch(values, w), np.ones(10))  # the real ones still work
 
 
 def test_stitch_bad_input():
