@@ -63,6 +63,36 @@ def test_pad_follows_the_hf_overflow_formula():
                 assert_same(w.tokens[k, : len(piece)], piece)
 
 
+def _hf_overflow_windows(ids, size, overlap, pad):
+    """The windows HF tokenizers itself cuts (truncation with stride, the
+    overflowing encodings), right-padded to size with pad."""
+    from tokenizers import Tokenizer, models
+
+    vocab = {f"t{k}": k for k in range(max(ids, default=0) + 1)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="t0"))
+    tok.enable_truncation(max_length=size, stride=overlap)
+    tok.enable_padding(length=size, pad_id=pad, pad_token="t0")
+    enc = tok.encode([f"t{k}" for k in ids], is_pretokenized=True)
+    parts = [enc, *enc.overflowing]
+    return (
+        np.array([p.ids for p in parts]),
+        np.array([p.attention_mask for p in parts], dtype=bool),
+    )
+
+
+def test_pad_equals_hf_tokenizers_overflowing_windows(rng):
+    # The real package, not just its formula: same windows, same padding, and
+    # the attention mask is Windows.mask.
+    for n in (1, 9, 10, 11, 37, 64):
+        ids = rng.integers(1, 50, n)
+        for size, overlap in ((10, 0), (10, 6), (10, 9), (7, 2)):
+            want_ids, want_mask = _hf_overflow_windows(ids.tolist(), size, overlap, pad=0)
+            w = posembed.windows(ids, size, overlap=overlap, pad_value=0)
+            assert_same(w.tokens, want_ids.astype(ids.dtype))
+            assert_same(w.mask, want_mask)
+            assert_same(w.starts, np.arange(len(w), dtype=np.int64) * (size - overlap))
+
+
 def test_drop_equals_numpy_sliding_window_view():
     tokens = np.arange(1000, dtype=np.uint32) * 3
     for size, step in ((64, 64), (64, 48), (64, 1), (100, 7)):
