@@ -6,14 +6,17 @@ import json
 import os
 import shutil
 import sys
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from posembed import _validate as v
-from posembed._windows import TAILS, _offsets, _step, windows
+from posembed._windows import TAILS, Windows, _offsets, _step, windows
 
 # Output bytes built per kernel call: large enough to keep the threads busy,
 # small enough that the command needs about 2 x this much memory, whatever the file.
@@ -29,20 +32,31 @@ class _TokenFile:
 
     def __init__(self, path: Path, dtype: np.dtype[Any], offset: int, count: int) -> None:
         self.path, self.dtype, self.offset, self.count = path, dtype, offset, count
+        self.fd = -1
 
     @property
     def shape(self) -> tuple[int]:
         return (self.count,)
 
+    def open(self) -> None:
+        self.fd = os.open(self.path, os.O_RDONLY)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
     def read(self, start: int, stop: int) -> np.ndarray:
-        n = max(0, stop - start)
-        if n == 0:
-            return np.empty(0, self.dtype)
-        data: np.ndarray = np.fromfile(
-            self.path, dtype=self.dtype, count=n, offset=self.offset + start * self.dtype.itemsize
-        )
-        if data.size != n:
-            raise ChunkError(f"{self.path}: the file ended early (changed while reading?)")
+        """Tokens [start, stop), by positional reads (safe from several threads;
+        the GIL is released while the kernel copies)."""
+        data = np.empty(max(0, stop - start), self.dtype)
+        view = data.data.cast("B")
+        pos, at = self.offset + start * self.dtype.itemsize, 0
+        while at < len(view):
+            got = os.preadv(self.fd, [view[at:]], pos + at)
+            if got == 0:
+                raise ChunkError(f"{self.path}: the file ended early (changed while reading?)")
+            at += got
         return data
 
 
@@ -167,40 +181,16 @@ def chunk_file(
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    outputs: dict[str, _NpyWriter] = {}
     try:
-        outputs = {
-            "windows": _NpyWriter(tmp / "windows.npy", tokens.dtype, (total, n)),
-            "starts": _NpyWriter(tmp / "starts.npy", np.dtype(np.int64), (total,)),
-            "lengths": _NpyWriter(tmp / "lengths.npy", np.dtype(np.int64), (total,)),
-            "documents": _NpyWriter(tmp / "documents.npy", np.dtype(np.int64), (total,)),
-        }
-        bar = _progress(int(tokens.shape[0]), quiet)
-        for d, e, k0, count in _pieces(counts, per_batch):
-            if count == 0:
-                bar.update(int(offsets[e] - offsets[d]))
-                continue
-            lo = int(offsets[d]) + k0 * s
-            if e == d + 1 and k0 + count < counts[d]:  # a middle part of one long document
-                hi = lo + (count - 1) * s + n
-                part = windows(tokens.read(lo, hi), n, step=s, tail="pad", pad_value=pad_value)
-                done = lo + count * s
-            else:
-                part = windows(
-                    tokens.read(lo, int(offsets[e])),
-                    n,
-                    step=s,
-                    tail=tail,
-                    pad_value=pad_value,
-                    offsets=offsets[d : e + 1] - lo if k0 == 0 else None,
-                )
-                done = int(offsets[e])
-            w0 = int(first[d]) + k0
-            outputs["windows"].write(w0, part.tokens)
-            outputs["starts"].write(w0, part.starts + (k0 * s))
-            outputs["lengths"].write(w0, part.lengths)
-            outputs["documents"].write(w0, part.documents + d)
-            bar.update(max(0, done - bar.n))
-        bar.close()
+        outputs["windows"] = _NpyWriter(tmp / "windows.npy", tokens.dtype, (total, n))
+        for name in ("starts", "lengths", "documents"):
+            outputs[name] = _NpyWriter(tmp / f"{name}.npy", np.dtype(np.int64), (total,))
+        tokens.open()
+        plans = (
+            _plan(piece, counts, offsets, first, n, s, tail) for piece in _pieces(counts, per_batch)
+        )
+        _run_pipeline(plans, tokens, outputs, n, s, pad_value, _progress(tokens.count, quiet))
         for writer in outputs.values():
             writer.close()
         meta = {
@@ -219,32 +209,139 @@ def chunk_file(
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         tmp.rename(out)
     except BaseException:
+        for writer in outputs.values():
+            writer.close()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        tokens.close()
     return meta
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """One batch: tokens [lo, hi) cut with these windows() arguments, written
+    from output row w0; document and start numbers shift by d and k0 * step."""
+
+    lo: int
+    hi: int
+    tail: str
+    offsets: np.ndarray | None
+    w0: int
+    d: int
+    k0: int
+    done: int  # input tokens fully handled once this batch is written
+
+
+def _plan(
+    piece: tuple[int, int, int, int],
+    counts: np.ndarray,
+    offsets: np.ndarray,
+    first: np.ndarray,
+    size: int,
+    step: int,
+    tail: str,
+) -> _Plan | None:
+    d, e, k0, count = piece
+    if count == 0:
+        return None
+    lo = int(offsets[d]) + k0 * step
+    w0 = int(first[d]) + k0
+    if e == d + 1 and k0 + count < counts[d]:  # a middle part of one long document
+        hi = lo + (count - 1) * step + size
+        return _Plan(lo, hi, "pad", None, w0, d, k0, lo + count * step)
+    offs = offsets[d : e + 1] - lo if k0 == 0 else None
+    return _Plan(lo, int(offsets[e]), tail, offs, w0, d, k0, int(offsets[e]))
+
+
+# Batches read ahead and written behind the one being cut: the reads and
+# writes (kernel copies, GIL released) overlap the windows kernel.
+READ_AHEAD, WRITE_BEHIND, WRITERS = 2, 2, 1
+
+
+def _run_pipeline(
+    plans: Iterator[_Plan | None],
+    tokens: _TokenFile,
+    outputs: dict[str, _NpyWriter],
+    size: int,
+    step: int,
+    pad_value: int,
+    bar: Any,
+) -> None:
+    def write(plan: _Plan, part: Windows) -> None:
+        outputs["windows"].write(plan.w0, part.tokens)
+        outputs["starts"].write(plan.w0, part.starts + (plan.k0 * step))
+        outputs["lengths"].write(plan.w0, part.lengths)
+        outputs["documents"].write(plan.w0, part.documents + plan.d)
+
+    todo = (p for p in plans if p is not None)
+    reads: deque[tuple[_Plan, Future[np.ndarray]]] = deque()
+    writes: deque[Future[None]] = deque()
+
+    def read_ahead() -> None:
+        while len(reads) < READ_AHEAD:
+            plan = next(todo, None)
+            if plan is None:
+                return
+            reads.append((plan, reader.submit(tokens.read, plan.lo, plan.hi)))
+
+    with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(WRITERS) as writer:
+        try:
+            read_ahead()
+            while reads:
+                plan, batch = reads.popleft()
+                read_ahead()
+                part = windows(
+                    batch.result(),
+                    size,
+                    step=step,
+                    tail=plan.tail,
+                    pad_value=pad_value,
+                    offsets=plan.offsets,
+                )
+                writes.append(writer.submit(write, plan, part))
+                while len(writes) > WRITE_BEHIND:
+                    writes.popleft().result()
+                bar.update(max(0, plan.done - bar.n))
+            while writes:
+                writes.popleft().result()
+            bar.update(max(0, tokens.count - bar.n))
+        except BaseException:
+            pending: list[Future[Any]] = [f for _, f in reads] + list(writes)
+            for f in pending:
+                f.cancel()
+            raise
+        finally:
+            bar.close()
+
+
 class _NpyWriter:
-    """A .npy file of known shape, filled row range by row range with ordinary writes."""
+    """A .npy file of known shape, filled row range by row range with positional
+    writes (safe from several threads; the GIL is released while the kernel copies)."""
 
     def __init__(self, path: Path, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
-        self.file = open(path, "wb")  # noqa: SIM115 (closed by close())
-        header = {
-            "descr": np.lib.format.dtype_to_descr(dtype),
-            "fortran_order": False,
-            "shape": shape,
-        }
-        np.lib.format.write_array_header_1_0(self.file, header)
-        self.header = self.file.tell()
+        with open(path, "wb") as f:
+            header = {
+                "descr": np.lib.format.dtype_to_descr(dtype),
+                "fortran_order": False,
+                "shape": shape,
+            }
+            np.lib.format.write_array_header_1_0(f, header)
+            self.header = f.tell()
         self.row_bytes = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
-        self.file.truncate(self.header + self.row_bytes * shape[0])
+        self.fd = os.open(path, os.O_WRONLY)
+        os.truncate(self.fd, self.header + self.row_bytes * shape[0])
 
     def write(self, row: int, data: np.ndarray) -> None:
-        self.file.seek(self.header + row * self.row_bytes)
-        np.ascontiguousarray(data).tofile(self.file)
+        view = np.ascontiguousarray(data).data.cast("B")
+        pos, at = self.header + row * self.row_bytes, 0
+        while at < len(view):
+            at += os.pwrite(self.fd, view[at:], pos + at)
 
     def close(self) -> None:
-        self.file.close()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 class _Quiet:
