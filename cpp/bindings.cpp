@@ -234,7 +234,7 @@ py::array resample_grid(const py::array& table, int kind, int64_t prefix, int64_
 // Python layer (starts at 0, non-decreasing, ends at len(tokens)); pad: one
 // element of the tokens' dtype.
 py::tuple windows(const py::array& tokens, const py::array& doc_offsets, int64_t size,
-                  int64_t step, int tail, const py::array& pad) {
+                  int64_t step, int tail, const py::array& pad, const py::object& out_obj) {
   if (tokens.ndim() != 1 || !c_contiguous(tokens) || doc_offsets.ndim() != 1 ||
       !c_contiguous(doc_offsets) || doc_offsets.itemsize() != 8 || doc_offsets.size() < 1 ||
       pad.size() != 1 || pad.itemsize() != tokens.itemsize() || size < 1 || step < 1 ||
@@ -253,7 +253,16 @@ py::tuple windows(const py::array& tokens, const py::array& doc_offsets, int64_t
   std::vector<int64_t> win(static_cast<size_t>(ndocs + 1));
   posembed::window_offsets(offs, ndocs, size, step, t, win.data());
   const int64_t n = win[static_cast<size_t>(ndocs)];
-  py::array out(tokens.dtype(), std::vector<py::ssize_t>{n, size});
+  py::array out;
+  if (out_obj.is_none()) {
+    out = py::array(tokens.dtype(), std::vector<py::ssize_t>{n, size});
+  } else {  // checked by the Python layer; re-checked here for memory safety
+    out = out_obj.cast<py::array>();
+    if (out.ndim() != 2 || out.shape(0) != n || out.shape(1) != size ||
+        out.itemsize() != tokens.itemsize() || !c_contiguous(out) || !out.writeable()) {
+      throw py::value_error("windows: out has the wrong shape or layout");
+    }
+  }
   py::array_t<int64_t> starts(n), lengths(n), documents(n);
   const posembed::WindowsOut wo{static_cast<char*>(out.mutable_data()), starts.mutable_data(),
                                 lengths.mutable_data(), documents.mutable_data()};
@@ -415,7 +424,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("lerp", &lerp, "table"_a, "kind"_a, "positions"_a, "out"_a = py::none());
   m.def("resample_grid", &resample_grid, "table"_a, "kind"_a, "prefix"_a, "h"_a, "w"_a, "h2"_a,
         "w2"_a, "method"_a, "align"_a);
-  m.def("windows", &windows, "tokens"_a, "doc_offsets"_a, "size"_a, "step"_a, "tail"_a, "pad"_a);
+  m.def("windows", &windows, "tokens"_a, "doc_offsets"_a, "size"_a, "step"_a, "tail"_a, "pad"_a,
+        "out"_a = py::none());
   m.def("window_owner", &window_owner, "doc_offsets"_a, "starts"_a, "lengths"_a, "documents"_a,
         "size"_a, "rule"_a);
   m.def("stitch", &stitch, "values"_a, "doc_offsets"_a, "starts"_a, "lengths"_a, "documents"_a,

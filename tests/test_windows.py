@@ -191,6 +191,47 @@ def test_bad_input(tokens, size, kw, exc, text):
         reference.windows(tokens, size, **kw)
 
 
+@pytest.mark.parametrize("tail", TAILS)
+def test_out_is_filled_and_returned(rng, tail, restore_threads, tiny_thresholds):
+    offsets = np.array([0, 0, 1, 8, 9, 300, 300, 470])
+    tokens = rng.integers(0, 60_000, 470, dtype=np.uint16)
+    want = reference.windows(tokens, 8, step=3, tail=tail, offsets=offsets)
+    for threads in (1, 2):
+        posembed.set_num_threads(threads)
+        out = np.full_like(want.tokens, 7)
+        got = posembed.windows(tokens, 8, step=3, tail=tail, offsets=offsets, out=out)
+        assert got.tokens is out
+        assert_same_windows(got, want)
+    twin_out = np.empty_like(want.tokens)
+    assert reference.windows(
+        tokens, 8, step=3, tail=tail, offsets=offsets, out=twin_out
+    ).tokens is (twin_out)
+    assert_same(twin_out, want.tokens)
+
+
+def test_bad_out_is_refused_and_left_untouched():
+    tokens = np.arange(20, dtype=np.int32)  # 5 windows of 4
+    good = np.zeros((5, 4), np.int32)
+    cases = [
+        ([1, 2], TypeError, "numpy.ndarray"),
+        (np.zeros((5, 4), np.int64), TypeError, "dtype int32"),
+        (np.zeros((6, 4), np.int32), ValueError, r"shape \(5, 4\)"),
+        (np.zeros((5, 8), np.int32)[:, ::2], ValueError, "C-contiguous"),
+        (np.zeros((5, 4), np.int32).view(), ValueError, "writeable"),
+        (tokens.reshape(5, 4), ValueError, "overlap tokens"),
+    ]
+    cases[4][0].flags.writeable = False
+    for out, exc, text in cases:
+        before = np.array(out, copy=True)
+        with pytest.raises(exc, match=text):
+            posembed.windows(tokens, 4, out=out)
+        with pytest.raises(exc):
+            reference.windows(tokens, 4, out=out)
+        assert_same(np.asarray(out), before)
+    assert_same(tokens, np.arange(20, dtype=np.int32))
+    assert posembed.windows(tokens, 4, out=good).tokens is good
+
+
 @pytest.mark.parametrize("rule", ["first", "center"])
 @pytest.mark.parametrize("tail", TAILS)
 @pytest.mark.parametrize(("size", "step"), [(8, 1), (8, 3), (8, 8), (5, 4)])

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from posembed import _validate as v
-from posembed._windows import TAILS, Windows, _offsets, _step, windows
+from posembed._windows import TAILS, Windows, _offsets, _step, window_counts, windows
 
 # Output bytes built per kernel call: large enough to keep the threads busy,
 # small enough that the command needs about 2 x this much memory, whatever the file.
@@ -99,15 +99,6 @@ def _open_tokens(path: Path, dtype: str | None) -> _TokenFile:
         return _TokenFile(path, dt, 0, nbytes // dt.itemsize)
 
 
-def _window_counts(lengths: np.ndarray, size: int, step: int, tail: str) -> np.ndarray:
-    if tail == "drop":
-        return np.where(lengths < size, 0, (lengths - size) // step + 1)
-    counts: np.ndarray = np.where(
-        lengths == 0, 0, np.where(lengths <= size, 1, -(-(lengths - size) // step) + 1)
-    )
-    return counts
-
-
 def _pieces(counts: np.ndarray, per_batch: int) -> Iterator[tuple[int, int, int, int]]:
     """(first document, end document, first window in the first document, windows)
     pieces of at most `per_batch` windows; a document with more is cut into
@@ -173,7 +164,7 @@ def chunk_file(
             offsets = _offsets(np.load(offsets_path, allow_pickle=False), tokens.shape[0])
         except (OSError, TypeError, ValueError) as exc:
             raise ChunkError(f"--offsets {offsets_path}: {exc}") from None
-    counts = _window_counts(np.diff(offsets), n, s, tail)
+    counts = window_counts(np.diff(offsets), n, s, tail)
     first = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     total = int(first[-1])
     per_batch = max(1, BATCH_BYTES // (n * tokens.dtype.itemsize))

@@ -33,7 +33,13 @@ def gather(
     fresh: bool = False,
 ) -> np.ndarray: ...
 def windows(
-    tokens: np.ndarray, doc_offsets: np.ndarray, size: int, step: int, tail: int, pad: np.ndarray
+    tokens: np.ndarray,
+    doc_offsets: np.ndarray,
+    size: int,
+    step: int,
+    tail: int,
+    pad: np.ndarray,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
 def window_owner(
     doc_offsets: np.ndarray,

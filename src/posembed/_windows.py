@@ -97,6 +97,17 @@ def _offsets(offsets: Any, n_tokens: int) -> np.ndarray:
     return np.ascontiguousarray(o, dtype=np.int64)
 
 
+def window_counts(lengths: np.ndarray, size: int, step: int, tail: str) -> np.ndarray:
+    """Windows per document of these lengths (int64)."""
+    lengths = lengths.astype(np.int64, copy=False)
+    if tail == "drop":
+        return np.where(lengths < size, 0, (lengths - size) // step + 1)
+    counts: np.ndarray = np.where(
+        lengths == 0, 0, np.where(lengths <= size, 1, -(-(lengths - size) // step) + 1)
+    )
+    return counts
+
+
 def windows(
     tokens: Any,
     size: int,
@@ -106,6 +117,7 @@ def windows(
     tail: str = "pad",
     pad_value: int = 0,
     offsets: Any = None,
+    out: np.ndarray | None = None,
 ) -> Windows:
     """Cut tokens into windows of ``size`` (the seeds' sliding windows: each window
     gets positions 0..size-1).
@@ -127,6 +139,10 @@ def windows(
     pad_value : fills unused slots; must fit the tokens' dtype.
     offsets : optional int64 CSR offsets: document k is ``tokens[offsets[k]:offsets[k+1]]``;
         no window crosses a document boundary.
+    out : optional C-contiguous array of shape (number of windows, size) and the
+        tokens' dtype to write the windows into (a buffer reused batch after
+        batch skips the page faults of a new array); the result's ``tokens`` is
+        ``out``. Checked before anything is written.
     """
     t = v.as_array(tokens, "tokens")
     if t.ndim != 1:
@@ -142,10 +158,13 @@ def windows(
     if not info.min <= int(pad_value) <= info.max:
         raise ValueError(f"pad_value {pad_value} does not fit {t.dtype} ({info.min}..{info.max})")
     o = _offsets(offsets, t.shape[0])
+    if out is not None:
+        total = int(window_counts(np.diff(o), n, s, tail).sum())
+        v.check_out(out, (total, n), t.dtype, tokens=t)
     t = np.asarray(t, dtype=t.dtype.newbyteorder("="), order="C")
     pad = np.array([pad_value], dtype=t.dtype)
-    out, starts, lengths, documents = _core.windows(t, o, n, s, code, pad)
-    return Windows(out, starts, lengths, documents, o, n, s, tail)
+    rows, starts, lengths, documents = _core.windows(t, o, n, s, code, pad, out)
+    return Windows(rows, starts, lengths, documents, o, n, s, tail)
 
 
 def _stitch_types(dtype: np.dtype[Any], reduce: str) -> tuple[np.dtype[Any], np.dtype[Any]]:

@@ -43,7 +43,12 @@ CASE_NAMES = {
     "extend": ("2048 -> 8192 rows, tile",),
     "resample_grid": ("24x24 -> 48x48 bicubic", "24x24 -> 48x48 bilinear"),
     "similarity": ("2048 rows",),
-    "windows": ("50M tokens", "CSR 100k documents", "stitch mean, 200k tokens"),
+    "windows": (
+        "50M tokens",
+        "50M tokens, out=",
+        "CSR 100k documents",
+        "stitch mean, 200k tokens",
+    ),
 }
 
 
@@ -429,6 +434,40 @@ def windows_cases() -> list[Case]:
             ),
         )
     ]
+    # The same into a reused buffer (a preprocessing loop's batches): NumPy's
+    # best is copyto into a written buffer, the roofline a warm copy.
+    buffers = {k: np.empty((count, size), np.uint32) for k in ("reference", "numpy", "posembed")}
+    for b in buffers.values():
+        b.fill(1)
+    impls = {
+        "reference": lambda: reference.windows(
+            tokens, size, step=step, tail="drop", out=buffers["reference"]
+        ),
+        "numpy": lambda: np.copyto(
+            buffers["numpy"], np.lib.stride_tricks.sliding_window_view(tokens, size)[::step]
+        ),
+        "posembed": lambda: posembed.windows(
+            tokens, size, step=step, tail="drop", out=buffers["posembed"]
+        ),
+    }
+    cases.append(
+        Case(
+            "windows",
+            "50M tokens, out=",
+            "uint32, size 2048, step 1536, drop",
+            count * size * 4,
+            impls,
+            "copy warm",
+            lambda: bool(
+                np.array_equal(
+                    posembed.windows(
+                        tokens, size, step=step, tail="drop", out=buffers["posembed"]
+                    ).tokens,
+                    numpy_windows(),
+                )
+            ),
+        )
+    )
     lengths = rng.integers(1, 4001, 100_000)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     corpus = rng.integers(0, 50_000, offsets[-1]).astype(np.uint32)

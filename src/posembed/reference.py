@@ -428,6 +428,7 @@ def windows(
     tail: str = "pad",
     pad_value: int = 0,
     offsets: Any = None,
+    out: np.ndarray | None = None,
 ) -> Windows:
     """Windows of ``size`` tokens, document by document, by the formulas in the docs."""
     t = _array(tokens, "tokens")
@@ -483,7 +484,7 @@ def windows(
             starts.append(start)
             lengths.append(len(piece))
             documents.append(doc)
-    table = np.array(rows, dtype=t.dtype).reshape(len(rows), size)
+    table = _into(out, np.array(rows, dtype=t.dtype).reshape(len(rows), size), t)
     return Windows(
         table,
         np.array(starts, dtype=np.int64),
