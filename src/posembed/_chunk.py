@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -181,7 +182,8 @@ def chunk_file(
         plans = (
             _plan(piece, counts, offsets, first, n, s, tail) for piece in _pieces(counts, per_batch)
         )
-        _run_pipeline(plans, tokens, outputs, n, s, pad_value, _progress(tokens.count, quiet))
+        bar = _progress(tokens.count, quiet)
+        _run_pipeline(plans, tokens, outputs, n, s, pad_value, per_batch, bar)
         for writer in outputs.values():
             writer.close()
         meta = {
@@ -221,6 +223,7 @@ class _Plan:
     w0: int
     d: int
     k0: int
+    count: int  # windows in this batch
     done: int  # input tokens fully handled once this batch is written
 
 
@@ -240,9 +243,9 @@ def _plan(
     w0 = int(first[d]) + k0
     if e == d + 1 and k0 + count < counts[d]:  # a middle part of one long document
         hi = lo + (count - 1) * step + size
-        return _Plan(lo, hi, "pad", None, w0, d, k0, lo + count * step)
+        return _Plan(lo, hi, "pad", None, w0, d, k0, count, lo + count * step)
     offs = offsets[d : e + 1] - lo if k0 == 0 else None
-    return _Plan(lo, int(offsets[e]), tail, offs, w0, d, k0, int(offsets[e]))
+    return _Plan(lo, int(offsets[e]), tail, offs, w0, d, k0, count, int(offsets[e]))
 
 
 # Batches read ahead and written behind the one being cut: the reads and
@@ -257,8 +260,15 @@ def _run_pipeline(
     size: int,
     step: int,
     pad_value: int,
+    per_batch: int,
     bar: Any,
 ) -> None:
+    # Windows are cut into a ring of buffers, each free again by the time it
+    # comes round (at most WRITE_BEHIND writes are in flight): no batch pays
+    # for the page faults of a new array.
+    # (_pieces may give a batch one window more than per_batch.)
+    ring = [np.empty((per_batch + 1, size), tokens.dtype) for _ in range(WRITE_BEHIND + 1)]
+
     def write(plan: _Plan, part: Windows) -> None:
         outputs["windows"].write(plan.w0, part.tokens)
         outputs["starts"].write(plan.w0, part.starts + (plan.k0 * step))
@@ -279,7 +289,9 @@ def _run_pipeline(
     with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(WRITERS) as writer:
         try:
             read_ahead()
-            while reads:
+            for turn in itertools.count():
+                if not reads:
+                    break
                 plan, batch = reads.popleft()
                 read_ahead()
                 part = windows(
@@ -289,6 +301,7 @@ def _run_pipeline(
                     tail=plan.tail,
                     pad_value=pad_value,
                     offsets=plan.offsets,
+                    out=ring[turn % len(ring)][: plan.count],
                 )
                 writes.append(writer.submit(write, plan, part))
                 while len(writes) > WRITE_BEHIND:
