@@ -76,6 +76,8 @@ def test_command_on_npy_and_raw_files(corpus, tail):
         path / "offsets.npy",
         "-o",
         path / "b",
+        "--threads",
+        2,
         "--size",
         64,
         "--step",
@@ -132,6 +134,7 @@ def test_error_paths_give_one_line_and_exit_2(corpus):
         ((path / "tokens.npy", "--size", 8, "--step", 9), "step"),
         ((path / "tokens.npy", "--size", 8, "--offsets", path / "bad_offsets.npy"), "offsets"),
         ((path / "tokens.npy", "--size", 8, "--pad-value", -1), "pad-value"),
+        ((path / "tokens.npy", "--size", 8, "--threads", 100_000), "--threads"),
     ]
     for args, text in cases:
         out = path / "never"

@@ -61,8 +61,17 @@ def _plot_similarity(args: argparse.Namespace) -> int:
 
 
 def _chunk(args: argparse.Namespace) -> int:
+    from posembed import set_num_threads
     from posembed._chunk import ChunkError, chunk_file
 
+    # The command's reads and writes run on threads of their own; one kernel
+    # thread keeps up with them, and idle OpenMP workers would spin on the
+    # cores the writes need.
+    try:
+        set_num_threads(args.threads)
+    except ValueError as exc:
+        print(f"posembed chunk: error: --threads: {exc}", file=sys.stderr)
+        return 2
     try:
         meta = chunk_file(
             args.input,
@@ -123,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pad-value", type=int, default=0, help="fills the last window (tail=pad)")
     p.add_argument("--force", action="store_true", help="replace an existing output")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    p.add_argument(
+        "--threads", type=_positive, default=1, help="threads of the windows kernel (default 1)"
+    )
     p.set_defaults(func=_chunk)
 
     p = sub.add_parser("plot", help="draw pictures of a position table (needs matplotlib)")
