@@ -13,19 +13,27 @@ destination is newly allocated each time, as for a kernel that returns a new
 array, so page faults count). The fill byte is non-zero on purpose: some
 machines write all-zero cache lines far faster than data, which would make a
 zero-fill roofline no kernel could honestly reach.
+
+*file write* (the ``chunk`` command's roofline): the output's bytes written
+from memory into a new file beside the command's output, 16 MiB a call,
+the previous one deleted first as the command deletes its previous output.
 """
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import gc
 import itertools
 import json
 import os
 import platform
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,6 +57,7 @@ CASE_NAMES = {
         "CSR 100k documents",
         "stitch mean, 200k tokens",
     ),
+    "chunk": ("256 MB token file",),
 }
 
 
@@ -87,8 +96,39 @@ class Result:
         return self.out_bytes / t / 1e9 if t and self.out_bytes else None
 
 
+def _scratch_dir() -> Path:
+    """A temporary folder, removed when the process exits."""
+    path = Path(tempfile.mkdtemp(prefix="posembed-bench-"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+FILE_BLOCK = 16 << 20
+
+
+def _file_writer(nbytes: int) -> Callable[[], object]:
+    folder = _scratch_dir()
+    block = np.full(min(nbytes, FILE_BLOCK), FILL_BYTE, np.uint8).data.cast("B")
+
+    def write() -> None:
+        path = folder / "roofline.bin"
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            done = 0
+            while done < nbytes:
+                done += os.pwrite(fd, block[: min(len(block), nbytes - done)], done)
+        finally:
+            os.close(fd)
+
+    return write
+
+
 def roofline(kind: str, nbytes: int) -> Callable[[], object]:
-    """The roofline callable for ``kind`` ("write warm", "copy fresh", ...) over nbytes."""
+    """The roofline callable for ``kind`` ("write warm", "copy fresh", "file write",
+    ...) over nbytes."""
+    if kind == "file write":
+        return _file_writer(nbytes)
     op, state = kind.split()
     if state not in ("warm", "fresh") or op not in ("write", "copy"):
         raise ValueError(f"unknown roofline {kind!r}")
@@ -542,6 +582,84 @@ def windows_cases() -> list[Case]:
     return cases
 
 
+def chunk_cases() -> list[Case]:
+    from posembed._chunk import chunk_file
+
+    # A nanoGPT-style raw uint16 token file cut into blocks of 1024 (a whole
+    # number of them, so every tail mode gives the same windows as NumPy's).
+    size, count = 1024, 1 << 17
+    work = _scratch_dir()
+    src = work / "train.bin"
+    rng = np.random.default_rng(9)
+    rng.integers(0, 50_257, count * size, dtype=np.uint16).tofile(src)
+    out_bytes = count * size * 2 + 3 * count * 8
+
+    def target(impl: str) -> Path:
+        out = work / impl
+        shutil.rmtree(out, ignore_errors=True)
+        return out
+
+    def ours() -> object:
+        threads = posembed.get_num_threads()
+        posembed.set_num_threads(1)  # as the command runs it
+        try:
+            return chunk_file(src, target("posembed"), size=size, dtype="uint16", quiet=True)
+        finally:
+            posembed.set_num_threads(threads)
+
+    def save_all(impl: str, **arrays: np.ndarray) -> None:
+        out = target(impl)
+        out.mkdir()
+        for name, array in arrays.items():
+            np.save(out / f"{name}.npy", array)
+
+    def numpy_way() -> None:  # load it all, cut with sliding_window_view, save
+        tokens = np.fromfile(src, np.uint16)
+        rows = np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(tokens, size)[::size])
+        n = len(rows)
+        save_all(
+            "numpy",
+            windows=rows,
+            starts=np.arange(n, dtype=np.int64) * size,
+            lengths=np.full(n, size, np.int64),
+            documents=np.zeros(n, np.int64),
+        )
+
+    def reference_way() -> None:
+        w = reference.windows(np.fromfile(src, np.uint16), size)
+        save_all(
+            "reference",
+            windows=w.tokens,
+            starts=w.starts,
+            lengths=w.lengths,
+            documents=w.documents,
+        )
+
+    def check() -> bool:
+        ours()
+        want = posembed.windows(np.fromfile(src, np.uint16), size)
+        got = np.load(work / "posembed" / "windows.npy", mmap_mode="r")
+        starts = np.load(work / "posembed" / "starts.npy")
+        return bool(np.array_equal(got, want.tokens) and np.array_equal(starts, want.starts))
+
+    impls: dict[str, Callable[[], object]] = {
+        "reference": reference_way,
+        "numpy": numpy_way,
+        "posembed": ours,
+    }
+    return [
+        Case(
+            "chunk",
+            "256 MB token file",
+            "uint16 raw file, size 1024, on disk",
+            out_bytes,
+            impls,
+            "file write",
+            check,
+        )
+    ]
+
+
 BUILDERS: dict[str, Callable[[], list[Case]]] = {
     "gather": gather_cases,
     "interpolate": interpolate_cases,
@@ -549,6 +667,7 @@ BUILDERS: dict[str, Callable[[], list[Case]]] = {
     "resample_grid": resample_grid_cases,
     "similarity": similarity_cases,
     "windows": windows_cases,
+    "chunk": chunk_cases,
 }
 
 
