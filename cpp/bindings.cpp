@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "embed.hpp"
 #include "gather.hpp"
+#include "gather_backward.hpp"
 #include "interpolate.hpp"
 #include "resample_grid.hpp"
 #include "roofline.hpp"
@@ -372,6 +374,75 @@ py::array stitch(const py::array& values, const I64& doc_offsets, const I64& sta
   throw py::type_error("stitch: values must be float32, float64, int64 or uint64");
 }
 
+// ids and positions: int64, checked in range by the Python layer (the
+// kernel clamps its reads all the same). Without positions, row r's position
+// is offset + r % period.
+py::array embed(const py::array& tokens, const py::array& pos, int kind, const I64& ids,
+                const py::object& positions_obj, int64_t offset, int64_t period, bool active,
+                uint64_t seed, uint32_t threshold, double scale, const py::object& out_obj) {
+  const posembed::RowsView tv = float_rows(tokens, kind);
+  const posembed::RowsView pv = float_rows(pos, kind);
+  const auto rows = static_cast<int64_t>(ids.size());
+  if (tv.cols != pv.cols || (rows > 0 && (tv.rows < 1 || pv.rows < 1))) {
+    throw py::value_error("embed: tables must share their columns and have rows");
+  }
+  const int64_t* positions = nullptr;
+  I64 pos_arr;
+  if (!positions_obj.is_none()) {
+    pos_arr = positions_obj.cast<I64>();
+    if (pos_arr.size() != ids.size()) throw py::value_error("embed: one position per id");
+    positions = pos_arr.data();
+  } else if (rows > 0 && (period < 1 || offset < 0 || offset + period > pv.rows ||
+                          rows % period != 0)) {
+    throw py::value_error("embed: offset and period do not fit the position table");
+  }
+  std::vector<py::ssize_t> shape(ids.shape(), ids.shape() + ids.ndim());
+  shape.push_back(tokens.shape(1));
+  py::array out = output_for(tokens, shape, out_obj);
+  const posembed::DropoutSpec drop{active, posembed::dropout_key(seed), threshold, scale};
+  char* dst = static_cast<char*>(out.mutable_data());
+  {
+    py::gil_scoped_release nogil;
+    posembed::embed(tv, ids.data(), rows, pv, positions, offset, period,
+                    static_cast<posembed::FloatKind>(kind), drop, dst);
+  }
+  return out;
+}
+
+py::array dropout_mask(int64_t n, uint64_t seed, uint32_t threshold) {
+  if (n < 0) throw py::value_error("dropout_mask: negative size");
+  py::array_t<bool> mask(n);
+  bool* dst = mask.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    posembed::dropout_mask(posembed::dropout_key(seed), threshold, n, dst);
+  }
+  return mask;
+}
+
+// grad: (count, cols) C-contiguous of the float kind; positions: int64 in
+// [0, length) (checked by the Python layer; clamped by the kernel); out:
+// (length, cols) of grad's dtype, zero already unless zero_unused.
+void gather_backward(const py::array& grad, int kind, const I64& positions, int64_t length,
+                     py::array& out, bool zero_unused) {
+  static constexpr int64_t sizes[] = {2, 2, 4, 8};
+  if (kind < 0 || kind > 3 || grad.ndim() != 2 || !c_contiguous(grad) ||
+      grad.itemsize() != sizes[kind] || grad.shape(0) != positions.size() || length < 0 ||
+      out.ndim() != 2 || out.shape(0) != length || out.shape(1) != grad.shape(1) ||
+      out.itemsize() != grad.itemsize() || !c_contiguous(out) || !out.writeable()) {
+    throw py::value_error("gather_backward: inconsistent arguments");
+  }
+  const char* src = static_cast<const char*>(grad.data());
+  char* dst = static_cast<char*>(out.mutable_data());
+  const auto cols = static_cast<int64_t>(grad.shape(1));
+  const auto count = static_cast<int64_t>(positions.size());
+  {
+    py::gil_scoped_release nogil;
+    posembed::gather_backward(src, cols, positions.data(), count, length,
+                              static_cast<posembed::FloatKind>(kind), zero_unused, dst);
+  }
+}
+
 char* writeable_bytes(py::array& a, const char* name) {
   if (!c_contiguous(a) || !a.writeable()) {
     throw py::value_error(std::string(name) + " must be a writeable C-contiguous array");
@@ -424,6 +495,11 @@ PYBIND11_MODULE(_core, m) {
   m.def("lerp", &lerp, "table"_a, "kind"_a, "positions"_a, "out"_a = py::none());
   m.def("resample_grid", &resample_grid, "table"_a, "kind"_a, "prefix"_a, "h"_a, "w"_a, "h2"_a,
         "w2"_a, "method"_a, "align"_a);
+  m.def("embed", &embed, "tokens"_a, "pos"_a, "kind"_a, "ids"_a, "positions"_a, "offset"_a,
+        "period"_a, "active"_a, "seed"_a, "threshold"_a, "scale"_a, "out"_a = py::none());
+  m.def("dropout_mask", &dropout_mask, "n"_a, "seed"_a, "threshold"_a);
+  m.def("gather_backward", &gather_backward, "grad"_a, "kind"_a, "positions"_a, "length"_a,
+        "out"_a, "zero_unused"_a);
   m.def("windows", &windows, "tokens"_a, "doc_offsets"_a, "size"_a, "step"_a, "tail"_a, "pad"_a,
         "out"_a = py::none());
   m.def("window_owner", &window_owner, "doc_offsets"_a, "starts"_a, "lengths"_a, "documents"_a,

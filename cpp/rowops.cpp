@@ -35,6 +35,22 @@ inline void axpy_t(T* dst, const T* x, T w, int64_t d) {
   for (int64_t j = 0; j < d; ++j) dst[j] = dst[j] + w * x[j];
 }
 
+template <class T>
+inline void add_t(T* dst, const T* a, const T* b, int64_t d) {
+  for (int64_t j = 0; j < d; ++j) dst[j] = a[j] + b[j];
+}
+
+template <class T>
+inline void accumulate_t(T* dst, const T* x, int64_t d) {
+  for (int64_t j = 0; j < d; ++j) dst[j] = dst[j] + x[j];
+}
+
+template <class T>
+inline void dropout_add_t(T* dst, const T* a, const T* b, const uint32_t* u, uint32_t threshold,
+                          T scale, int64_t d) {
+  for (int64_t j = 0; j < d; ++j) dst[j] = u[j] >= threshold ? (a[j] + b[j]) * scale : T(0);
+}
+
 }  // namespace
 
 POSEMBED_CLONES void blend(float* dst, const float* a, const float* b, float wa, float wb,
@@ -126,6 +142,25 @@ POSEMBED_CLONES void scale(double* dst, const double* x, double w, int64_t d) {
 POSEMBED_CLONES void axpy(float* dst, const float* x, float w, int64_t d) { axpy_t(dst, x, w, d); }
 POSEMBED_CLONES void axpy(double* dst, const double* x, double w, int64_t d) {
   axpy_t(dst, x, w, d);
+}
+
+POSEMBED_CLONES void add(float* dst, const float* a, const float* b, int64_t d) {
+  add_t(dst, a, b, d);
+}
+POSEMBED_CLONES void add(double* dst, const double* a, const double* b, int64_t d) {
+  add_t(dst, a, b, d);
+}
+POSEMBED_CLONES void accumulate(float* dst, const float* x, int64_t d) { accumulate_t(dst, x, d); }
+POSEMBED_CLONES void accumulate(double* dst, const double* x, int64_t d) {
+  accumulate_t(dst, x, d);
+}
+POSEMBED_CLONES void dropout_add(float* dst, const float* a, const float* b, const uint32_t* u,
+                                 uint32_t threshold, float scale, int64_t d) {
+  dropout_add_t(dst, a, b, u, threshold, scale, d);
+}
+POSEMBED_CLONES void dropout_add(double* dst, const double* a, const double* b, const uint32_t* u,
+                                 uint32_t threshold, double scale, int64_t d) {
+  dropout_add_t(dst, a, b, u, threshold, scale, d);
 }
 
 }  // namespace posembed

@@ -22,5 +22,16 @@ void scale(double* dst, const double* x, double w, int64_t d);
 // dst = dst + w * x
 void axpy(float* dst, const float* x, float w, int64_t d);
 void axpy(double* dst, const double* x, double w, int64_t d);
+// dst = a + b
+void add(float* dst, const float* a, const float* b, int64_t d);
+void add(double* dst, const double* a, const double* b, int64_t d);
+// dst = dst + x
+void accumulate(float* dst, const float* x, int64_t d);
+void accumulate(double* dst, const double* x, int64_t d);
+// Inverted dropout of a sum: dst = u >= threshold ? (a + b) * scale : 0.
+void dropout_add(float* dst, const float* a, const float* b, const uint32_t* u,
+                 uint32_t threshold, float scale, int64_t d);
+void dropout_add(double* dst, const double* a, const double* b, const uint32_t* u,
+                 uint32_t threshold, double scale, int64_t d);
 
 }  // namespace posembed

@@ -31,7 +31,9 @@ def test_defaults_and_attributes():
     emb = posembed.LearnedPositionEmbedding(512, 768, seed=0)
     assert (emb.max_seq_len, emb.embed_dim, emb.dtype) == (512, 768, np.float32)
     assert emb.init_std == 0.02
-    assert repr(emb) == "LearnedPositionEmbedding(max_seq_len=512, embed_dim=768, dtype=float32)"
+    assert repr(emb) == (
+        "LearnedPositionEmbedding(max_seq_len=512, embed_dim=768, dtype=float32, dropout=0.1)"
+    )
 
 
 @pytest.mark.parametrize(

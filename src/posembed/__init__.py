@@ -9,8 +9,9 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from posembed import reference
+from posembed._embed import dropout_mask, embed, last_seed
 from posembed._embedding import LearnedPositionEmbedding
-from posembed._gather import gather
+from posembed._gather import gather, gather_backward
 from posembed._interpolate import extend, interpolate, lerp, similarity
 from posembed._resample import resample_grid
 from posembed._runtime import config, get_num_threads, set_num_threads, show_config
@@ -26,10 +27,14 @@ __all__ = [
     "Windows",
     "__version__",
     "config",
+    "dropout_mask",
+    "embed",
     "extend",
     "gather",
+    "gather_backward",
     "get_num_threads",
     "interpolate",
+    "last_seed",
     "lerp",
     "reference",
     "resample_grid",

@@ -32,6 +32,29 @@ def gather(
     out: np.ndarray | None = None,
     fresh: bool = False,
 ) -> np.ndarray: ...
+def embed(
+    tokens: np.ndarray,
+    pos: np.ndarray,
+    kind: int,
+    ids: np.ndarray,
+    positions: np.ndarray | None,
+    offset: int,
+    period: int,
+    active: bool,
+    seed: int,
+    threshold: int,
+    scale: float,
+    out: np.ndarray | None = None,
+) -> np.ndarray: ...
+def dropout_mask(n: int, seed: int, threshold: int) -> np.ndarray: ...
+def gather_backward(
+    grad: np.ndarray,
+    kind: int,
+    positions: np.ndarray,
+    length: int,
+    out: np.ndarray,
+    zero_unused: bool,
+) -> None: ...
 def windows(
     tokens: np.ndarray,
     doc_offsets: np.ndarray,

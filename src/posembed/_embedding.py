@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from posembed import _validate as v
+from posembed._embed import embed
 from posembed._gather import gather
 from posembed._interpolate import extend, interpolate
 from posembed._windows import Windows, windows
@@ -64,7 +65,9 @@ class LearnedPositionEmbedding:
     gives the same table (to rounding) in every dtype.
 
     Calling the object with positions returns their rows (see :func:`gather`);
-    a position outside 0..max_seq_len-1 raises IndexError.
+    a position outside 0..max_seq_len-1 raises IndexError. ``dropout`` (0.1,
+    the seeds' common value) is the rate :meth:`embed` applies after adding
+    token and position embeddings, when training.
     """
 
     embeddings: np.ndarray
@@ -77,7 +80,9 @@ class LearnedPositionEmbedding:
         init_std: float | str = 0.02,
         seed: int | np.random.Generator | None = None,
         dtype: Any = np.float32,
+        dropout: float = 0.1,
     ) -> None:
+        self.dropout = v.probability(dropout, "dropout")
         length = v.positive_int(max_seq_len, "max_seq_len")
         dim = v.positive_int(embed_dim, "embed_dim")
         std = init_std_value(init_std, dim)
@@ -91,8 +96,11 @@ class LearnedPositionEmbedding:
         self.init_std = std
 
     @classmethod
-    def from_table(cls, table: Any, *, copy: bool = True) -> LearnedPositionEmbedding:
+    def from_table(
+        cls, table: Any, *, copy: bool = True, dropout: float = 0.1
+    ) -> LearnedPositionEmbedding:
         """Wrap a trained (L, d) float table, copied unless ``copy=False``."""
+        rate = v.probability(dropout, "dropout")
         t = v.as_table(table)
         table_dtype(t.dtype)
         if 0 in t.shape:
@@ -100,6 +108,7 @@ class LearnedPositionEmbedding:
                 f"table must have at least one row and one column; got shape {t.shape}"
             )
         self = cls.__new__(cls)
+        self.dropout = rate
         self.embeddings = np.array(t, copy=True) if copy else t
         self.init_std = float("nan")
         return self
@@ -125,7 +134,9 @@ class LearnedPositionEmbedding:
     def interpolate(self, length: int, *, align: str = "scale") -> LearnedPositionEmbedding:
         """A new embedding whose table is this one stretched (or shrunk) to ``length``
         rows: the seed's position interpolation. See :func:`posembed.interpolate`."""
-        return type(self).from_table(interpolate(self.embeddings, length, align=align), copy=False)
+        return type(self).from_table(
+            interpolate(self.embeddings, length, align=align), copy=False, dropout=self.dropout
+        )
 
     def extend(
         self,
@@ -139,7 +150,26 @@ class LearnedPositionEmbedding:
         """A new embedding with ``length`` rows: these rows first, then new ones to
         fine-tune. See :func:`posembed.extend`."""
         table = extend(self.embeddings, length, init=init, std=std, seed=seed, align=align)
-        return type(self).from_table(table, copy=False)
+        return type(self).from_table(table, copy=False, dropout=self.dropout)
+
+    def embed(
+        self,
+        token_table: Any,
+        token_ids: Any,
+        *,
+        training: bool = False,
+        seed: int | None = None,
+        offset: int = 0,
+    ) -> np.ndarray:
+        """``token_table[token_ids]`` plus this table's rows at ``offset + arange(T)``,
+        with the instance's ``dropout`` applied only when ``training`` (see
+        :func:`posembed.embed`; ``seed=None`` draws a fresh mask)."""
+        if not isinstance(training, (bool, np.bool_)):
+            raise TypeError(f"training must be True or False; got {training!r}")
+        rate = self.dropout if training else 0.0
+        return embed(
+            token_table, token_ids, self.embeddings, offset=offset, dropout=rate, seed=seed
+        )
 
     def windows(self, tokens: Any, **kwargs: Any) -> Windows:
         """Windows of ``max_seq_len`` tokens, each to be embedded at positions
@@ -150,5 +180,5 @@ class LearnedPositionEmbedding:
     def __repr__(self) -> str:
         return (
             f"LearnedPositionEmbedding(max_seq_len={self.max_seq_len}, "
-            f"embed_dim={self.embed_dim}, dtype={self.dtype.name})"
+            f"embed_dim={self.embed_dim}, dtype={self.dtype.name}, dropout={self.dropout})"
         )

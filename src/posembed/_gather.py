@@ -58,3 +58,60 @@ def gather(
         both = (p, positions) if isinstance(positions, np.ndarray) else p
         v.check_out(out, (*p.shape, t.shape[1]), t.dtype, table=t, positions=both)
     return _core.gather(t, p, code, out)
+
+
+def gather_backward(
+    grad: Any, positions: Any, length: int, *, out: np.ndarray | None = None
+) -> np.ndarray:
+    """The gradient of :func:`gather` with respect to its table: row r is the sum
+    of the ``grad`` rows whose position is r (``numpy.add.at(zeros, positions,
+    grad)``), zero for rows no position names.
+
+    Parameters
+    ----------
+    grad : float array of shape ``positions.shape + (d,)`` (float16, bfloat16,
+        float32, float64); float16 and bfloat16 sum in float32 and round once.
+    positions : integer positions in 0..length-1 (position or token ids).
+    length : rows of the table (max_seq_len, or the vocabulary size).
+    out : optional C-contiguous (length, d) array of grad's dtype.
+
+    Each row is summed in the order its positions appear, by one thread: the
+    same bits for any thread count, no atomics. With a fresh result only the
+    rows that are named are written (the rest are the zero pages of np.zeros).
+    """
+    g = v.as_array(grad, "grad")
+    kind = v.FLOAT_KINDS.get(g.dtype.name)
+    if kind is None:
+        raise TypeError(
+            f"grad must have a float dtype (float16, bfloat16, float32, float64); got {g.dtype}"
+        )
+    rows = v.non_negative_int(length, "length")
+    p = v.as_positions(positions, rows, "raise", "positions")
+    if g.ndim != p.ndim + 1 or g.shape[:-1] != p.shape:
+        raise ValueError(
+            f"grad must have shape positions.shape + (d,) = {p.shape} + (d,); got {g.shape}"
+        )
+    v.check_in_range(p, rows, "positions", "position")
+    d = g.shape[-1]
+    v.check_sizes("gather_backward output", rows, d, g.itemsize)
+    if out is not None:
+        mine = (p, positions) if isinstance(positions, np.ndarray) else p
+        v.check_out(out, (rows, d), g.dtype, grad=g, positions=mine)
+        result = out
+    else:
+        result = np.zeros((rows, d), g.dtype)
+    if rows == 0 or d == 0:
+        return result
+    if p.size == 0:
+        result[...] = 0
+        return result
+    flat = np.ascontiguousarray(g.reshape(-1, d), dtype=g.dtype.newbyteorder("="))
+    _core.gather_backward(
+        flat,
+        kind,
+        np.ascontiguousarray(p.reshape(-1), dtype=np.int64),
+        rows,
+        result,
+        out is not None,
+    )
+    return result

@@ -106,6 +106,36 @@ def _positions_from_ints(p: np.ndarray, rows: int, mode: str, name: str) -> np.n
     return np.array(values, dtype=np.int64).reshape(p.shape)
 
 
+def check_in_range(p: np.ndarray, rows: int, name: str, noun: str) -> None:
+    """IndexError unless every value of the integer array p is in [0, rows): it
+    names the first bad value, its index in ``name``, the table size and the
+    valid range, and how many are bad."""
+    if p.size == 0:
+        return
+    bad = (p < 0) | (p >= rows)
+    if not bad.any():
+        return
+    where = np.flatnonzero(bad.ravel())
+    i = int(where[0])
+    at = f" at {name}[{', '.join(str(int(k)) for k in np.unravel_index(i, p.shape))}]"
+    valid = f"valid {noun}s are 0..{rows - 1}" if rows else f"it has no valid {noun}s"
+    more = f"; {where.size} of {p.size} {noun}s are out of range" if where.size > 1 else ""
+    raise IndexError(
+        f"{noun} {p.ravel()[i]}{at if p.ndim else ''} is out of range for a table of "
+        f"{rows} rows ({valid}){more}"
+    )
+
+
+def probability(value: Any, name: str) -> float:
+    """A float in [0, 1) (a dropout rate)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise TypeError(f"{name} must be a number in [0, 1); got {type(value).__name__} {value!r}")
+    p = float(value)
+    if not 0.0 <= p < 1.0:  # NaN fails too
+        raise ValueError(f"{name} must be in [0, 1) (a probability of dropping); got {value!r}")
+    return p
+
+
 def check_out(
     out: Any,
     shape: tuple[int, ...],

@@ -17,13 +17,17 @@ import numpy as np
 
 __all__ = [
     "LearnedPositionEmbedding",
+    "dropout_mask",
+    "embed",
     "extend",
     "gather",
+    "gather_backward",
     "interpolate",
     "lerp",
     "resample_grid",
     "similarity",
     "stitch",
+    "uniform_bits",
     "windows",
 ]
 
@@ -543,6 +547,133 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
     return acc.astype(result)
 
 
+# ------------------------------------------------------------ embed, dropout, backward
+
+_GAMMA = 0x9E3779B97F4A7C15
+_M64 = (1 << 64) - 1
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser on uint64 arrays (arithmetic wraps mod 2^64)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    mixed: np.ndarray = z ^ (z >> np.uint64(31))
+    return mixed
+
+
+def _seed_value(seed: Any) -> int:
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError("seed must be an integer")
+    if not 0 <= int(seed) <= _M64:
+        raise ValueError("seed must be in 0..2**64-1")
+    return int(seed)
+
+
+def uniform_bits(seed: int, n: int) -> np.ndarray:
+    """The 32 random bits of elements 0..n-1 for ``seed``: element e takes the
+    low (even e) or high (odd e) half of mix(key + (e // 2 + 1) * gamma), with
+    key = mix(seed), mix SplitMix64's finaliser and gamma 0x9E3779B97F4A7C15."""
+    key = int(_mix(np.array([_seed_value(seed)], dtype=np.uint64))[0])
+    pairs = np.arange(1, (n + 1) // 2 + 1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        h = _mix(np.uint64(key) + pairs * np.uint64(_GAMMA))
+    bits = np.empty(2 * len(h), dtype=np.uint32)
+    bits[0::2] = (h & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    bits[1::2] = (h >> np.uint64(32)).astype(np.uint32)
+    return bits[:n]
+
+
+def _rate(p: Any, name: str) -> float:
+    if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, float, np.number)):
+        raise TypeError(f"{name} must be a number")
+    if not 0.0 <= float(p) < 1.0:
+        raise ValueError(f"{name} must be in [0, 1)")
+    return float(p)
+
+
+def dropout_mask(shape: Any, p: float, seed: int) -> np.ndarray:
+    """True where an element of an output of ``shape`` is kept: its bits are
+    at least floor(p * 2^32)."""
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    for k in dims:
+        _count(k, "shape", 0)
+    rate = _rate(p, "p")
+    if seed is None:
+        raise TypeError("dropout_mask needs a seed")
+    n = int(np.prod(dims, dtype=np.int64))
+    keep: np.ndarray = (uniform_bits(seed, n) >= int(rate * 2**32)).reshape(dims)
+    return keep
+
+
+def _checked_ids(ids: Any, rows: int, name: str) -> np.ndarray:
+    p = _int_positions(ids)
+    if p.size and ((p < 0) | (p >= rows)).any():
+        raise IndexError(f"{name} out of range for a table of {rows} rows")
+    return p.astype(np.int64)
+
+
+def embed(
+    token_table: Any,
+    token_ids: Any,
+    pos_table: Any,
+    *,
+    positions: Any = None,
+    offset: int = 0,
+    dropout: float = 0.0,
+    seed: int | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """token_table[ids] + pos_table[positions] in the compute type, then kept
+    values times 1 / (1 - p) and dropped ones 0, rounded once."""
+    tok = _float_table(token_table)
+    pos = _float_table(pos_table)
+    if tok.dtype != pos.dtype:
+        raise TypeError("token_table and pos_table must share a dtype")
+    if tok.shape[1] != pos.shape[1]:
+        raise ValueError("token_table and pos_table must share embed_dim")
+    ids = _checked_ids(token_ids, tok.shape[0], "token id")
+    if ids.ndim not in (1, 2):
+        raise ValueError("token_ids must be (T,) or (B, T)")
+    rate = _rate(dropout, "dropout")
+    t = ids.shape[-1]
+    if positions is None:
+        start = _count(offset, "offset", 0)
+        if ids.size and start + t > pos.shape[0]:
+            raise IndexError("positions go past the position table")
+        where = np.broadcast_to(start + np.arange(t), ids.shape)
+    else:
+        if offset != 0:
+            raise ValueError("give positions or offset, not both")
+        where = np.broadcast_to(_checked_ids(positions, pos.shape[0], "position"), ids.shape)
+    compute = _compute_dtype(tok)
+    total = tok[ids].astype(compute) + pos[where].astype(compute)
+    if rate > 0:
+        if seed is None:
+            raise TypeError("the reference needs an explicit seed")
+        keep = dropout_mask(total.shape, rate, _seed_value(seed))
+        total = np.where(keep, total * compute(1.0 / (1.0 - rate)), compute(0))
+    return _into(out, total.astype(tok.dtype), tok, pos, ids)
+
+
+def gather_backward(
+    grad: Any, positions: Any, length: int, *, out: np.ndarray | None = None
+) -> np.ndarray:
+    """numpy.add.at(zeros((length, d)), positions, grad), summed in float32 for
+    float16 and bfloat16."""
+    g = _array(grad, "grad")
+    if g.dtype.name not in ("float16", "bfloat16", "float32", "float64"):
+        raise TypeError("grad must have a float dtype")
+    rows = _count(length, "length", 0)
+    p = _int_positions(positions)
+    if g.ndim != p.ndim + 1 or g.shape[:-1] != p.shape:
+        raise ValueError("grad must have shape positions.shape + (d,)")
+    p = _checked_ids(p, rows, "position")
+    compute = np.float64 if g.dtype == np.float64 else np.float32
+    total = np.zeros((rows, g.shape[-1]), dtype=compute)
+    np.add.at(total, p.reshape(-1), g.reshape(-1, g.shape[-1]).astype(compute))
+    return _into(out, total.astype(g.dtype.newbyteorder("=")), g)
+
+
 class LearnedPositionEmbedding:
     """Twin of posembed.LearnedPositionEmbedding: the same table for the same seed."""
 
@@ -554,7 +685,9 @@ class LearnedPositionEmbedding:
         init_std: float | str = 0.02,
         seed: int | np.random.Generator | None = None,
         dtype: Any = np.float32,
+        dropout: float = 0.1,
     ) -> None:
+        self.dropout = _rate(dropout, "dropout")
         for name, n in (("max_seq_len", max_seq_len), ("embed_dim", embed_dim)):
             if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
                 raise TypeError(f"{name} must be an integer")
@@ -591,3 +724,17 @@ class LearnedPositionEmbedding:
         self, positions: Any, *, mode: str = "raise", out: np.ndarray | None = None
     ) -> np.ndarray:
         return gather(self.embeddings, positions, mode=mode, out=out)
+
+    def embed(
+        self,
+        token_table: Any,
+        token_ids: Any,
+        *,
+        training: bool = False,
+        seed: int | None = None,
+        offset: int = 0,
+    ) -> np.ndarray:
+        rate = self.dropout if training else 0.0
+        return embed(
+            token_table, token_ids, self.embeddings, offset=offset, dropout=rate, seed=seed
+        )

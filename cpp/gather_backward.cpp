@@ -1,0 +1,98 @@
+#include "gather_backward.hpp"
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "parallel.hpp"
+#include "rowops.hpp"
+#include "runtime.hpp"
+
+namespace posembed {
+
+namespace {
+
+template <class S>
+void gather_backward_t(const S* grad, int64_t cols, const int64_t* positions, int64_t count,
+                       int64_t length, bool zero_unused, S* out) {
+  using C = typename Compute<S>::type;
+  if (length == 0) return;
+  // A stable counting sort: the grad rows of each output row, in index order.
+  std::vector<int64_t> start(static_cast<size_t>(length + 1), 0);
+  auto row_of = [&](int64_t i) { return std::clamp<int64_t>(positions[i], 0, length - 1); };
+  for (int64_t i = 0; i < count; ++i) ++start[static_cast<size_t>(row_of(i) + 1)];
+  for (int64_t r = 0; r < length; ++r) {
+    start[static_cast<size_t>(r + 1)] += start[static_cast<size_t>(r)];
+  }
+  std::vector<int64_t> order(static_cast<size_t>(count));
+  {
+    std::vector<int64_t> next(start.begin(), start.end() - 1);
+    for (int64_t i = 0; i < count; ++i) {
+      order[static_cast<size_t>(next[static_cast<size_t>(row_of(i))]++)] = i;
+    }
+  }
+  // Threads take row ranges of equal work (a row costs its grad rows plus one),
+  // each row summed by one thread in index order: no atomics, same bits for
+  // any thread count.
+  const int64_t work = count + length;
+  const auto row_bytes = cols * static_cast<int64_t>(sizeof(S));
+  const int threads = threads_for_bytes((zero_unused ? work : count) * row_bytes);
+  auto first_row = [&](int64_t part, int64_t parts) {
+    const int64_t target = work / parts * part + work % parts * part / parts;
+    // smallest r with start[r] + r >= target
+    int64_t lo = 0, hi = length;
+    while (lo < hi) {
+      const int64_t m = lo + (hi - lo) / 2;
+      if (start[static_cast<size_t>(m)] + m >= target) {
+        hi = m;
+      } else {
+        lo = m + 1;
+      }
+    }
+    return lo;
+  };
+  parallel_for(threads, threads, [&](int64_t pb, int64_t pe, int) {
+    std::vector<C> acc(std::is_same_v<S, C> ? 0 : static_cast<size_t>(cols));
+    for (int64_t part = pb; part < pe; ++part) {
+      const int64_t r0 = first_row(part, threads);
+      const int64_t r1 = part + 1 == threads ? length : first_row(part + 1, threads);
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t k0 = start[static_cast<size_t>(r)];
+        const int64_t k1 = start[static_cast<size_t>(r + 1)];
+        S* dst = out + r * cols;
+        if (k0 == k1) {
+          if (zero_unused) std::fill(dst, dst + cols, Compute<S>::store(C(0)));
+          continue;
+        }
+        if constexpr (std::is_same_v<S, C>) {
+          std::fill(dst, dst + cols, S(0));
+          for (int64_t k = k0; k < k1; ++k) {
+            accumulate(dst, grad + order[static_cast<size_t>(k)] * cols, cols);
+          }
+        } else {
+          std::fill(acc.begin(), acc.end(), C(0));
+          for (int64_t k = k0; k < k1; ++k) {
+            const S* g = grad + order[static_cast<size_t>(k)] * cols;
+            for (int64_t j = 0; j < cols; ++j) {
+              acc[static_cast<size_t>(j)] += Compute<S>::load(g[j]);
+            }
+          }
+          for (int64_t j = 0; j < cols; ++j) dst[j] = Compute<S>::store(acc[static_cast<size_t>(j)]);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void gather_backward(const char* grad, int64_t cols, const int64_t* positions, int64_t count,
+                     int64_t length, FloatKind kind, bool zero_unused, char* out) {
+  with_float_kind(kind, [&](auto s) {
+    using S = decltype(s);
+    gather_backward_t<S>(reinterpret_cast<const S*>(grad), cols, positions, count, length,
+                         zero_unused, reinterpret_cast<S*>(out));
+  });
+}
+
+}  // namespace posembed

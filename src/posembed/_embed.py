@@ -1,0 +1,143 @@
+"""embed: token + position embeddings and inverted dropout in one pass; dropout_mask."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from typing import Any
+
+import numpy as np
+
+from posembed import _core
+from posembed import _validate as v
+
+_last = threading.local()
+
+
+def last_seed() -> int | None:
+    """The dropout seed of this thread's latest :func:`embed` or :func:`dropout_mask`
+    call with dropout (drawn afresh when it was given ``seed=None``), or None."""
+    seed: int | None = getattr(_last, "seed", None)
+    return seed
+
+
+def _seed(seed: Any) -> int:
+    if seed is None:
+        s = secrets.randbits(64)
+    else:
+        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"seed must be an integer in 0..2**64-1 or None; got {seed!r}")
+        s = int(seed)
+        if not 0 <= s < 2**64:
+            raise ValueError(f"seed must be in 0..2**64-1; got {s}")
+    _last.seed = s
+    return s
+
+
+def _dropout_args(p: float) -> tuple[int, float]:
+    """(threshold, scale): an element is kept when its 32 random bits are >=
+    floor(p * 2^32); kept values are multiplied by 1 / (1 - p)."""
+    return int(p * 2**32), 1.0 / (1.0 - p)
+
+
+def dropout_mask(shape: Any, p: float, seed: int) -> np.ndarray:
+    """The dropout mask (True = kept) that :func:`embed` applies to an output of
+    ``shape`` with rate ``p`` and ``seed``; the same for any thread count or
+    SIMD level. Element e (flat, C order) is kept when its 32 random bits are
+    at least floor(p * 2^32) (see posembed.reference.uniform_bits)."""
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    for k in dims:
+        v.non_negative_int(k, "shape")
+    rate = v.probability(p, "p")
+    if seed is None:
+        raise TypeError("dropout_mask needs the seed whose mask you want (an integer)")
+    s = _seed(seed)
+    n = int(np.prod(dims, dtype=np.int64))
+    threshold, _ = _dropout_args(rate)
+    mask: np.ndarray = _core.dropout_mask(n, s, threshold).reshape(dims)
+    return mask
+
+
+def embed(
+    token_table: Any,
+    token_ids: Any,
+    pos_table: Any,
+    *,
+    positions: Any = None,
+    offset: int = 0,
+    dropout: float = 0.0,
+    seed: int | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """``dropout(token_table[token_ids] + pos_table[positions])`` in one pass.
+
+    Parameters
+    ----------
+    token_table : (V, d) float array (float16, bfloat16, float32, float64).
+    token_ids : (T,) or (B, T) integer ids in 0..V-1.
+    pos_table : (L, d) array of the same dtype (a learned position table).
+    positions : optional integer positions broadcastable to ``token_ids``;
+        default ``offset + arange(T)`` for every row.
+    offset : first position when ``positions`` is not given (say, the length
+        of a cached prefix).
+    dropout : rate p in [0, 1): each value is zeroed with probability p and
+        the kept ones scaled by 1 / (1 - p) (inverted dropout). 0 is exact
+        addition.
+    seed : the mask's seed (0..2**64-1): the same seed gives the same mask for
+        any thread count and SIMD level, and :func:`dropout_mask` returns it.
+        None draws a fresh one; :func:`last_seed` tells which.
+    out : optional C-contiguous output of shape ``token_ids.shape + (d,)``.
+
+    float16 and bfloat16 add and scale in float32 and round once. Every id and
+    position is checked (IndexError naming the first bad one) before anything
+    is written.
+    """
+    tt, kind = v.float_table(token_table, "token_table")
+    pt, _ = v.float_table(pos_table, "pos_table")
+    if tt.dtype != pt.dtype:
+        raise TypeError(
+            f"token_table and pos_table must share a dtype; got {tt.dtype} and {pt.dtype}"
+        )
+    if tt.shape[1] != pt.shape[1]:
+        raise ValueError(
+            "token_table and pos_table must share embed_dim; "
+            f"got {tt.shape[1]} and {pt.shape[1]} columns"
+        )
+    ids = v.as_positions(token_ids, tt.shape[0], "raise", "token_ids")
+    if ids.ndim not in (1, 2):
+        raise ValueError(f"token_ids must be (T,) or (B, T); got shape {ids.shape}")
+    v.check_in_range(ids, tt.shape[0], "token_ids", "token id")
+    rate = v.probability(dropout, "dropout")
+    length = pt.shape[0]
+    t = ids.shape[-1]
+    pos: np.ndarray | None = None
+    start = 0
+    if positions is None:
+        start = v.non_negative_int(offset, "offset")
+        if ids.size and start + t > length:
+            raise IndexError(
+                f"positions {start}..{start + t - 1} (offset {start} + arange({t})) go past "
+                f"pos_table's {length} rows (valid positions are 0..{length - 1})"
+            )
+    else:
+        if not (isinstance(offset, (int, np.integer)) and offset == 0):
+            raise ValueError("give positions or offset, not both")
+        given = v.as_positions(positions, length, "raise", "positions")
+        try:
+            spread = np.broadcast_to(given, ids.shape)
+        except ValueError:
+            raise ValueError(
+                f"positions of shape {given.shape} do not broadcast to token_ids' shape {ids.shape}"
+            ) from None
+        v.check_in_range(given, length, "positions", "position")
+        pos = np.ascontiguousarray(spread, dtype=np.int64)
+    s = _seed(seed) if rate > 0 else 0
+    if out is not None:
+        mine = tuple(x for x in (token_ids, positions) if isinstance(x, np.ndarray))
+        v.check_out(out, (*ids.shape, tt.shape[1]), tt.dtype, tables=(tt, pt), indices=(ids, *mine))
+    threshold, scale = _dropout_args(rate)
+    ids64 = np.ascontiguousarray(ids, dtype=np.int64)
+    result: np.ndarray = _core.embed(
+        tt, pt, kind, ids64, pos, start, max(t, 1), rate > 0, s, threshold, scale, out
+    )
+    return result
