@@ -1,0 +1,274 @@
+"""embed and dropout_mask against their NumPy twins, PyTorch and their own promises."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import posembed
+from posembed import reference
+
+from .conftest import assert_same, torch_or_skip
+
+FLOAT_DTYPES = ["float16", "bfloat16", "float32", "float64"]
+
+
+def _dtype(name):
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def tables(rng, dtype="float32", vocab=50, length=16, d=12):
+    dt = _dtype(dtype)
+    tok = rng.standard_normal((vocab, d)).astype(dt)
+    pos = rng.standard_normal((length, d)).astype(dt)
+    return tok, pos
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.5, 0.999])
+@pytest.mark.parametrize("shape", [(10,), (3, 10), (4, 1), (2, 0)])
+def test_matches_reference(rng, dtype, p, shape):
+    tok, pos = tables(rng, dtype)
+    ids = rng.integers(0, len(tok), shape)
+    for offset in (0, 6):
+        got = posembed.embed(tok, ids, pos, offset=offset, dropout=p, seed=7)
+        want = reference.embed(tok, ids, pos, offset=offset, dropout=p, seed=7)
+        assert got.shape == (*shape, tok.shape[1])
+        assert got.dtype == tok.dtype
+        assert_same(got, want)
+
+
+@pytest.mark.parametrize("positions_shape", [(10,), (1, 10), (3, 1), (3, 10), ()])
+def test_positions_broadcast(rng, positions_shape):
+    tok, pos = tables(rng)
+    ids = rng.integers(0, len(tok), (3, 10))
+    where = rng.integers(0, len(pos), positions_shape)
+    got = posembed.embed(tok, ids, pos, positions=where, dropout=0.2, seed=3)
+    assert_same(got, reference.embed(tok, ids, pos, positions=where, dropout=0.2, seed=3))
+    plain = posembed.embed(tok, ids, pos, positions=where)
+    spread = np.broadcast_to(where, ids.shape)
+    assert_same(plain, tok[ids] + pos[spread])
+
+
+def test_dropout_zero_is_exact_addition(rng):
+    tok, pos = tables(rng, vocab=300, length=64, d=40)
+    ids = rng.integers(0, 300, (5, 64))
+    assert_same(posembed.embed(tok, ids, pos), tok[ids] + pos[np.arange(64)])
+    assert_same(posembed.embed(tok, ids[0, :20], pos, offset=44), tok[ids[0, :20]] + pos[44:])
+
+
+def test_mask_is_the_one_applied_and_scaled(rng):
+    tok, pos = tables(rng, vocab=100, length=32, d=24)
+    ids = rng.integers(0, 100, (4, 32))
+    for p in (0.1, 0.5, 0.9):
+        out = posembed.embed(tok, ids, pos, dropout=p, seed=11)
+        keep = posembed.dropout_mask(out.shape, p, 11)
+        assert_same(keep, reference.dropout_mask(out.shape, p, 11))
+        total = tok[ids] + pos[np.arange(32)]
+        assert_same(out, np.where(keep, total * np.float32(1 / (1 - p)), np.float32(0)))
+        assert not out[~keep].any()
+
+
+def test_same_seed_same_mask_other_seed_other_mask(rng):
+    tok, pos = tables(rng)
+    ids = rng.integers(0, len(tok), (3, 16))
+    a = posembed.embed(tok, ids, pos, dropout=0.5, seed=1)
+    assert_same(posembed.embed(tok, ids, pos, dropout=0.5, seed=1), a)
+    b = posembed.embed(tok, ids, pos, dropout=0.5, seed=2)
+    assert not np.array_equal(a, b)
+    # the seed drawn for seed=None is reported, and reproduces the mask
+    c = posembed.embed(tok, ids, pos, dropout=0.5)
+    drawn = posembed.last_seed()
+    assert isinstance(drawn, int)
+    assert_same(posembed.embed(tok, ids, pos, dropout=0.5, seed=drawn), c)
+    assert_same(
+        posembed.dropout_mask(c.shape, 0.5, drawn), reference.dropout_mask(c.shape, 0.5, drawn)
+    )
+
+
+def test_mask_does_not_depend_on_how_the_batch_is_split():
+    # element e's bits depend on (seed, e) only: any window of them is the
+    # same slice of the whole, whatever its parity or length
+    whole = reference.uniform_bits(99, 5000)
+    for first, n in ((0, 1), (1, 1), (3, 4), (7, 1025), (1000, 3001)):
+        mask = posembed.dropout_mask(first + n, 0.3, 99)[first:]
+        assert_same(mask, whole[first : first + n] >= int(0.3 * 2**32))
+
+
+def test_kept_fraction_within_four_sigma():
+    n = 1 << 22
+    for p in (0.1, 0.5, 0.97):
+        kept = posembed.dropout_mask(n, p, 2024).sum()
+        sigma = np.sqrt(n * p * (1 - p))
+        assert abs(kept - n * (1 - p)) < 4 * sigma, (p, kept)
+
+
+def test_thread_counts_give_identical_bytes(rng, restore_threads, tiny_thresholds):
+    tok, pos = tables(rng, vocab=500, length=128, d=96)
+    ids = rng.integers(0, 500, (6, 128))
+    want = reference.embed(tok, ids, pos, dropout=0.1, seed=5)
+    mask = reference.dropout_mask((1000, 33), 0.25, 5)
+    for threads in (1, 2, 3):
+        posembed.set_num_threads(threads)
+        assert_same(posembed.embed(tok, ids, pos, dropout=0.1, seed=5), want)
+        assert_same(posembed.dropout_mask((1000, 33), 0.25, 5), mask)
+
+
+def test_simd_levels_give_identical_bytes(tmp_path):
+    # The mask hash has an AVX2 and a baseline build; POSEMBED_SIMD=baseline
+    # forces the latter in a fresh process.
+    script = (
+        "import numpy as np, posembed, sys\n"
+        "rng = np.random.default_rng(0)\n"
+        "tok = rng.standard_normal((300, 77)).astype(np.float32)\n"
+        "pos = rng.standard_normal((64, 77)).astype(np.float32)\n"
+        "ids = rng.integers(0, 300, (3, 64))\n"
+        "out = posembed.embed(tok, ids, pos, dropout=0.3, seed=8)\n"
+        "np.save(sys.argv[1], out)\n"
+    )
+    results = {}
+    for level in ("baseline", "default"):
+        path = tmp_path / f"{level}.npy"
+        env = dict(os.environ)
+        if level == "baseline":
+            env["POSEMBED_SIMD"] = "baseline"
+        subprocess.run([sys.executable, "-c", script, str(path)], check=True, env=env)
+        results[level] = np.load(path)
+    assert_same(results["baseline"], results["default"])
+
+
+def test_out_is_filled_and_checked(rng):
+    tok, pos = tables(rng)
+    ids = rng.integers(0, len(tok), (2, 8))
+    out = np.full((2, 8, tok.shape[1]), 5, np.float32)
+    got = posembed.embed(tok, ids, pos, dropout=0.3, seed=4, out=out)
+    assert got is out
+    assert_same(out, reference.embed(tok, ids, pos, dropout=0.3, seed=4))
+    bad = [
+        (np.zeros((2, 8, tok.shape[1]), np.float64), TypeError, "dtype float32"),
+        (np.zeros((2, 9, tok.shape[1]), np.float32), ValueError, "shape"),
+        (np.zeros((2, 8, 2 * tok.shape[1]), np.float32)[..., ::2], ValueError, "C-contiguous"),
+        (tok[:16].reshape(2, 8, -1), ValueError, "overlap"),
+    ]
+    for o, exc, text in bad:
+        before = o.copy()
+        with pytest.raises(exc, match=text):
+            posembed.embed(tok, ids, pos, out=o)
+        assert_same(o, before)
+
+
+def test_bad_ids_and_positions_raise_before_writing(rng):
+    tok, pos = tables(rng, vocab=50, length=16)
+    ids = rng.integers(0, 50, (2, 8))
+    ids[1, 3] = 50
+    out = np.full((2, 8, tok.shape[1]), 9, np.float32)
+    with pytest.raises(IndexError, match=r"token id 50 at token_ids\[1, 3\].*50 rows.*0\.\.49"):
+        posembed.embed(tok, ids, pos, out=out)
+    assert (out == 9).all()
+    with pytest.raises(IndexError):
+        reference.embed(tok, ids, pos)
+    ok = ids % 50
+    with pytest.raises(IndexError, match=r"positions 10\.\.17 .*16 rows"):
+        posembed.embed(tok, ok, pos, offset=10)
+    with pytest.raises(IndexError, match=r"position -1 at positions\[2\]"):
+        posembed.embed(tok, ok, pos, positions=np.array([0, 1, -1, 3, 4, 5, 6, 7]))
+    with pytest.raises(IndexError):
+        reference.embed(tok, ok, pos, offset=10)
+
+
+BAD = [
+    ("p one", {"dropout": 1.0}, ValueError, r"\[0, 1\)"),
+    ("p negative", {"dropout": -0.1}, ValueError, r"\[0, 1\)"),
+    ("p nan", {"dropout": float("nan")}, ValueError, r"\[0, 1\)"),
+    ("p text", {"dropout": "0.1"}, TypeError, "number"),
+    ("seed negative", {"dropout": 0.1, "seed": -1}, ValueError, "seed"),
+    ("seed huge", {"dropout": 0.1, "seed": 2**64}, ValueError, "seed"),
+    ("seed float", {"dropout": 0.1, "seed": 1.5}, TypeError, "seed"),
+    ("negative offset", {"offset": -1}, ValueError, "offset"),
+    ("positions and offset", {"positions": np.arange(8), "offset": 1}, ValueError, "not both"),
+    ("positions shape", {"positions": np.arange(5)}, ValueError, "broadcast"),
+]
+
+
+@pytest.mark.parametrize(("kw", "exc", "text"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_arguments(rng, kw, exc, text):
+    tok, pos = tables(rng)
+    ids = rng.integers(0, len(tok), (2, 8))
+    with pytest.raises(exc, match=text):
+        posembed.embed(tok, ids, pos, **kw)
+    with pytest.raises(exc):
+        reference.embed(tok, ids, pos, **{"seed": 0, **kw})
+
+
+def test_bad_tables_and_ids(rng):
+    tok, pos = tables(rng)
+    with pytest.raises(TypeError, match="share a dtype"):
+        posembed.embed(tok, [1, 2], pos.astype(np.float64))
+    with pytest.raises(ValueError, match="share embed_dim"):
+        posembed.embed(tok, [1, 2], pos[:, :5])
+    with pytest.raises(ValueError, match=r"\(T,\) or \(B, T\)"):
+        posembed.embed(tok, np.zeros((2, 2, 2), int), pos)
+    with pytest.raises(TypeError, match="integers"):
+        posembed.embed(tok, np.zeros(3), pos)
+    with pytest.raises(TypeError, match="float dtype"):
+        posembed.embed(tok.astype(np.int32), [1], pos.astype(np.int32))
+    with pytest.raises(TypeError, match="seed"):
+        posembed.dropout_mask((3,), 0.1, None)
+
+
+def test_inputs_are_not_modified(rng):
+    tok, pos = tables(rng)
+    ids = rng.integers(0, len(tok), (2, 8)).astype(np.uint16)
+    copies = [x.copy() for x in (tok, pos, ids)]
+    posembed.embed(tok, ids, pos, dropout=0.5, seed=1)
+    for x, c in zip((tok, pos, ids), copies, strict=True):
+        assert_same(x, c)
+
+
+def test_learned_position_embedding_applies_its_dropout_when_training(rng):
+    emb = posembed.LearnedPositionEmbedding(32, 8, seed=0)
+    twin = reference.LearnedPositionEmbedding(32, 8, seed=0)
+    assert emb.dropout == 0.1
+    tok = rng.standard_normal((20, 8)).astype(np.float32)
+    ids = rng.integers(0, 20, (2, 10))
+    assert_same(emb.embed(tok, ids), tok[ids] + emb.embeddings[:10])
+    assert_same(emb.embed(tok, ids, offset=5), twin.embed(tok, ids, offset=5))
+    trained = emb.embed(tok, ids, training=True, seed=9)
+    assert_same(trained, twin.embed(tok, ids, training=True, seed=9))
+    assert_same(trained, posembed.embed(tok, ids, emb.embeddings, dropout=0.1, seed=9))
+    assert emb.extend(64).dropout == 0.1
+    quiet = posembed.LearnedPositionEmbedding(32, 8, seed=0, dropout=0.0)
+    assert_same(quiet.embed(tok, ids, training=True), tok[ids] + emb.embeddings[:10])
+    with pytest.raises(ValueError, match="dropout"):
+        posembed.LearnedPositionEmbedding(32, 8, dropout=1.0)
+    with pytest.raises(TypeError, match="training"):
+        emb.embed(tok, ids, training="yes")
+
+
+def test_pytorch_embedding_plus_position_is_the_same(rng):
+    torch = torch_or_skip()
+    tok, pos = tables(rng, vocab=1000, length=128, d=64)
+    ids = rng.integers(0, 1000, (4, 128))
+    t_out = torch.nn.functional.embedding(torch.from_numpy(ids), torch.from_numpy(tok))
+    t_out = t_out + torch.from_numpy(pos)[torch.arange(128)]
+    assert_same(posembed.embed(tok, ids, pos), t_out.numpy())
+    # inverted dropout: kept values scaled by 1 / (1 - p), as F.dropout
+    x = torch.ones(10_000)
+    kept = torch.nn.functional.dropout(x, 0.25, training=True)
+    scale = kept[kept != 0].unique()
+    ours = posembed.embed(
+        np.ones((1, 1), np.float32),
+        np.zeros(10_000, int),
+        np.zeros((10_000, 1), np.float32),
+        dropout=0.25,
+        seed=1,
+    )
+    assert np.unique(ours[ours != 0]).tolist() == scale.tolist()

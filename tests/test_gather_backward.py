@@ -1,0 +1,148 @@
+"""gather_backward against numpy.add.at, its twin, PyTorch, and the gradient of gather."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import posembed
+from posembed import reference
+
+from .conftest import assert_same, torch_or_skip
+
+FLOAT_DTYPES = ["float16", "bfloat16", "float32", "float64"]
+
+
+def _dtype(name):
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(7,), (3, 40), (2, 3, 5), ()])
+def test_equals_numpy_add_at(rng, dtype, shape):
+    length, d = 12, 9
+    positions = rng.integers(0, length, shape)
+    grad = rng.standard_normal((*shape, d)).astype(dtype)
+    want = np.zeros((length, d), dtype)
+    np.add.at(want, positions, grad)
+    assert_same(posembed.gather_backward(grad, positions, length), want)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_matches_reference(rng, dtype):
+    dt = _dtype(dtype)
+    positions = rng.integers(0, 30, (4, 50))
+    grad = rng.standard_normal((4, 50, 17)).astype(dt)
+    got = posembed.gather_backward(grad, positions, 30)
+    assert got.dtype == dt
+    assert_same(got, reference.gather_backward(grad, positions, 30))
+
+
+def test_rows_never_named_are_zero_and_out_is_overwritten(rng):
+    positions = np.array([[3, 3, 0], [3, 5, 0]])
+    grad = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    out = np.full((8, 4), 7, np.float32)
+    got = posembed.gather_backward(grad, positions, 8, out=out)
+    assert got is out
+    for r in (1, 2, 4, 6, 7):
+        assert not out[r].any()
+    assert_same(out[5], grad[1, 1])
+    assert_same(out[3], (np.float32(0) + grad[0, 0] + grad[0, 1]) + grad[1, 0])
+    empty = posembed.gather_backward(np.zeros((0, 4), np.float32), np.zeros(0, int), 3, out=out[:3])
+    assert not empty.any()
+
+
+def test_thread_counts_give_identical_bytes(rng, restore_threads, tiny_thresholds):
+    # Zipf-like ids: a few rows take most of the work
+    positions = np.minimum(rng.zipf(1.3, (8, 512)) - 1, 999)
+    grad = rng.standard_normal((8, 512, 48)).astype(np.float32)
+    want = reference.gather_backward(grad, positions, 1000)
+    for threads in (1, 2, 3):
+        posembed.set_num_threads(threads)
+        assert_same(posembed.gather_backward(grad, positions, 1000), want)
+        out = np.full((1000, 48), 3, np.float32)
+        assert_same(posembed.gather_backward(grad, positions, 1000, out=out), want)
+
+
+def test_is_the_gradient_of_gather(rng):
+    # loss(table) = sum(gather(table, positions) * upstream); its gradient is
+    # gather_backward(upstream, positions, L). Central differences in float64.
+    length, d = 10, 6
+    table = rng.standard_normal((length, d))
+    positions = rng.integers(0, length, (3, 7))
+    upstream = rng.standard_normal((3, 7, d))
+
+    def loss(t):
+        return float((posembed.gather(t, positions) * upstream).sum())
+
+    analytic = posembed.gather_backward(upstream, positions, length)
+    eps = 1e-6
+    numeric = np.zeros_like(table)
+    for r in range(length):
+        for c in range(d):
+            up, down = table.copy(), table.copy()
+            up[r, c] += eps
+            down[r, c] -= eps
+            numeric[r, c] = (loss(up) - loss(down)) / (2 * eps)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_serves_the_token_table(rng):
+    vocab, d = 500, 16
+    ids = rng.integers(0, vocab, (4, 64))
+    grad = rng.standard_normal((4, 64, d)).astype(np.float32)
+    want = np.zeros((vocab, d), np.float32)
+    np.add.at(want, ids, grad)
+    assert_same(posembed.gather_backward(grad, ids.astype(np.uint16), vocab), want)
+
+
+def test_bad_input(rng):
+    grad = np.zeros((2, 3, 4), np.float32)
+    positions = np.zeros((2, 3), int)
+    bad = positions.copy()
+    bad[1, 2] = 5
+    with pytest.raises(IndexError, match=r"position 5 at positions\[1, 2\].*5 rows.*0\.\.4"):
+        posembed.gather_backward(grad, bad, 5)
+    with pytest.raises(ValueError, match=r"positions.shape \+ \(d,\)"):
+        posembed.gather_backward(grad[:, :2], positions, 5)
+    with pytest.raises(TypeError, match="float dtype"):
+        posembed.gather_backward(grad.astype(np.int32), positions, 5)
+    with pytest.raises(TypeError, match="integers"):
+        posembed.gather_backward(grad, positions.astype(float), 5)
+    with pytest.raises(ValueError, match="length"):
+        posembed.gather_backward(grad, positions, -1)
+    out = np.full((5, 4), 2, np.float32)
+    for o, exc in (
+        (np.zeros((5, 4), np.float64), TypeError),
+        (np.zeros((6, 4), np.float32), ValueError),
+        (out[:, :2], ValueError),
+    ):
+        with pytest.raises(exc):
+            posembed.gather_backward(grad, positions, 5, out=o)
+    bad[0, 0] = -1
+    with pytest.raises(IndexError):
+        posembed.gather_backward(grad, bad, 5, out=out)
+    assert (out == 2).all()
+    for args in (
+        (grad, bad, 5),
+        (grad[:, :2], positions, 5),
+        (grad.astype(np.int32), positions, 5),
+    ):
+        with pytest.raises((IndexError, ValueError, TypeError)):
+            reference.gather_backward(*args)
+
+
+def test_pytorch_embedding_backward_is_the_same(rng):
+    torch = torch_or_skip()
+    vocab, d = 300, 32
+    ids = rng.integers(0, vocab, (4, 100))
+    # integer-valued grads: every summation order gives the same exact sums
+    upstream = rng.integers(-50, 50, (4, 100, d)).astype(np.float32)
+    weight = torch.zeros((vocab, d), requires_grad=True)
+    out = torch.nn.functional.embedding(torch.from_numpy(ids), weight)
+    out.backward(torch.from_numpy(upstream))
+    assert_same(posembed.gather_backward(upstream, ids, vocab), weight.grad.numpy())
