@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -81,6 +82,14 @@ void embed_t(const RowsView& tokens, const int64_t* ids, int64_t rows, const Row
       const auto* a = reinterpret_cast<const S*>(tokens.data + id * tokens.row_stride);
       const auto* b = reinterpret_cast<const S*>(pos.data + p * pos.row_stride);
       S* dst = out + r * cols;
+      // The next token row is a random read from memory: ask for it now, so
+      // that its latency hides behind this row's work.
+      if (r + 1 < end) {
+        const int64_t next = std::clamp<int64_t>(ids[r + 1], 0, last_token);
+        const char* row = tokens.data + next * tokens.row_stride;
+        const auto row_bytes = cols * static_cast<int64_t>(sizeof(S));
+        for (int64_t k = 0; k < row_bytes; k += 64) __builtin_prefetch(row + k);
+      }
       if (drop.active) uniform_bits(drop.key, r * cols, cols, u.data());
       if constexpr (std::is_same_v<S, C>) {
         if (drop.active) {
@@ -115,10 +124,18 @@ void uniform_bits(uint64_t key, int64_t first, int64_t n, uint32_t* u) {
   }
   while (end - e >= 2) {
     const int64_t pairs = std::min<int64_t>(kBlock / 2, (end - e) / 2);
-    g_hash_pairs(key, e >> 1, pairs, h);
-    for (int64_t m = 0; m < pairs; ++m) {
-      u[2 * m] = low(h[m]);
-      u[2 * m + 1] = high(h[m]);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    // Each hash's low half comes first in memory: hash straight into u.
+    if (reinterpret_cast<uintptr_t>(u) % alignof(uint64_t) == 0) {
+      g_hash_pairs(key, e >> 1, pairs, reinterpret_cast<uint64_t*>(u));
+    } else
+#endif
+    {
+      g_hash_pairs(key, e >> 1, pairs, h);
+      for (int64_t m = 0; m < pairs; ++m) {
+        u[2 * m] = low(h[m]);
+        u[2 * m + 1] = high(h[m]);
+      }
     }
     u += 2 * pairs;
     e += 2 * pairs;

@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,8 @@ CASE_NAMES = {
         "stitch mean, 200k tokens",
     ),
     "chunk": ("256 MB token file",),
+    "embed": ("B8 T1024 d768, dropout 0.1", "B8 T1024 d768, no dropout"),
+    "gather_backward": ("positions -> 1024 rows", "token ids -> 50257 rows"),
 }
 
 
@@ -660,6 +663,109 @@ def chunk_cases() -> list[Case]:
     ]
 
 
+def embed_cases() -> list[Case]:
+    # GPT-2 small: vocabulary 50257, d 768, batches of 8 x 1024 tokens.
+    rng = np.random.default_rng(11)
+    vocab, length, d, b, t, p = 50_257, 1024, 768, 8, 1024, 0.1
+    tok = (rng.standard_normal((vocab, d), dtype=np.float32) * 0.02).astype(np.float32)
+    pos = (rng.standard_normal((length, d), dtype=np.float32) * 0.02).astype(np.float32)
+    ids = rng.integers(0, vocab, (b, t))
+    torch = _torch()
+    if torch is not None:
+        tt, pt, it = torch.from_numpy(tok), torch.from_numpy(pos), torch.from_numpy(ids)
+        functional = torch.nn.functional
+    cases = []
+    for rate, name in ((p, "B8 T1024 d768, dropout 0.1"), (0.0, "B8 T1024 d768, no dropout")):
+
+        def numpy_way(rate: float = rate) -> np.ndarray:  # gather, add, mask, scale
+            x = tok[ids]
+            x += pos[:t]
+            if rate:
+                x *= rng.random(x.shape, dtype=np.float32) >= rate
+                x *= np.float32(1 / (1 - rate))
+            return x
+
+        impls: dict[str, Callable[[], object]] = {
+            "reference": partial(reference.embed, tok, ids, pos, dropout=rate, seed=1),
+            "numpy": numpy_way,
+            "posembed": partial(posembed.embed, tok, ids, pos, dropout=rate, seed=1),
+        }
+        if torch is not None:
+
+            def torch_way(rate: float = rate) -> object:  # F.embedding + add + F.dropout
+                with torch.no_grad():
+                    x = functional.embedding(it, tt) + pt[:t]
+                    return functional.dropout(x, rate, training=True) if rate else x
+
+            impls["torch"] = torch_way
+
+        def check(rate: float = rate) -> bool:
+            got = posembed.embed(tok, ids, pos, dropout=rate, seed=1)
+            return bool(np.array_equal(got, reference.embed(tok, ids, pos, dropout=rate, seed=1)))
+
+        cases.append(
+            Case(
+                "embed",
+                name,
+                f"vocab {vocab}, f32",
+                b * t * d * 4,
+                impls,
+                "copy fresh",
+                check,
+            )
+        )
+    return cases
+
+
+def gather_backward_cases() -> list[Case]:
+    rng = np.random.default_rng(12)
+    vocab, length, d, b, t = 50_257, 1024, 768, 8, 1024
+    grad = rng.standard_normal((b, t, d), dtype=np.float32)
+    torch = _torch()
+    cases = []
+    for name, rows, where in (
+        ("positions -> 1024 rows", length, np.broadcast_to(np.arange(t), (b, t)).copy()),
+        ("token ids -> 50257 rows", vocab, rng.integers(0, vocab, (b, t))),
+    ):
+
+        def add_at(rows: int = rows, where: np.ndarray = where) -> np.ndarray:
+            acc = np.zeros((rows, d), np.float32)
+            np.add.at(acc, where, grad)
+            return acc
+
+        impls: dict[str, Callable[[], object]] = {
+            "reference": partial(reference.gather_backward, grad, where, rows),
+            "numpy": add_at,
+            "posembed": partial(posembed.gather_backward, grad, where, rows),
+        }
+        if torch is not None:
+            g2 = torch.from_numpy(grad.reshape(-1, d))
+            w1 = torch.from_numpy(where.reshape(-1))
+
+            def torch_way(rows: int = rows, g2: Any = g2, w1: Any = w1) -> object:
+                return torch.zeros((rows, d)).index_add_(0, w1, g2)  # embedding's backward
+
+            impls["torch"] = torch_way
+
+        def check(rows: int = rows, where: np.ndarray = where) -> bool:
+            return bool(
+                np.array_equal(posembed.gather_backward(grad, where, rows), add_at(rows, where))
+            )
+
+        cases.append(
+            Case(
+                "gather_backward",
+                name,
+                f"grad {b}x{t}x{d} f32",
+                rows * d * 4,
+                impls,
+                None,
+                check,
+            )
+        )
+    return cases
+
+
 BUILDERS: dict[str, Callable[[], list[Case]]] = {
     "gather": gather_cases,
     "interpolate": interpolate_cases,
@@ -668,6 +774,8 @@ BUILDERS: dict[str, Callable[[], list[Case]]] = {
     "similarity": similarity_cases,
     "windows": windows_cases,
     "chunk": chunk_cases,
+    "embed": embed_cases,
+    "gather_backward": gather_backward_cases,
 }
 
 
