@@ -399,7 +399,7 @@ py::array embed(const py::array& tokens, const py::array& pos, int kind, const I
   std::vector<py::ssize_t> shape(ids.shape(), ids.shape() + ids.ndim());
   shape.push_back(tokens.shape(1));
   py::array out = output_for(tokens, shape, out_obj);
-  const posembed::DropoutSpec drop{active, posembed::dropout_key(seed), threshold, scale};
+  const posembed::DropoutSpec drop{active, posembed::random_key(seed), threshold, scale};
   char* dst = static_cast<char*>(out.mutable_data());
   {
     py::gil_scoped_release nogil;
@@ -415,7 +415,7 @@ py::array dropout_mask(int64_t n, uint64_t seed, uint32_t threshold) {
   bool* dst = mask.mutable_data();
   {
     py::gil_scoped_release nogil;
-    posembed::dropout_mask(posembed::dropout_key(seed), threshold, n, dst);
+    posembed::dropout_mask(posembed::random_key(seed), threshold, n, dst);
   }
   return mask;
 }
@@ -476,6 +476,7 @@ py::dict config() {
                   "openmp_version"_a = posembed::openmp_version(),
                   "simd"_a = posembed::kernel_simd_level(),
                   "cpu_simd"_a = posembed::cpu_simd_level(),
+                  "dropout_rng"_a = posembed::random_bits_impl(),
                   "num_threads"_a = posembed::get_num_threads(),
                   "default_num_threads"_a = posembed::default_num_threads(),
                   "max_num_threads"_a = posembed::max_num_threads(),

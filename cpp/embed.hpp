@@ -4,31 +4,25 @@
 // pass of the lookups is gather_backward.hpp.)
 //
 // The dropout mask is counter-based: element e of the flat output keeps its
-// value when uniform_bits(key, e) >= threshold, where
-//   key = mix(seed), h(i) = mix(key + (i + 1) * 0x9E3779B97F4A7C15) (mod 2^64),
-//   uniform_bits(key, e) = low 32 bits of h(e / 2) for even e, high 32 bits for odd e,
-// and mix is SplitMix64's finaliser. So a seed gives the same mask for any
-// thread count, SIMD level or split of the work.
+// value when its 32 random bits (random.hpp, a function of seed and e only)
+// are at least threshold = floor(p * 2^32). So a seed gives the same mask for
+// any thread count, SIMD level or split of the work.
 #pragma once
 
 #include <cstdint>
 
 #include "half.hpp"
 #include "interpolate.hpp"
+#include "random.hpp"
 
 namespace posembed {
 
-uint64_t dropout_key(uint64_t seed);
-
-// u[k] = uniform_bits(key, first + k) for k in [0, n).
-void uniform_bits(uint64_t key, int64_t first, int64_t n, uint32_t* u);
-
-// mask[e] = uniform_bits(key, e) >= threshold for e in [0, n).
-void dropout_mask(uint64_t key, uint32_t threshold, int64_t n, bool* mask);
+// mask[e] = random bits of e >= threshold, for e in [0, n).
+void dropout_mask(const RandomKey& key, uint32_t threshold, int64_t n, bool* mask);
 
 struct DropoutSpec {
   bool active;         // false: exact addition
-  uint64_t key;        // dropout_key(seed)
+  RandomKey key;       // random_key(seed)
   uint32_t threshold;  // floor(p * 2^32)
   double scale;        // 1 / (1 - p), rounded to the compute type by the kernel
 };

@@ -94,6 +94,14 @@ def test_same_seed_same_mask_other_seed_other_mask(rng):
     )
 
 
+def test_every_random_bits_path_gives_the_reference_bits():
+    # Block counts that leave each remainder of the 8-block VAES loop and the
+    # 4-block AES-NI loop, with heads and tails inside a block.
+    whole = reference.uniform_bits(2**63 + 5, 4 * 64 + 3)
+    for n in range(4 * 64 + 3):
+        assert_same(posembed.dropout_mask(n, 0.5, 2**63 + 5), whole[:n] >= 2**31)
+
+
 def test_mask_does_not_depend_on_how_the_batch_is_split():
     # element e's bits depend on (seed, e) only: any window of them is the
     # same slice of the whole, whatever its parity or length
@@ -133,6 +141,7 @@ def test_simd_levels_give_identical_bytes(tmp_path):
         "ids = rng.integers(0, 300, (3, 64))\n"
         "out = posembed.embed(tok, ids, pos, dropout=0.3, seed=8)\n"
         "np.save(sys.argv[1], out)\n"
+        "print('rng', posembed.config()['dropout_rng'])\n"
     )
     results = {}
     for level in ("baseline", "default"):
@@ -140,7 +149,15 @@ def test_simd_levels_give_identical_bytes(tmp_path):
         env = dict(os.environ)
         if level == "baseline":
             env["POSEMBED_SIMD"] = "baseline"
-        subprocess.run([sys.executable, "-c", script, str(path)], check=True, env=env)
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(path)],
+            check=True,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        rng_line = [ln for ln in done.stdout.splitlines() if ln.startswith("rng ")]
+        assert (rng_line[-1] == "rng software") == (level == "baseline"), done.stdout
         results[level] = np.load(path)
     assert_same(results["baseline"], results["default"])
 

@@ -47,6 +47,7 @@ def test_config_reports_the_build():
     assert facts["simd"] in ("baseline", "avx2")
     assert facts["simd"] == "baseline" or facts["cpu_simd"] in ("avx2", "avx512")
     assert facts["cpu_simd"] in ("baseline", "avx2", "avx512")
+    assert facts["dropout_rng"] in ("vaes", "aesni", "software")
     assert facts["compiler"]
     assert facts["num_threads"] >= 1
     buf = io.StringIO()

@@ -569,18 +569,89 @@ def _seed_value(seed: Any) -> int:
     return int(seed)
 
 
+def _gf_mul(a: int, b: int) -> int:
+    p = 0
+    for _ in range(8):
+        if b & 1:
+            p ^= a
+        a = ((a << 1) ^ (0x1B if a & 0x80 else 0)) & 0xFF
+        b >>= 1
+    return p
+
+
+def _make_sbox() -> np.ndarray:
+    """The AES S-box from its definition: inverse in GF(2^8), then the affine map."""
+    box = np.zeros(256, dtype=np.uint8)
+    for x in range(256):
+        inv = 0
+        if x:
+            inv, base, e = 1, x, 254
+            while e:
+                if e & 1:
+                    inv = _gf_mul(inv, base)
+                base = _gf_mul(base, base)
+                e >>= 1
+        value = inv
+        for s in range(1, 5):
+            value ^= ((inv << s) | (inv >> (8 - s))) & 0xFF
+        box[x] = value ^ 0x63
+    return box
+
+
+_SBOX = _make_sbox()
+_SHIFT_ROWS = np.array([0, 5, 10, 15, 4, 9, 14, 3, 8, 13, 2, 7, 12, 1, 6, 11])
+
+
+def _xtime(a: np.ndarray) -> np.ndarray:
+    doubled: np.ndarray = (a << np.uint8(1)) ^ np.where(a & 0x80, np.uint8(0x1B), np.uint8(0))
+    return doubled
+
+
+def _aes_round(state: np.ndarray, key: np.ndarray, last: bool) -> np.ndarray:
+    """x86 AESENC (AESENCLAST when last) on (N, 16) uint8 states, byte 0 lowest."""
+    t = _SBOX[state[:, _SHIFT_ROWS]]  # ShiftRows, then SubBytes
+    if not last:  # MixColumns, column by column
+        a = t.reshape(-1, 4, 4)
+        a0, a1, a2, a3 = a[:, :, 0], a[:, :, 1], a[:, :, 2], a[:, :, 3]
+        x = a0 ^ a1 ^ a2 ^ a3
+        t = np.stack(
+            [
+                a0 ^ x ^ _xtime(a0 ^ a1),
+                a1 ^ x ^ _xtime(a1 ^ a2),
+                a2 ^ x ^ _xtime(a2 ^ a3),
+                a3 ^ x ^ _xtime(a3 ^ a0),
+            ],
+            axis=2,
+        ).reshape(-1, 16)
+    out: np.ndarray = t ^ key
+    return out
+
+
+def _le_bytes(lo: int, hi: int) -> np.ndarray:
+    return np.frombuffer(lo.to_bytes(8, "little") + hi.to_bytes(8, "little"), dtype=np.uint8)
+
+
 def uniform_bits(seed: int, n: int) -> np.ndarray:
-    """The 32 random bits of elements 0..n-1 for ``seed``: element e takes the
-    low (even e) or high (odd e) half of mix(key + (e // 2 + 1) * gamma), with
-    key = mix(seed), mix SplitMix64's finaliser and gamma 0x9E3779B97F4A7C15."""
-    key = int(_mix(np.array([_seed_value(seed)], dtype=np.uint64))[0])
-    pairs = np.arange(1, (n + 1) // 2 + 1, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        h = _mix(np.uint64(key) + pairs * np.uint64(_GAMMA))
-    bits = np.empty(2 * len(h), dtype=np.uint32)
-    bits[0::2] = (h & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    bits[1::2] = (h >> np.uint64(32)).astype(np.uint32)
-    return bits[:n]
+    """The 32 random bits of elements 0..n-1 for ``seed`` (the ARS construction):
+    k0 = (mix(seed), mix(seed + G)), round keys k_i = k0 + i * W per 64-bit half,
+    block j = AESENCLAST(AESENC^4(j ^ k0, k1..k4), k5) for the 128-bit
+    little-endian counter j, element e = little-endian word e % 4 of block e // 4
+    (mix: SplitMix64's finaliser; G = W_lo = 0x9E3779B97F4A7C15,
+    W_hi = 0xBB67AE8584CAA73B)."""
+    s = _seed_value(seed)
+    lo = int(_mix(np.array([s], dtype=np.uint64))[0])
+    hi = int(_mix(np.array([(s + _GAMMA) & _M64], dtype=np.uint64))[0])
+    keys = [
+        _le_bytes((lo + i * _GAMMA) & _M64, (hi + i * 0xBB67AE8584CAA73B) & _M64) for i in range(6)
+    ]
+    blocks = (n + 3) // 4
+    state = np.zeros((blocks, 16), dtype=np.uint8)
+    state[:, :8] = np.arange(blocks, dtype="<u8").view(np.uint8).reshape(blocks, 8)
+    state ^= keys[0]
+    for r in range(1, 6):
+        state = _aes_round(state, keys[r], last=r == 5)
+    bits: np.ndarray = np.ascontiguousarray(state).view("<u4").reshape(-1)[:n]
+    return bits.astype(np.uint32)
 
 
 def _rate(p: Any, name: str) -> float:
