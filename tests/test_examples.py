@@ -80,18 +80,18 @@ def test_gradient_matches_finite_difference(example, dropout):
     # The loss is quadratic in each table (the dropout mask is fixed by the
     # seed), so a central difference is exact up to rounding: a large eps is fine.
     eps = 1e-3
-    fd_pos = np.zeros_like(pos)
-    for idx in np.ndindex(pos.shape):
-        hi, lo = pos.copy(), pos.copy()
-        hi[idx] += eps
-        lo[idx] -= eps
-        fd_pos[idx] = (loss(tok, hi) - loss(tok, lo)) / (2 * eps)
-    fd_tok = np.zeros_like(tok)
-    for idx in np.ndindex(tok.shape):
-        hi, lo = tok.copy(), tok.copy()
-        hi[idx] += eps
-        lo[idx] -= eps
-        fd_tok[idx] = (loss(hi, pos) - loss(lo, pos)) / (2 * eps)
+
+    def central_differences(table: np.ndarray, f) -> np.ndarray:
+        fd = np.zeros_like(table)
+        for idx in np.ndindex(table.shape):
+            hi, lo = table.copy(), table.copy()
+            hi[idx] += eps
+            lo[idx] -= eps
+            fd[idx] = (f(hi) - f(lo)) / (2 * eps)
+        return fd
+
+    fd_pos = central_differences(pos, lambda p: loss(tok, p))
+    fd_tok = central_differences(tok, lambda t: loss(t, pos))
 
     np.testing.assert_allclose(grad_pos, fd_pos, rtol=1e-6, atol=1e-12)
     np.testing.assert_allclose(grad_tok, fd_tok, rtol=1e-6, atol=1e-12)
