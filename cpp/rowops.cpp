@@ -134,6 +134,65 @@ void blend_stream_sse2(float* dst, const float* a, const float* b, float wa, flo
 #endif
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) void dropout_add_stream_avx2(float* dst, const float* a,
+                                                             const float* b, const uint32_t* u,
+                                                             uint32_t threshold, float scale,
+                                                             int64_t d) {
+  const int64_t head = head_elements(dst, d);
+  dropout_add_t(dst, a, b, u, threshold, scale, head);
+  const __m256 vs = _mm256_set1_ps(scale);
+  const __m256i vt = _mm256_set1_epi32(static_cast<int>(threshold));
+  int64_t j = head;
+  for (; j + 8 <= d; j += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_add_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)), vs);
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + j));
+    // u >= t exactly when max(u, t) == u (unsigned)
+    const __m256i keep = _mm256_cmpeq_epi32(_mm256_max_epu32(bits, vt), bits);
+    _mm256_stream_ps(dst + j, _mm256_and_ps(v, _mm256_castsi256_ps(keep)));
+  }
+  dropout_add_t(dst + j, a + j, b + j, u + j, threshold, scale, d - j);
+}
+#endif
+
+void dropout_add_stream_sse2(float* dst, const float* a, const float* b, const uint32_t* u,
+                             uint32_t threshold, float scale, int64_t d) {
+#if defined(__SSE2__)
+  const int64_t head = head_elements(dst, d);
+  dropout_add_t(dst, a, b, u, threshold, scale, head);
+  const __m128 vs = _mm_set1_ps(scale);
+  // unsigned u >= t is !(t > u), compared signed after flipping the sign bits
+  const __m128i sign = _mm_set1_epi32(static_cast<int>(0x80000000u));
+  const __m128i vt = _mm_xor_si128(_mm_set1_epi32(static_cast<int>(threshold)), sign);
+  int64_t j = head;
+  for (; j + 4 <= d; j += 4) {
+    const __m128 v = _mm_mul_ps(_mm_add_ps(_mm_loadu_ps(a + j), _mm_loadu_ps(b + j)), vs);
+    const __m128i bits =
+        _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u + j)), sign);
+    const __m128i drop = _mm_cmpgt_epi32(vt, bits);
+    _mm_stream_ps(dst + j, _mm_andnot_ps(_mm_castsi128_ps(drop), v));
+  }
+  dropout_add_t(dst + j, a + j, b + j, u + j, threshold, scale, d - j);
+#else
+  dropout_add_t(dst, a, b, u, threshold, scale, d);
+#endif
+}
+
+using DropoutFn = void (*)(float*, const float*, const float*, const uint32_t*, uint32_t, float,
+                           int64_t);
+
+DropoutFn pick_dropout_add_stream() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  const char* forced = std::getenv("POSEMBED_SIMD");
+  const bool baseline = forced != nullptr && std::strcmp(forced, "baseline") == 0;
+  __builtin_cpu_init();
+  if (!baseline && __builtin_cpu_supports("avx2")) return dropout_add_stream_avx2;
+#endif
+  return dropout_add_stream_sse2;
+}
+
+const DropoutFn g_dropout_add_stream = pick_dropout_add_stream();
+
 using BlendFn = void (*)(float*, const float*, const float*, float, float, int64_t);
 
 // POSEMBED_SIMD=baseline forces the SSE2 version (tests use it to check that
@@ -154,6 +213,11 @@ const BlendFn g_blend_stream = pick_blend_stream();
 
 void blend_stream(float* dst, const float* a, const float* b, float wa, float wb, int64_t d) {
   g_blend_stream(dst, a, b, wa, wb, d);
+}
+
+void dropout_add_stream(float* dst, const float* a, const float* b, const uint32_t* u,
+                        uint32_t threshold, float scale, int64_t d) {
+  g_dropout_add_stream(dst, a, b, u, threshold, scale, d);
 }
 
 POSEMBED_CLONES void scale(float* dst, const float* x, float w, int64_t d) { scale_t(dst, x, w, d); }

@@ -33,5 +33,8 @@ void dropout_add(float* dst, const float* a, const float* b, const uint32_t* u,
                  uint32_t threshold, float scale, int64_t d);
 void dropout_add(double* dst, const double* a, const double* b, const uint32_t* u,
                  uint32_t threshold, double scale, int64_t d);
+// dropout_add with streaming stores, as blend_stream (same values).
+void dropout_add_stream(float* dst, const float* a, const float* b, const uint32_t* u,
+                        uint32_t threshold, float scale, int64_t d);
 
 }  // namespace posembed
