@@ -178,36 +178,34 @@ void dropout_add_stream_sse2(float* dst, const float* a, const float* b, const u
 #endif
 }
 
+// The streamed versions have an AVX2 and an SSE2 build; the AVX2 one runs
+// where the CPU has it, unless POSEMBED_SIMD=baseline forces SSE2 (tests use
+// it to check that both give the same bytes).
+bool avx2_streams() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  const char* forced = std::getenv("POSEMBED_SIMD");
+  const bool baseline = forced != nullptr && std::strcmp(forced, "baseline") == 0;
+  __builtin_cpu_init();
+  return !baseline && __builtin_cpu_supports("avx2");
+#else
+  return false;
+#endif
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define POSEMBED_PICK(name) (avx2_streams() ? name##_avx2 : name##_sse2)
+#else
+#define POSEMBED_PICK(name) (name##_sse2)
+#endif
+
 using DropoutFn = void (*)(float*, const float*, const float*, const uint32_t*, uint32_t, float,
                            int64_t);
-
-DropoutFn pick_dropout_add_stream() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  const char* forced = std::getenv("POSEMBED_SIMD");
-  const bool baseline = forced != nullptr && std::strcmp(forced, "baseline") == 0;
-  __builtin_cpu_init();
-  if (!baseline && __builtin_cpu_supports("avx2")) return dropout_add_stream_avx2;
-#endif
-  return dropout_add_stream_sse2;
-}
-
-const DropoutFn g_dropout_add_stream = pick_dropout_add_stream();
+const DropoutFn g_dropout_add_stream = POSEMBED_PICK(dropout_add_stream);
 
 using BlendFn = void (*)(float*, const float*, const float*, float, float, int64_t);
+const BlendFn g_blend_stream = POSEMBED_PICK(blend_stream);
 
-// POSEMBED_SIMD=baseline forces the SSE2 version (tests use it to check that
-// both give the same bytes).
-BlendFn pick_blend_stream() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  const char* forced = std::getenv("POSEMBED_SIMD");
-  const bool baseline = forced != nullptr && std::strcmp(forced, "baseline") == 0;
-  __builtin_cpu_init();
-  if (!baseline && __builtin_cpu_supports("avx2")) return blend_stream_avx2;
-#endif
-  return blend_stream_sse2;
-}
-
-const BlendFn g_blend_stream = pick_blend_stream();
+#undef POSEMBED_PICK
 
 }  // namespace
 
