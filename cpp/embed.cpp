@@ -27,11 +27,8 @@ void embed_t(const RowsView& tokens, const int64_t* ids, int64_t rows, const Row
   const int64_t last_token = tokens.rows - 1;
   const int64_t last_pos = pos.rows - 1;
   const auto bytes = rows * cols * static_cast<int64_t>(sizeof(S));
-  // Large float32 outputs, fresh or not, are written with streaming stores:
-  // unlike a plain copy, embed's random token-row reads compete with the
-  // reads that ordinary stores make of every destination line (measured:
-  // 0.63-0.71x of the fresh copy roofline plain, 0.86-1.03x streamed).
-  const bool stream = std::is_same_v<S, float> && bytes >= stream_min_bytes();
+  // Large float32 outputs are streamed, fresh or not (see runtime.hpp).
+  const bool stream = std::is_same_v<S, float> && use_streaming_random_reads(bytes);
   parallel_for(rows, threads_for_bytes(bytes), [&](int64_t begin, int64_t end, int) {
     std::vector<uint32_t> u(static_cast<size_t>(drop.active ? cols : 0));
     for (int64_t r = begin; r < end; ++r) {

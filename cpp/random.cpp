@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <cstring>
+
+#include "runtime.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -178,8 +179,7 @@ struct Impl {
 // POSEMBED_SIMD=baseline forces the software rounds (tests compare the bits).
 Impl pick() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  const char* forced = std::getenv("POSEMBED_SIMD");
-  const bool baseline = forced != nullptr && std::strcmp(forced, "baseline") == 0;
+  const bool baseline = simd_baseline_forced();
   __builtin_cpu_init();
   if (!baseline && __builtin_cpu_supports("vaes") && __builtin_cpu_supports("avx2") &&
       __builtin_cpu_supports("aes")) {

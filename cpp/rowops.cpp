@@ -1,8 +1,9 @@
 #include "rowops.hpp"
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
+
+#include "runtime.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -183,8 +184,7 @@ void dropout_add_stream_sse2(float* dst, const float* a, const float* b, const u
 // it to check that both give the same bytes).
 bool avx2_streams() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  const char* forced = std::getenv("POSEMBED_SIMD");
-  const bool baseline = forced != nullptr && std::strcmp(forced, "baseline") == 0;
+  const bool baseline = simd_baseline_forced();
   __builtin_cpu_init();
   return !baseline && __builtin_cpu_supports("avx2");
 #else

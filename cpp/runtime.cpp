@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <pthread.h>
@@ -81,6 +83,10 @@ bool use_streaming(int64_t output_bytes, bool fresh_output) {
   return !fresh_output && output_bytes >= stream_min_bytes();
 }
 
+bool use_streaming_random_reads(int64_t output_bytes) {
+  return output_bytes >= stream_min_bytes();
+}
+
 void set_thresholds(int64_t parallel_min, int64_t stream_min) {
   g_parallel_min.store(parallel_min < 0 ? kParallelMinBytes : std::max<int64_t>(parallel_min, 1));
   g_stream_min.store(stream_min < 0 ? kStreamMinBytes : stream_min);
@@ -109,6 +115,11 @@ int openmp_version() {
 #else
   return 0;
 #endif
+}
+
+bool simd_baseline_forced() {
+  const char* forced = std::getenv("POSEMBED_SIMD");
+  return forced != nullptr && std::strcmp(forced, "baseline") == 0;
 }
 
 std::string cpu_simd_level() {

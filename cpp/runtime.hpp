@@ -44,6 +44,12 @@ int64_t parallel_min_bytes();
 constexpr int64_t kStreamMinBytes = int64_t{8} << 20;
 int64_t stream_min_bytes();
 bool use_streaming(int64_t output_bytes, bool fresh_output);
+// A kernel that reads rows at random (embed's token rows) streams even a
+// fresh output of stream_min_bytes() or more: there its random reads compete
+// with the reads ordinary stores make of every destination line (measured on
+// embed, B 8, T 1024, d 768: 0.63-0.71x of the fresh copy roofline plain,
+// 0.86-1.03x streamed).
+bool use_streaming_random_reads(int64_t output_bytes);
 
 // Overrides both thresholds (a value < 0 restores the default): for tuning,
 // and for tests that drive the parallel and streaming paths with small data.
@@ -54,6 +60,9 @@ int openmp_version();          // the _OPENMP date macro, 0 without OpenMP
 
 // Best SIMD level this CPU supports: "avx512", "avx2" or "baseline".
 std::string cpu_simd_level();
+// True when POSEMBED_SIMD=baseline asks every dispatched kernel for its
+// x86-64 baseline build (tests use it to compare the levels' bits).
+bool simd_baseline_forced();
 // SIMD level the compiled kernels use on this CPU.
 std::string kernel_simd_level();
 

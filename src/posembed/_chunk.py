@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import mmap
 import os
@@ -30,7 +29,7 @@ class ChunkError(Exception):
 
 
 class _TokenFile:
-    """Tokens on disk, read a slice at a time (so memory holds one batch, not the file)."""
+    """Tokens on disk, mapped a slice at a time (so memory holds a few batches, not the file)."""
 
     def __init__(self, path: Path, dtype: np.dtype[Any], offset: int, count: int) -> None:
         self.path, self.dtype, self.offset, self.count = path, dtype, offset, count
@@ -253,9 +252,9 @@ def _plan(
     return _Plan(lo, int(offsets[e]), tail, offs, w0, d, k0, count, int(offsets[e]))
 
 
-# Batches read ahead and written behind the one being cut: the reads and
-# writes (kernel copies, GIL released) overlap the windows kernel.
-READ_AHEAD, WRITE_BEHIND, WRITERS = 2, 2, 1
+# Batches mapped ahead of and written behind the one being cut: the reads and
+# the writes (a thread of positional writes, GIL released) overlap the kernel.
+READ_AHEAD, WRITE_BEHIND = 2, 2
 
 
 def _run_pipeline(
@@ -280,27 +279,28 @@ def _run_pipeline(
         outputs["lengths"].write(plan.w0, part.lengths)
         outputs["documents"].write(plan.w0, part.documents + plan.d)
 
+    # Batches are mapped READ_AHEAD ahead of the one being cut: mapping is
+    # cheap, and MADV_WILLNEED has the kernel read them in meanwhile.
     todo = (p for p in plans if p is not None)
-    reads: deque[tuple[_Plan, Future[np.ndarray]]] = deque()
+    ahead: deque[tuple[_Plan, np.ndarray]] = deque()
     writes: deque[Future[None]] = deque()
 
-    def read_ahead() -> None:
-        while len(reads) < READ_AHEAD:
+    def map_ahead() -> None:
+        while len(ahead) < READ_AHEAD:
             plan = next(todo, None)
             if plan is None:
                 return
-            reads.append((plan, reader.submit(tokens.read, plan.lo, plan.hi)))
+            ahead.append((plan, tokens.read(plan.lo, plan.hi)))
 
-    with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(WRITERS) as writer:
+    with ThreadPoolExecutor(1) as writer:
         try:
-            read_ahead()
-            for turn in itertools.count():
-                if not reads:
-                    break
-                plan, batch = reads.popleft()
-                read_ahead()
+            map_ahead()
+            turn = 0
+            while ahead:
+                plan, batch = ahead.popleft()
+                map_ahead()
                 part = windows(
-                    batch.result(),
+                    batch,
                     size,
                     step=step,
                     tail=plan.tail,
@@ -308,16 +308,17 @@ def _run_pipeline(
                     offsets=plan.offsets,
                     out=ring[turn % len(ring)][: plan.count],
                 )
+                del batch  # its mapping goes with it
                 writes.append(writer.submit(write, plan, part))
                 while len(writes) > WRITE_BEHIND:
                     writes.popleft().result()
                 bar.update(max(0, plan.done - bar.n))
+                turn += 1
             while writes:
                 writes.popleft().result()
             bar.update(max(0, tokens.count - bar.n))
         except BaseException:
-            pending: list[Future[Any]] = [f for _, f in reads] + list(writes)
-            for f in pending:
+            for f in writes:
                 f.cancel()
             raise
         finally:

@@ -103,7 +103,8 @@ def gather_backward(
     if rows == 0 or d == 0:
         return result
     if p.size == 0:
-        result[...] = 0
+        if out is not None:
+            result[...] = 0
         return result
     flat = np.ascontiguousarray(g.reshape(-1, d), dtype=g.dtype.newbyteorder("="))
     _core.gather_backward(

@@ -8,6 +8,7 @@ from the rest of posembed.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import operator
@@ -579,8 +580,10 @@ def _gf_mul(a: int, b: int) -> int:
     return p
 
 
-def _make_sbox() -> np.ndarray:
-    """The AES S-box from its definition: inverse in GF(2^8), then the affine map."""
+@functools.cache
+def _sbox() -> np.ndarray:
+    """The AES S-box from its definition: inverse in GF(2^8), then the affine map
+    (built on first use, not at import)."""
     box = np.zeros(256, dtype=np.uint8)
     for x in range(256):
         inv = 0
@@ -598,7 +601,6 @@ def _make_sbox() -> np.ndarray:
     return box
 
 
-_SBOX = _make_sbox()
 _SHIFT_ROWS = np.array([0, 5, 10, 15, 4, 9, 14, 3, 8, 13, 2, 7, 12, 1, 6, 11])
 
 
@@ -609,7 +611,7 @@ def _xtime(a: np.ndarray) -> np.ndarray:
 
 def _aes_round(state: np.ndarray, key: np.ndarray, last: bool) -> np.ndarray:
     """x86 AESENC (AESENCLAST when last) on (N, 16) uint8 states, byte 0 lowest."""
-    t = _SBOX[state[:, _SHIFT_ROWS]]  # ShiftRows, then SubBytes
+    t = _sbox()[state[:, _SHIFT_ROWS]]  # ShiftRows, then SubBytes
     if not last:  # MixColumns, column by column
         a = t.reshape(-1, 4, 4)
         a0, a1, a2, a3 = a[:, :, 0], a[:, :, 1], a[:, :, 2], a[:, :, 3]
