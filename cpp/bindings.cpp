@@ -15,6 +15,7 @@
 #include "resample_grid.hpp"
 #include "roofline.hpp"
 #include "runtime.hpp"
+#include "simd.hpp"
 #include "windows.hpp"
 
 namespace py = pybind11;
@@ -470,12 +471,23 @@ void roofline_copy(py::array dst, const py::array& src, bool stream, int threads
   posembed::roofline_copy(d, s, n, threads_or_all(threads), stream);
 }
 
+// Every level this CPU can run, lowest first.
+py::list simd_levels() {
+  py::list levels;
+  const int best = static_cast<int>(posembed::cpu_simd_level());
+  for (int l = 0; l <= best; ++l) {
+    levels.append(posembed::simd_level_name(static_cast<posembed::SimdLevel>(l)));
+  }
+  return levels;
+}
+
 py::dict config() {
   return py::dict("compiler"_a = POSEMBED_COMPILER, "build_type"_a = POSEMBED_BUILD_TYPE,
                   "openmp"_a = posembed::openmp_enabled(),
                   "openmp_version"_a = posembed::openmp_version(),
-                  "simd"_a = posembed::kernel_simd_level(),
-                  "cpu_simd"_a = posembed::cpu_simd_level(),
+                  "simd"_a = posembed::simd_level_name(posembed::simd_level()),
+                  "cpu_simd"_a = posembed::simd_level_name(posembed::cpu_simd_level()),
+                  "simd_levels"_a = simd_levels(),
                   "dropout_rng"_a = posembed::random_bits_impl(),
                   "num_threads"_a = posembed::get_num_threads(),
                   "default_num_threads"_a = posembed::default_num_threads(),
@@ -489,6 +501,10 @@ py::dict config() {
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "posembed's compiled kernels; use the functions in the posembed package instead.";
+  // A POSEMBED_SIMD that cannot be honoured stops the import: running another
+  // level than the one asked for would make a comparison of levels a lie.
+  const std::string simd_error = posembed::simd_env_error();
+  if (!simd_error.empty()) throw std::runtime_error(simd_error);
   m.def("gather", &gather, "table"_a, "positions"_a, "mode"_a, "out"_a = py::none(),
         "fresh"_a = false);
   m.def("interpolate", &interpolate, "table"_a, "kind"_a, "length"_a, "align"_a, "first"_a = 0,

@@ -57,19 +57,10 @@ void embed_t(const RowsView& tokens, const int64_t* ids, int64_t rows, const Row
         } else {
           add(dst, a, b, cols);
         }
-      } else if constexpr (std::is_same_v<S, C>) {
-        if (drop.active) {
-          dropout_add(dst, a, b, u.data(), drop.threshold, scale, cols);
-        } else {
-          add(dst, a, b, cols);
-        }
+      } else if (drop.active) {
+        dropout_add(dst, a, b, u.data(), drop.threshold, scale, cols);
       } else {
-        for (int64_t j = 0; j < cols; ++j) {
-          const C s = Compute<S>::load(a[j]) + Compute<S>::load(b[j]);
-          const C v = !drop.active ? s : u[static_cast<size_t>(j)] >= drop.threshold ? s * scale
-                                                                                      : C(0);
-          dst[j] = Compute<S>::store(v);
-        }
+        add(dst, a, b, cols);
       }
     }
     if (stream) stream_fence();
@@ -84,7 +75,7 @@ void dropout_mask(const RandomKey& key, uint32_t threshold, int64_t n, bool* mas
     for (int64_t b = begin; b < end; b += kBlock) {
       const int64_t len = std::min(kBlock, end - b);
       random_bits(key, b, len, u);
-      for (int64_t k = 0; k < len; ++k) mask[b + k] = u[k] >= threshold;
+      keep_mask(mask + b, u, threshold, len);
     }
   }, 64);
 }

@@ -72,12 +72,9 @@ void gather_backward_t(const S* grad, int64_t cols, const int64_t* positions, in
         } else {
           std::fill(acc.begin(), acc.end(), C(0));
           for (int64_t k = k0; k < k1; ++k) {
-            const S* g = grad + order[static_cast<size_t>(k)] * cols;
-            for (int64_t j = 0; j < cols; ++j) {
-              acc[static_cast<size_t>(j)] += Compute<S>::load(g[j]);
-            }
+            accumulate(acc.data(), grad + order[static_cast<size_t>(k)] * cols, cols);
           }
-          for (int64_t j = 0; j < cols; ++j) dst[j] = Compute<S>::store(acc[static_cast<size_t>(j)]);
+          store(dst, acc.data(), cols);
         }
       }
     }

@@ -21,18 +21,11 @@ inline int64_t floor_div(int64_t num, int64_t den) {
   return (num % den != 0 && num < 0) ? q - 1 : q;
 }
 
+// Weights in the compute type (float32 for float16 and bfloat16 storage).
 template <class S>
 void blend_row(S* dst, const S* a, const S* b, double w, int64_t d) {
-  if constexpr (std::is_same_v<S, float>) {
-    blend(dst, a, b, static_cast<float>(1.0 - w), static_cast<float>(w), d);
-  } else if constexpr (std::is_same_v<S, double>) {
-    blend(dst, a, b, 1.0 - w, w, d);
-  } else {  // float16 / bfloat16 storage, float32 arithmetic
-    using K = Compute<S>;
-    const auto wa = static_cast<float>(1.0 - w);
-    const auto wb = static_cast<float>(w);
-    for (int64_t j = 0; j < d; ++j) dst[j] = K::store(wa * K::load(a[j]) + wb * K::load(b[j]));
-  }
+  using C = typename Compute<S>::type;
+  blend(dst, a, b, static_cast<C>(1.0 - w), static_cast<C>(w), d);
 }
 
 // Writes out rows [0, n): row i from tap(i). Large outputs that the caller

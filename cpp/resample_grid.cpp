@@ -32,14 +32,7 @@ void cubic_weights(double t, double* w) {
 // acc = w * row (first tap) or acc + w * row (later taps), in the compute type.
 template <class S, class C>
 inline void accumulate(C* acc, const S* row, C w, int64_t d, bool first) {
-  if constexpr (std::is_same_v<S, C>) {
-    first ? scale(acc, row, w, d) : axpy(acc, row, w, d);
-  } else {
-    using K = Compute<S>;
-    for (int64_t j = 0; j < d; ++j) {
-      acc[j] = first ? w * K::load(row[j]) : acc[j] + w * K::load(row[j]);
-    }
-  }
+  first ? scale(acc, row, w, d) : axpy(acc, row, w, d);
 }
 
 template <class S>
@@ -101,7 +94,7 @@ void resample_typed(const RowsView& t, int64_t prefix, int64_t h, int64_t w, int
         accumulate(acc, row, static_cast<C>(tap.w[a]), d, a == 0);
       }
       if constexpr (!std::is_same_v<S, C>) {
-        for (int64_t j = 0; j < d; ++j) dst[j] = K::store(acc[j]);
+        store(dst, acc, d);
       }
     }
   });

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <pthread.h>
@@ -115,36 +113,6 @@ int openmp_version() {
 #else
   return 0;
 #endif
-}
-
-bool simd_baseline_forced() {
-  const char* forced = std::getenv("POSEMBED_SIMD");
-  return forced != nullptr && std::strcmp(forced, "baseline") == 0;
-}
-
-std::string cpu_simd_level() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl")) {
-    return "avx512";
-  }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
-  return "baseline";
-#else
-  return "baseline";
-#endif
-}
-
-std::string kernel_simd_level() {
-  // The float row operations (rowops.cpp) have AVX2 clones that the loader
-  // picks on CPUs with AVX2; byte copies use the SSE2 baseline, which already
-  // saturates memory.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) return "avx2";
-#endif
-  return "baseline";
 }
 
 }  // namespace posembed

@@ -1,6 +1,5 @@
-// Run-time facts and controls shared by every kernel: the thread count, the
-// work threshold below which a call stays on one thread, and the SIMD levels
-// that the CPU offers.
+// Run-time facts and controls shared by every kernel: the thread count and
+// the work thresholds (the SIMD level is in simd.hpp).
 #pragma once
 
 #include <cstdint>
@@ -57,13 +56,5 @@ void set_thresholds(int64_t parallel_min, int64_t stream_min);
 
 bool openmp_enabled();
 int openmp_version();          // the _OPENMP date macro, 0 without OpenMP
-
-// Best SIMD level this CPU supports: "avx512", "avx2" or "baseline".
-std::string cpu_simd_level();
-// True when POSEMBED_SIMD=baseline asks every dispatched kernel for its
-// x86-64 baseline build (tests use it to compare the levels' bits).
-bool simd_baseline_forced();
-// SIMD level the compiled kernels use on this CPU.
-std::string kernel_simd_level();
 
 }  // namespace posembed

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "parallel.hpp"
+#include "rowops.hpp"
 #include "runtime.hpp"
 
 namespace posembed {
@@ -152,15 +153,6 @@ inline int64_t first_window_where(int64_t a, int64_t b, Pred pred) {
   return a;
 }
 
-template <class T>
-inline T max_nan(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (a != a) return a;
-    if (b != b) return b;
-  }
-  return b > a ? b : a;
-}
-
 }  // namespace
 
 template <class T>
@@ -217,15 +209,12 @@ void stitch(const T* values, int64_t f, const int64_t* doc_offsets, int64_t ndoc
           for (int64_t w = lo + 1; w < hi; ++w) {
             const T* src = block(w);
             if (reduce == Reduce::max) {
-              for (int64_t k = 0; k < m; ++k) dst[k] = max_nan(dst[k], src[k]);
+              maximum(dst, src, m);
             } else {
-              for (int64_t k = 0; k < m; ++k) dst[k] = static_cast<T>(dst[k] + src[k]);
+              accumulate(dst, src, m);
             }
           }
-          if (reduce == Reduce::mean && hi - lo > 1) {
-            const auto c = static_cast<T>(hi - lo);
-            for (int64_t k = 0; k < m; ++k) dst[k] = static_cast<T>(dst[k] / c);
-          }
+          if (reduce == Reduce::mean && hi - lo > 1) divide(dst, static_cast<T>(hi - lo), m);
         }
         t += q - p;
         p = q;

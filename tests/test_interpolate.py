@@ -253,36 +253,6 @@ def test_out_errors_leave_out_untouched(rng):
     assert (out == 7).all()
 
 
-def test_streaming_blend_is_identical_at_every_simd_level(tmp_path):
-    # The streamed float blend has SSE2 and AVX2 versions; POSEMBED_SIMD=baseline
-    # forces the SSE2 one in a fresh process. Both must match the twin's bytes.
-    import os
-    import subprocess
-    import sys
-
-    code = """
-import numpy as np, posembed
-from posembed import _core, reference
-_core._set_thresholds(1024, 4096)
-rng = np.random.default_rng(7)
-for d in (1, 15, 16, 33, 100):
-    table = rng.standard_normal((37, d)).astype(np.float32)
-    for align in ("scale", "half_pixel", "corners"):
-        buf = np.empty(91 * d + 3, np.float32)
-        out = buf[3:].reshape(91, d)  # unaligned rows: head, body and tail paths
-        posembed.interpolate(table, 91, align=align, out=out)
-        assert out.tobytes() == reference.interpolate(table, 91, align=align).tobytes()
-print("ok")
-"""
-    for level in ("baseline", "native"):
-        env = dict(os.environ, POSEMBED_SIMD=level)
-        done = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
-        )
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.split()[-1] == "ok"
-
-
 def test_sizes_that_would_overflow_are_refused():
     table = np.zeros((4, 3), np.float32)
     for length in (2**62, 2**63):
