@@ -5,6 +5,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -378,6 +379,22 @@ py::array stitch(const py::array& values, const I64& doc_offsets, const I64& sta
 // ids and positions: int64, checked in range by the Python layer (the
 // kernel clamps its reads all the same). Without positions, row r's position
 // is offset + r % period.
+// Whether every value of p[0..n) is in [0, rows): one branch-free pass (it
+// vectorises), so the checks cost little next to the kernel they guard.
+bool all_in_range(const int64_t* p, int64_t n, int64_t rows) {
+  uint64_t bad = 0;
+  const auto top = static_cast<uint64_t>(rows);
+  for (int64_t i = 0; i < n; ++i) bad |= static_cast<uint64_t>(static_cast<uint64_t>(p[i]) >= top);
+  return bad == 0;
+}
+
+// Raised when a pre-scan finds an index out of range; the Python layer
+// catches it and reports the first bad value with its place (the slow path
+// runs only on error).
+[[noreturn]] void raise_out_of_range(const char* name) {
+  throw py::index_error(std::string(name) + " out of range");
+}
+
 py::array embed(const py::array& tokens, const py::array& pos, int kind, const I64& ids,
                 const py::object& positions_obj, int64_t offset, int64_t period, bool active,
                 uint64_t seed, uint32_t threshold, double scale, const py::object& out_obj) {
@@ -391,7 +408,10 @@ py::array embed(const py::array& tokens, const py::array& pos, int kind, const I
   I64 pos_arr;
   if (!positions_obj.is_none()) {
     pos_arr = positions_obj.cast<I64>();
-    if (pos_arr.size() != ids.size()) throw py::value_error("embed: one position per id");
+    const auto count = static_cast<int64_t>(pos_arr.size());
+    if (rows > 0 && (period < 1 || count != period || rows % period != 0)) {
+      throw py::value_error("embed: positions must repeat with the period");
+    }
     positions = pos_arr.data();
   } else if (rows > 0 && (period < 1 || offset < 0 || offset + period > pv.rows ||
                           rows % period != 0)) {
@@ -402,11 +422,20 @@ py::array embed(const py::array& tokens, const py::array& pos, int kind, const I
   py::array out = output_for(tokens, shape, out_obj);
   const posembed::DropoutSpec drop{active, posembed::random_key(seed), threshold, scale};
   char* dst = static_cast<char*>(out.mutable_data());
+  bool ids_ok = true;
+  bool pos_ok = true;
   {
     py::gil_scoped_release nogil;
-    posembed::embed(tv, ids.data(), rows, pv, positions, offset, period,
-                    static_cast<posembed::FloatKind>(kind), drop, dst);
+    // Checked before anything is written (the kernel also clamps its reads).
+    ids_ok = all_in_range(ids.data(), rows, tv.rows);
+    pos_ok = positions == nullptr || all_in_range(positions, std::min(rows, period), pv.rows);
+    if (ids_ok && pos_ok) {
+      posembed::embed(tv, ids.data(), rows, pv, positions, offset, period,
+                      static_cast<posembed::FloatKind>(kind), drop, dst);
+    }
   }
+  if (!ids_ok) raise_out_of_range("token_ids");
+  if (!pos_ok) raise_out_of_range("positions");
   return out;
 }
 
@@ -422,7 +451,7 @@ py::array dropout_mask(int64_t n, uint64_t seed, uint32_t threshold) {
 }
 
 // grad: (count, cols) C-contiguous of the float kind; positions: int64 in
-// [0, length) (checked by the Python layer; clamped by the kernel); out:
+// [0, length) (checked here before anything is written; clamped by the kernel); out:
 // (length, cols) of grad's dtype, zero already unless zero_unused.
 void gather_backward(const py::array& grad, int kind, const I64& positions, int64_t length,
                      py::array& out, bool zero_unused) {
@@ -437,11 +466,16 @@ void gather_backward(const py::array& grad, int kind, const I64& positions, int6
   char* dst = static_cast<char*>(out.mutable_data());
   const auto cols = static_cast<int64_t>(grad.shape(1));
   const auto count = static_cast<int64_t>(positions.size());
+  bool ok = true;
   {
     py::gil_scoped_release nogil;
-    posembed::gather_backward(src, cols, positions.data(), count, length,
-                              static_cast<posembed::FloatKind>(kind), zero_unused, dst);
+    ok = all_in_range(positions.data(), count, length);
+    if (ok) {
+      posembed::gather_backward(src, cols, positions.data(), count, length,
+                                static_cast<posembed::FloatKind>(kind), zero_unused, dst);
+    }
   }
+  if (!ok) raise_out_of_range("positions");
 }
 
 char* writeable_bytes(py::array& a, const char* name) {
@@ -491,6 +525,7 @@ py::dict config() {
                   "dropout_rng"_a = posembed::random_bits_impl(),
                   "num_threads"_a = posembed::get_num_threads(),
                   "default_num_threads"_a = posembed::default_num_threads(),
+                  "num_threads_set"_a = posembed::num_threads_set(),
                   "max_num_threads"_a = posembed::max_num_threads(),
                   "forked_child"_a = posembed::forked_child(),
                   "parallel_min_bytes"_a = posembed::parallel_min_bytes(),

@@ -34,7 +34,7 @@ void embed_t(const RowsView& tokens, const int64_t* ids, int64_t rows, const Row
     for (int64_t r = begin; r < end; ++r) {
       const int64_t id = std::clamp<int64_t>(ids[r], 0, last_token);
       const int64_t p =
-          std::clamp<int64_t>(positions ? positions[r] : offset + r % period, 0, last_pos);
+          std::clamp<int64_t>(positions ? positions[r % period] : offset + r % period, 0, last_pos);
       const auto* a = reinterpret_cast<const S*>(tokens.data + id * tokens.row_stride);
       const auto* b = reinterpret_cast<const S*>(pos.data + p * pos.row_stride);
       S* dst = out + r * cols;

@@ -28,8 +28,9 @@ struct DropoutSpec {
 };
 
 // `rows` rows of out (rows x cols, C-contiguous, storage type of `kind`).
-// Token row r is ids[r]; its position row is positions[r] when positions is
-// not null, else offset + r % period. The caller checks every id and position
+// Token row r is ids[r]; its position row is positions[r % period] when
+// positions is not null (period = T repeats one row of positions for every
+// sequence of a batch), else offset + r % period. The caller checks every id and position
 // first; reads are clamped all the same, so ids another thread rewrites
 // meanwhile cannot take the kernel out of the tables.
 void embed(const RowsView& tokens, const int64_t* ids, int64_t rows, const RowsView& pos,

@@ -15,7 +15,7 @@ namespace posembed {
 
 namespace {
 
-int initial_threads() {
+int openmp_threads() {
 #ifdef _OPENMP
   const int n = omp_get_max_threads();
   return n > 0 ? n : 1;
@@ -24,8 +24,8 @@ int initial_threads() {
 #endif
 }
 
-const int g_default_threads = initial_threads();
-std::atomic<int> g_threads{g_default_threads};
+const int g_default_threads = openmp_threads();
+std::atomic<int> g_threads{0};  // 0: follow OpenMP
 std::atomic<bool> g_pool_started{false};
 std::atomic<bool> g_forked{false};
 std::atomic<int> g_last_team{1};
@@ -58,12 +58,17 @@ int max_num_threads() {
   return 4 * (procs > 0 ? procs : 1);
 }
 
-int get_num_threads() { return usable_threads(g_threads.load(std::memory_order_relaxed)); }
+int get_num_threads() {
+  int n = g_threads.load(std::memory_order_relaxed);
+  if (n <= 0) n = std::min(openmp_threads(), max_num_threads());
+  return usable_threads(n);
+}
 
 void set_num_threads(int n) {
-  g_threads.store(n <= 0 ? g_default_threads : std::min(n, max_num_threads()),
-                  std::memory_order_relaxed);
+  g_threads.store(n <= 0 ? 0 : std::min(n, max_num_threads()), std::memory_order_relaxed);
 }
+
+bool num_threads_set() { return g_threads.load(std::memory_order_relaxed) > 0; }
 
 int usable_threads(int requested) {
   (void)g_fork_handler;

@@ -7,11 +7,15 @@
 
 namespace posembed {
 
-// Threads a kernel may use: set_num_threads(n), else OMP_NUM_THREADS / the
-// OpenMP default, read once when the module loads.
+// Threads a kernel may use. posembed's own setting, set_num_threads(n), wins
+// when made; until then (and after set_num_threads(0)) a call follows
+// OpenMP's nthreads-var of the calling thread, read at each call: the
+// OMP_NUM_THREADS default, or what omp_set_num_threads (threadpoolctl's
+// threadpool_limits) set.
 int get_num_threads();
-void set_num_threads(int n);   // n >= 1; 0 restores the default
-int default_num_threads();
+void set_num_threads(int n);   // n >= 1; 0 restores following OpenMP
+bool num_threads_set();        // whether set_num_threads(n >= 1) is in force
+int default_num_threads();     // OpenMP's nthreads-var when the module loaded
 
 // Threads for a call that moves `bytes` of output: one below the parallel
 // threshold, so that small calls never pay for waking a thread team.

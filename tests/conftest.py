@@ -74,7 +74,7 @@ def tiny_thresholds():
 
 @pytest.fixture
 def restore_threads() -> Iterator[None]:
-    before = posembed.get_num_threads()
+    before = posembed.get_num_threads() if posembed.config()["num_threads_set"] else None
     yield
     posembed.set_num_threads(before)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sys
 import threading
 
@@ -169,3 +170,60 @@ def test_results_identical_across_python_threads():
         t.join()
     for r in results:
         assert_same(r, want)
+
+
+def _openmp_library_of_core() -> str:
+    """The OpenMP runtime this process loaded (the one posembed's _core uses)."""
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "libgomp" in line or "libomp" in line}
+    assert len(paths) == 1, paths
+    return os.path.realpath(paths.pop())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_threadpoolctl_sees_posembeds_openmp_pool():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    found = [
+        info
+        for info in threadpoolctl.threadpool_info()
+        if info["user_api"] == "openmp"
+        and os.path.realpath(info["filepath"]) == _openmp_library_of_core()
+    ]
+    assert len(found) == 1, threadpoolctl.threadpool_info()
+    assert found[0]["num_threads"] == posembed.get_num_threads()
+
+
+def test_threadpoolctl_limits_posembed(restore_threads):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    posembed.set_num_threads(None)  # follow OpenMP, the default
+    table = np.ones((128, 64), np.float32)
+    big = np.arange(100_000) % 128  # 25 MB of output: every thread if allowed
+    default = posembed.get_num_threads()
+    with threadpoolctl.threadpool_limits(1, user_api="openmp"):
+        assert posembed.get_num_threads() == 1
+        posembed.gather(table, big)
+        assert _core._last_team_size() == 1
+        # posembed's own setting is the most specific, and wins.
+        posembed.set_num_threads(2)
+        posembed.gather(table, big)
+        assert _core._last_team_size() == 2
+        posembed.set_num_threads(None)
+        assert posembed.get_num_threads() == 1
+    assert posembed.get_num_threads() == default
+    posembed.gather(table, big)
+    assert _core._last_team_size() == default
+
+
+def test_explicit_threads_hold_in_every_python_thread(restore_threads):
+    posembed.set_num_threads(1)
+    table = np.ones((128, 64), np.float32)
+    teams = []
+
+    def work():
+        posembed.gather(table, np.arange(100_000) % 128)
+        teams.append(_core._last_team_size())
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    assert teams == [1]

@@ -106,11 +106,11 @@ def embed(
     ids = v.as_positions(token_ids, tt.shape[0], "raise", "token_ids")
     if ids.ndim not in (1, 2):
         raise ValueError(f"token_ids must be (T,) or (B, T); got shape {ids.shape}")
-    v.check_in_range(ids, tt.shape[0], "token_ids", "token id")
     rate = v.probability(dropout, "dropout")
     length = pt.shape[0]
     t = ids.shape[-1]
     pos: np.ndarray | None = None
+    given: np.ndarray | None = None
     start = 0
     if positions is None:
         start = v.non_negative_int(offset, "offset")
@@ -123,21 +123,35 @@ def embed(
         if not (isinstance(offset, (int, np.integer)) and offset == 0):
             raise ValueError("give positions or offset, not both")
         given = v.as_positions(positions, length, "raise", "positions")
-        try:
-            spread = np.broadcast_to(given, ids.shape)
-        except ValueError:
-            raise ValueError(
-                f"positions of shape {given.shape} do not broadcast to token_ids' shape {ids.shape}"
-            ) from None
-        v.check_in_range(given, length, "positions", "position")
-        pos = np.ascontiguousarray(spread, dtype=np.int64)
+        if given.shape == ids.shape or (given.ndim == 1 and ids.ndim == 2 and given.size == t):
+            # the whole shape, or one row for every sequence: the kernel
+            # repeats it with period positions.size, without a copy
+            pos = given if given.dtype == np.int64 else given.astype(np.int64)
+        else:
+            try:
+                spread = np.broadcast_to(given, ids.shape)
+            except ValueError:
+                raise ValueError(
+                    f"positions of shape {given.shape} do not broadcast to token_ids' shape "
+                    f"{ids.shape}"
+                ) from None
+            pos = np.ascontiguousarray(spread, dtype=np.int64)
     s = _seed(seed) if rate > 0 else 0
     if out is not None:
         mine = tuple(x for x in (token_ids, positions) if isinstance(x, np.ndarray))
         v.check_out(out, (*ids.shape, tt.shape[1]), tt.dtype, tables=(tt, pt), indices=(ids, *mine))
-    threshold, scale = _dropout_args(rate)
-    ids64 = np.ascontiguousarray(ids, dtype=np.int64)
-    result: np.ndarray = _core.embed(
-        tt, pt, kind, ids64, pos, start, max(t, 1), rate > 0, s, threshold, scale, out
-    )
+    threshold, scale = _dropout_args(rate) if rate > 0 else (0, 1.0)
+    period = max(t if pos is None else pos.size, 1)
+    ids64 = ids if ids.dtype == np.int64 else ids.astype(np.int64)
+    try:
+        result: np.ndarray = _core.embed(
+            tt, pt, kind, ids64, pos, start, period, rate > 0, s, threshold, scale, out
+        )
+    except IndexError:
+        # The kernel checks every id and position before it writes anything;
+        # here the first bad one is found and named.
+        v.check_in_range(ids, tt.shape[0], "token_ids", "token id")
+        if given is not None:
+            v.check_in_range(given, length, "positions", "position")
+        raise
     return result

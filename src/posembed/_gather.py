@@ -80,7 +80,7 @@ def gather_backward(
     rows that are named are written (the rest are the zero pages of np.zeros).
     """
     g = v.as_array(grad, "grad")
-    kind = v.FLOAT_KINDS.get(g.dtype.name)
+    kind = v.float_kind(g.dtype)
     if kind is None:
         raise TypeError(
             f"grad must have a float dtype (float16, bfloat16, float32, float64); got {g.dtype}"
@@ -91,7 +91,6 @@ def gather_backward(
         raise ValueError(
             f"grad must have shape positions.shape + (d,) = {p.shape} + (d,); got {g.shape}"
         )
-    v.check_in_range(p, rows, "positions", "position")
     d = g.shape[-1]
     v.check_sizes("gather_backward output", rows, d, g.itemsize)
     if out is not None:
@@ -101,18 +100,24 @@ def gather_backward(
     else:
         result = np.zeros((rows, d), g.dtype)
     if rows == 0 or d == 0:
+        v.check_in_range(p, rows, "positions", "position")
         return result
     if p.size == 0:
         if out is not None:
             result[...] = 0
         return result
     flat = np.ascontiguousarray(g.reshape(-1, d), dtype=g.dtype.newbyteorder("="))
-    _core.gather_backward(
-        flat,
-        kind,
-        np.ascontiguousarray(p.reshape(-1), dtype=np.int64),
-        rows,
-        result,
-        out is not None,
-    )
+    try:
+        _core.gather_backward(
+            flat,
+            kind,
+            np.ascontiguousarray(p.reshape(-1), dtype=np.int64),
+            rows,
+            result,
+            out is not None,
+        )
+    except IndexError:
+        # checked before anything was written; name the first bad position
+        v.check_in_range(p, rows, "positions", "position")
+        raise
     return result

@@ -11,13 +11,22 @@ from posembed import _core
 
 
 def set_num_threads(n: int | None) -> None:
-    """Use at most ``n`` threads in every kernel; ``None`` restores the default.
+    """Use at most ``n`` threads in every kernel; ``None`` follows OpenMP again.
 
-    The default is ``OMP_NUM_THREADS`` when set, else the number of CPUs
-    OpenMP sees. Results never depend on the thread count. In a child process
-    forked after posembed used threads, kernels run on one thread whatever this
-    says: GNU OpenMP's pool does not survive ``fork`` (use the "spawn" or
-    "forkserver" start methods for parallel workers).
+    Until this is called (and after ``set_num_threads(None)``), each call
+    takes OpenMP's thread count for the calling thread: ``OMP_NUM_THREADS``
+    when set, else the number of CPUs OpenMP sees, or the limit that
+    ``threadpoolctl.threadpool_limits(n, user_api="openmp")`` (or
+    ``omp_set_num_threads``) put on that thread. A count set here wins over
+    all of those, in every thread.
+
+    Calls that move less than ``config()["parallel_min_bytes"]`` (256 KiB)
+    stay on the calling thread, and larger ones take one thread per 256 KiB
+    at most, so small calls never pay for waking a team. Results never depend
+    on the thread count. In a child process forked after posembed used
+    threads, kernels run on one thread whatever this says: GNU OpenMP's pool
+    does not survive ``fork`` (use the "spawn" or "forkserver" start methods
+    for parallel workers).
     """
     if n is None:
         _core.set_num_threads(0)

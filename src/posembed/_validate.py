@@ -128,6 +128,8 @@ def check_in_range(p: np.ndarray, rows: int, name: str, noun: str) -> None:
 
 def probability(value: Any, name: str) -> float:
     """A float in [0, 1) (a dropout rate)."""
+    if type(value) is float and 0.0 <= value < 1.0:
+        return value  # the common case, checked cheaply
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
         raise TypeError(f"{name} must be a number in [0, 1); got {type(value).__name__} {value!r}")
     p = float(value)
@@ -180,6 +182,8 @@ def non_negative_int(value: Any, name: str) -> int:
 
 
 def _int_at_least(value: Any, name: str, minimum: int, what: str) -> int:
+    if type(value) is int and value >= minimum:
+        return value  # the common case, checked cheaply
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be {what}; got bool {value!r}")
     try:
@@ -204,12 +208,39 @@ def choice(value: Any, name: str, allowed: dict[str, int] | tuple[str, ...]) -> 
     raise ValueError(f"{name} must be one of {names}; got {value!r}")
 
 
+# dtype -> (float-kind code or None, native byte order), for the dtypes seen
+# so far: a dtype's name is computed in Python each time it is asked for, a
+# dict lookup by dtype is not.
+_KIND_OF_DTYPE: dict[np.dtype[Any], tuple[int | None, bool]] = {}
+
+
+def _kind_entry(dtype: np.dtype[Any]) -> tuple[int | None, bool]:
+    try:
+        return _KIND_OF_DTYPE[dtype]
+    except KeyError:
+        entry = (FLOAT_KINDS.get(dtype.name), dtype.isnative)
+        if len(_KIND_OF_DTYPE) < 64:
+            _KIND_OF_DTYPE[dtype] = entry
+        return entry
+
+
+def float_kind(dtype: np.dtype[Any]) -> int | None:
+    """The _core float-kind code of ``dtype`` (any byte order), or None."""
+    return _kind_entry(dtype)[0]
+
+
 def float_table(table: Any, name: str = "table") -> tuple[np.ndarray, int]:
     """A 2-D float table (float16, bfloat16, float32, float64) with adjacent,
     aligned columns in native byte order, and its _core float-kind code. Rows
     may be strided or reversed; anything else is copied once."""
+    if type(table) is np.ndarray and table.ndim == 2:
+        kind, native = _kind_entry(table.dtype)
+        if kind is not None and native:
+            flags = table.flags
+            if flags.c_contiguous and flags.aligned:
+                return table, kind  # the common case, checked cheaply
     t = as_table(table, name)
-    kind = FLOAT_KINDS.get(t.dtype.name)
+    kind = float_kind(t.dtype)
     if kind is None:
         raise TypeError(
             f"{name} must have a float dtype (float16, bfloat16, float32, float64); "
