@@ -56,14 +56,17 @@ int64_t first_invalid(const T* p, int64_t n, int64_t rows) {
   const int nt = threads_for_bytes(n * static_cast<int64_t>(sizeof(T)) / 8);
   std::vector<int64_t> found(static_cast<size_t>(nt), -1);
   parallel_for(n, nt, [&](int64_t b, int64_t e, int tid) {
-    found[static_cast<size_t>(tid)] = first_invalid_in(p, b, e, L);
+    // each thread keeps the first hit of the chunks it ran
+    const int64_t hit = first_invalid_in(p, b, e, L);
+    int64_t& mine = found[static_cast<size_t>(tid)];
+    if (hit >= 0 && (mine < 0 || hit < mine)) mine = hit;
   });
-  // Threads own increasing ranges, so the first hit in thread order is the
-  // first in the array, whatever the thread count.
+  // the first hit in the array, whatever the thread count or chunk order
+  int64_t first = -1;
   for (const int64_t f : found) {
-    if (f >= 0) return f;
+    if (f >= 0 && (first < 0 || f < first)) first = f;
   }
-  return -1;
+  return first;
 }
 
 template <class T>

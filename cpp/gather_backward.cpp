@@ -51,11 +51,13 @@ void gather_backward_t(const S* grad, int64_t cols, const int64_t* positions, in
     }
     return lo;
   };
-  parallel_for(threads, threads, [&](int64_t pb, int64_t pe, int) {
+  // Parts of equal work, several per thread (see parallel_for).
+  const int64_t parts = threads > 1 ? std::min<int64_t>(length, threads * kChunksPerThread) : 1;
+  parallel_for(parts, threads, [&](int64_t pb, int64_t pe, int) {
     std::vector<C> acc(std::is_same_v<S, C> ? 0 : static_cast<size_t>(cols));
     for (int64_t part = pb; part < pe; ++part) {
-      const int64_t r0 = first_row(part, threads);
-      const int64_t r1 = part + 1 == threads ? length : first_row(part + 1, threads);
+      const int64_t r0 = first_row(part, parts);
+      const int64_t r1 = part + 1 == parts ? length : first_row(part + 1, parts);
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t k0 = start[static_cast<size_t>(r)];
         const int64_t k1 = start[static_cast<size_t>(r + 1)];

@@ -46,21 +46,18 @@ FILL_BYTE = 0x5A
 COLUMNS = ("reference", "numpy", "torch", "posembed")
 # The cases of each kernel, in the order its builder makes them; the bench/
 # suite parametrizes over these names without building the arrays.
+# Names say what is compared; the sizes are in each case's shape (``--quick``
+# runs smaller problems under the same names).
 CASE_NAMES = {
     "gather": ("out= given", "fresh output", "in cache, out=", "one row"),
-    "interpolate": ("2048 -> 8192 rows", "2048 -> 8192 rows, out=", "lerp 32768 positions"),
-    "extend": ("2048 -> 8192 rows, tile",),
-    "resample_grid": ("24x24 -> 48x48 bicubic", "24x24 -> 48x48 bilinear"),
-    "similarity": ("2048 rows",),
-    "windows": (
-        "50M tokens",
-        "50M tokens, out=",
-        "CSR 100k documents",
-        "stitch mean, 200k tokens",
-    ),
-    "chunk": ("256 MB token file",),
-    "embed": ("B8 T1024 d768, dropout 0.1", "B8 T1024 d768, no dropout"),
-    "gather_backward": ("positions -> 1024 rows", "token ids -> 50257 rows"),
+    "interpolate": ("fresh output", "out= given", "lerp", "lerp 4 positions"),
+    "extend": ("tile",),
+    "resample_grid": ("bicubic", "bilinear"),
+    "similarity": ("all pairs",),
+    "windows": ("fresh output", "out= given", "CSR documents", "stitch mean"),
+    "chunk": ("token file",),
+    "embed": ("dropout 0.1", "no dropout", "4 tokens"),
+    "gather_backward": ("positions", "token ids", "4 rows"),
 }
 
 
@@ -75,6 +72,7 @@ class Case:
     impls: dict[str, Callable[[], object]]
     roofline: str | None = None  # "write warm", "write fresh", "copy warm", ...
     check: Callable[[], bool] | None = None  # posembed agrees with numpy
+    in_bytes: int = 0  # input bytes, where throughput is counted on the input (chunk)
 
 
 @dataclass
@@ -85,6 +83,7 @@ class Result:
     out_bytes: int
     roofline: str | None
     seconds: dict[str, float] = field(default_factory=dict)
+    in_bytes: int = 0
 
     def speedup(self, other: str) -> float | None:
         if other not in self.seconds or "posembed" not in self.seconds:
@@ -97,6 +96,10 @@ class Result:
     def gbps(self) -> float | None:
         t = self.seconds.get("posembed")
         return self.out_bytes / t / 1e9 if t and self.out_bytes else None
+
+    def input_gbps(self) -> float | None:
+        t = self.seconds.get("posembed")
+        return self.in_bytes / t / 1e9 if t and self.in_bytes else None
 
 
 def _scratch_dir() -> Path:
@@ -156,16 +159,17 @@ def _torch() -> Any:
     return torch
 
 
-def gather_cases() -> list[Case]:
+def gather_cases(quick: bool = False) -> list[Case]:
     """The gather problems of the speed targets (issue 2), float32 tables."""
     rng = np.random.default_rng(0)
     torch = _torch()
     cases = []
 
     # The headline: 32x1024 int64 positions into a 2048x1024 table, out= given.
+    b = 8 if quick else 32
     table = rng.standard_normal((2048, 1024), dtype=np.float32)
-    pos = rng.integers(0, 2048, (32, 1024), dtype=np.int64)
-    out = np.empty((32, 1024, 1024), np.float32)
+    pos = rng.integers(0, 2048, (b, 1024), dtype=np.int64)
+    out = np.empty((b, 1024, 1024), np.float32)
     ref_out = np.empty_like(out)
     np_out = np.empty_like(out)
     impls: dict[str, Callable[[], object]] = {
@@ -177,7 +181,7 @@ def gather_cases() -> list[Case]:
         t_table, t_pos = torch.from_numpy(table), torch.from_numpy(pos.ravel())
         t_out = torch.empty((pos.size, 1024))
         impls["torch"] = lambda: torch.index_select(t_table, 0, t_pos, out=t_out)
-    shape = "32x1024 pos, 2048x1024 f32"
+    shape = f"{b}x1024 pos, 2048x1024 f32"
     cases.append(
         Case(
             "gather",
@@ -271,11 +275,13 @@ def _numpy_interpolate(table: np.ndarray, length: int) -> np.ndarray:
     return out
 
 
-def interpolate_cases() -> list[Case]:
+def interpolate_cases(quick: bool = False) -> list[Case]:
     rng = np.random.default_rng(1)
     torch = _torch()
-    table = rng.standard_normal((2048, 1024), dtype=np.float32)
-    n = 8192
+    rows = 512 if quick else 2048
+    table = rng.standard_normal((rows, 1024), dtype=np.float32)
+    n = 4 * rows
+    stretch = f"{rows} -> {n} rows, d=1024 f32, half_pixel"
     impls: dict[str, Callable[[], object]] = {
         "reference": lambda: reference.interpolate(table, n, align="half_pixel"),
         "numpy": lambda: _numpy_interpolate(table, n),
@@ -289,8 +295,8 @@ def interpolate_cases() -> list[Case]:
     cases = [
         Case(
             "interpolate",
-            "2048 -> 8192 rows",
-            "d=1024 f32, half_pixel",
+            "fresh output",
+            stretch,
             out_bytes,
             impls,
             "write fresh",
@@ -317,8 +323,8 @@ def interpolate_cases() -> list[Case]:
     cases.append(
         Case(
             "interpolate",
-            "2048 -> 8192 rows, out=",
-            "d=1024 f32, half_pixel",
+            "out= given",
+            stretch,
             out_bytes,
             impls,
             "write warm",
@@ -330,9 +336,10 @@ def interpolate_cases() -> list[Case]:
             ),
         )
     )
-    pos = rng.uniform(0, 2047, 32768)
+    npos = 8192 if quick else 32768
+    pos = rng.uniform(0, rows - 1, npos)
     lo = np.floor(pos).astype(np.int64)
-    hi = np.minimum(lo + 1, 2047)
+    hi = np.minimum(lo + 1, rows - 1)
     w = (pos - lo).astype(np.float32)[:, None]
     impls = {
         "reference": lambda: reference.lerp(table, pos),
@@ -345,21 +352,44 @@ def interpolate_cases() -> list[Case]:
     cases.append(
         Case(
             "interpolate",
-            "lerp 32768 positions",
-            "2048x1024 f32",
-            32768 * 1024 * 4,
+            "lerp",
+            f"{npos} positions, {rows}x1024 f32",
+            npos * 1024 * 4,
             impls,
             "write fresh",
             lambda: bool(np.array_equal(posembed.lerp(table, pos), reference.lerp(table, pos))),
         )
     )
+    # Call overhead: a handful of positions in a small table.
+    small = rng.standard_normal((128, 64), dtype=np.float32)
+    few = np.array([1.5, 2.25, 7.0, 100.5])
+    flo = np.floor(few).astype(np.int64)
+    fhi = np.minimum(flo + 1, 127)
+    fw = (few - flo).astype(np.float32)[:, None]
+    impls = {
+        "reference": lambda: reference.lerp(small, few),
+        "numpy": lambda: (1 - fw) * small[flo] + fw * small[fhi],
+        "posembed": lambda: posembed.lerp(small, few),
+    }
+    cases.append(
+        Case(
+            "interpolate",
+            "lerp 4 positions",
+            "4 positions, 128x64 f32",
+            4 * 64 * 4,
+            impls,
+            None,
+            lambda: bool(np.array_equal(posembed.lerp(small, few), reference.lerp(small, few))),
+        )
+    )
     return cases
 
 
-def extend_cases() -> list[Case]:
-    table = np.random.default_rng(2).standard_normal((2048, 1024), dtype=np.float32)
-    n = 8192
-    idx = np.arange(2048, n) % 2048
+def extend_cases(quick: bool = False) -> list[Case]:
+    rows = 512 if quick else 2048
+    table = np.random.default_rng(2).standard_normal((rows, 1024), dtype=np.float32)
+    n = 4 * rows
+    idx = np.arange(rows, n) % rows
     impls: dict[str, Callable[[], object]] = {
         "reference": lambda: reference.extend(table, n, init="tile"),
         "numpy": lambda: np.concatenate([table, table[idx]]),
@@ -368,8 +398,8 @@ def extend_cases() -> list[Case]:
     return [
         Case(
             "extend",
-            "2048 -> 8192 rows, tile",
-            "d=1024 f32",
+            "tile",
+            f"{rows} -> {n} rows, d=1024 f32",
             n * 1024 * 4,
             impls,
             "write fresh",
@@ -382,7 +412,7 @@ def extend_cases() -> list[Case]:
     ]
 
 
-def resample_grid_cases() -> list[Case]:
+def resample_grid_cases(quick: bool = False) -> list[Case]:
     rng = np.random.default_rng(3)
     torch = _torch()
     d = 768
@@ -407,8 +437,8 @@ def resample_grid_cases() -> list[Case]:
             impls["torch"] = timm_style
         return Case(
             "resample_grid",
-            f"24x24 -> 48x48 {method}",
-            "prefix 1, d=768 f32",
+            method,
+            "24x24 -> 48x48, prefix 1, d=768 f32",
             (1 + 48 * 48) * d * 4,
             impls,
             "write fresh",
@@ -418,8 +448,9 @@ def resample_grid_cases() -> list[Case]:
     return [case("bicubic"), case("bilinear")]
 
 
-def similarity_cases() -> list[Case]:
-    table = np.random.default_rng(4).standard_normal((2048, 1024), dtype=np.float32)
+def similarity_cases(quick: bool = False) -> list[Case]:
+    rows = 1024 if quick else 2048
+    table = np.random.default_rng(4).standard_normal((rows, 1024), dtype=np.float32)
 
     def numpy_cosine() -> object:
         x = table / np.linalg.norm(table, axis=1, keepdims=True)
@@ -433,9 +464,9 @@ def similarity_cases() -> list[Case]:
     return [
         Case(
             "similarity",
-            "2048 rows",
-            "d=1024 f32",
-            2048 * 2048 * 4,
+            "all pairs",
+            f"{rows} rows, d=1024 f32",
+            rows * rows * 4,
             impls,
             None,
             lambda: bool(
@@ -447,10 +478,12 @@ def similarity_cases() -> list[Case]:
     ]
 
 
-def windows_cases() -> list[Case]:
+def windows_cases(quick: bool = False) -> list[Case]:
     rng = np.random.default_rng(5)
     size, step = 2048, 1536
-    tokens = rng.integers(0, 50_000, 50_000_000).astype(np.uint32)
+    ntok = 5_000_000 if quick else 50_000_000
+    tokens = rng.integers(0, 50_000, ntok).astype(np.uint32)
+    stream_shape = f"{ntok // 1_000_000}M uint32 tokens, size 2048, step 1536, drop"
     count = (tokens.size - size) // step + 1
 
     def numpy_windows() -> np.ndarray:
@@ -465,8 +498,8 @@ def windows_cases() -> list[Case]:
     cases = [
         Case(
             "windows",
-            "50M tokens",
-            "uint32, size 2048, step 1536, drop",
+            "fresh output",
+            stream_shape,
             count * size * 4,
             impls,
             "copy fresh",
@@ -496,8 +529,8 @@ def windows_cases() -> list[Case]:
     cases.append(
         Case(
             "windows",
-            "50M tokens, out=",
-            "uint32, size 2048, step 1536, drop",
+            "out= given",
+            stream_shape,
             count * size * 4,
             impls,
             "copy warm",
@@ -511,7 +544,8 @@ def windows_cases() -> list[Case]:
             ),
         )
     )
-    lengths = rng.integers(1, 4001, 100_000)
+    ndocs = 5_000 if quick else 100_000
+    lengths = rng.integers(1, 4001, ndocs)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     corpus = rng.integers(0, 50_000, offsets[-1]).astype(np.uint32)
 
@@ -534,8 +568,8 @@ def windows_cases() -> list[Case]:
     cases.append(
         Case(
             "windows",
-            "CSR 100k documents",
-            "lengths 1..4000, size 2048, step 1536, drop",
+            "CSR documents",
+            f"{ndocs // 1000}k documents of 1..4000 tokens, size 2048, step 1536, drop",
             out_rows * size * 4,
             impls,
             "copy fresh",
@@ -549,7 +583,7 @@ def windows_cases() -> list[Case]:
     )
 
     # Per-window model outputs back to tokens: the mean over overlapping windows.
-    stream = rng.integers(0, 50_000, 200_000).astype(np.uint32)
+    stream = rng.integers(0, 50_000, 50_000 if quick else 200_000).astype(np.uint32)
     win = posembed.windows(stream, size, step=step)
     twin = reference.windows(stream, size, step=step)
     values = rng.standard_normal((len(win), size), dtype=np.float32)
@@ -567,8 +601,8 @@ def windows_cases() -> list[Case]:
     cases.append(
         Case(
             "windows",
-            "stitch mean, 200k tokens",
-            "size 2048, step 1536, f32",
+            "stitch mean",
+            f"{stream.size // 1000}k tokens, size 2048, step 1536, f32",
             stream.size * 4,
             impls,
             None,
@@ -585,12 +619,12 @@ def windows_cases() -> list[Case]:
     return cases
 
 
-def chunk_cases() -> list[Case]:
+def chunk_cases(quick: bool = False) -> list[Case]:
     from posembed._chunk import chunk_file
 
     # A nanoGPT-style raw uint16 token file cut into blocks of 1024 (a whole
     # number of them, so every tail mode gives the same windows as NumPy's).
-    size, count = 1024, 1 << 17
+    size, count = 1024, 1 << (13 if quick else 17)
     work = _scratch_dir()
     src = work / "train.bin"
     rng = np.random.default_rng(9)
@@ -653,20 +687,21 @@ def chunk_cases() -> list[Case]:
     return [
         Case(
             "chunk",
-            "256 MB token file",
-            "uint16 raw file, size 1024, on disk",
+            "token file",
+            f"{count * size * 2 >> 20} MB raw uint16 file, size 1024, on disk",
             out_bytes,
             impls,
             "file write",
             check,
+            in_bytes=count * size * 2,
         )
     ]
 
 
-def embed_cases() -> list[Case]:
+def embed_cases(quick: bool = False) -> list[Case]:
     # GPT-2 small: vocabulary 50257, d 768, batches of 8 x 1024 tokens.
     rng = np.random.default_rng(11)
-    vocab, length, d, b, t, p = 50_257, 1024, 768, 8, 1024, 0.1
+    vocab, length, d, b, t, p = 50_257, 1024, 768, 1 if quick else 8, 1024, 0.1
     tok = (rng.standard_normal((vocab, d), dtype=np.float32) * 0.02).astype(np.float32)
     pos = (rng.standard_normal((length, d), dtype=np.float32) * 0.02).astype(np.float32)
     ids = rng.integers(0, vocab, (b, t))
@@ -675,7 +710,7 @@ def embed_cases() -> list[Case]:
         tt, pt, it = torch.from_numpy(tok), torch.from_numpy(pos), torch.from_numpy(ids)
         functional = torch.nn.functional
     cases = []
-    for rate, name in ((p, "B8 T1024 d768, dropout 0.1"), (0.0, "B8 T1024 d768, no dropout")):
+    for rate, name in ((p, "dropout 0.1"), (0.0, "no dropout")):
 
         def numpy_way(rate: float = rate) -> np.ndarray:  # gather, add, mask, scale
             x = tok[ids]
@@ -707,25 +742,43 @@ def embed_cases() -> list[Case]:
             Case(
                 "embed",
                 name,
-                f"vocab {vocab}, f32",
+                f"B{b} T{t} d{d}, vocab {vocab}, f32",
                 b * t * d * 4,
                 impls,
                 "copy fresh",
                 check,
             )
         )
+    # Call overhead: four tokens at positions 0..3.
+    few = np.array([3, 99, 500, 7])
+    impls = {
+        "reference": partial(reference.embed, tok, few, pos),
+        "numpy": lambda: tok[few] + pos[:4],
+        "posembed": partial(posembed.embed, tok, few, pos),
+    }
+    cases.append(
+        Case(
+            "embed",
+            "4 tokens",
+            f"4 ids, d{d}, f32",
+            4 * d * 4,
+            impls,
+            None,
+            lambda: bool(np.array_equal(posembed.embed(tok, few, pos), tok[few] + pos[:4])),
+        )
+    )
     return cases
 
 
-def gather_backward_cases() -> list[Case]:
+def gather_backward_cases(quick: bool = False) -> list[Case]:
     rng = np.random.default_rng(12)
-    vocab, length, d, b, t = 50_257, 1024, 768, 8, 1024
+    vocab, length, d, b, t = 50_257, 1024, 768, 1 if quick else 8, 1024
     grad = rng.standard_normal((b, t, d), dtype=np.float32)
     torch = _torch()
     cases = []
     for name, rows, where in (
-        ("positions -> 1024 rows", length, np.broadcast_to(np.arange(t), (b, t)).copy()),
-        ("token ids -> 50257 rows", vocab, rng.integers(0, vocab, (b, t))),
+        ("positions", length, np.broadcast_to(np.arange(t), (b, t)).copy()),
+        ("token ids", vocab, rng.integers(0, vocab, (b, t))),
     ):
 
         def add_at(rows: int = rows, where: np.ndarray = where) -> np.ndarray:
@@ -756,17 +809,42 @@ def gather_backward_cases() -> list[Case]:
             Case(
                 "gather_backward",
                 name,
-                f"grad {b}x{t}x{d} f32",
+                f"grad {b}x{t}x{d} f32 -> {rows} rows",
                 rows * d * 4,
                 impls,
                 None,
                 check,
             )
         )
+    # Call overhead: four gradient rows into a 128-row table.
+    small = rng.standard_normal((4, 64), dtype=np.float32)
+    at = np.array([1, 5, 5, 100])
+
+    def add_at_small() -> np.ndarray:
+        acc = np.zeros((128, 64), np.float32)
+        np.add.at(acc, at, small)
+        return acc
+
+    impls = {
+        "reference": partial(reference.gather_backward, small, at, 128),
+        "numpy": add_at_small,
+        "posembed": partial(posembed.gather_backward, small, at, 128),
+    }
+    cases.append(
+        Case(
+            "gather_backward",
+            "4 rows",
+            "grad 4x64 f32 -> 128 rows",
+            128 * 64 * 4,
+            impls,
+            None,
+            lambda: bool(np.array_equal(posembed.gather_backward(small, at, 128), add_at_small())),
+        )
+    )
     return cases
 
 
-BUILDERS: dict[str, Callable[[], list[Case]]] = {
+BUILDERS: dict[str, Callable[[bool], list[Case]]] = {
     "gather": gather_cases,
     "interpolate": interpolate_cases,
     "extend": extend_cases,
@@ -779,14 +857,286 @@ BUILDERS: dict[str, Callable[[], list[Case]]] = {
 }
 
 
-def cases_of(kernel: str) -> list[Case]:
-    cases = BUILDERS[kernel]()
+# ---------------------------------------------------------------- targets
+
+
+@dataclass(frozen=True)
+class Target:
+    """A speed target of the issues, read off one run's results."""
+
+    issue: int
+    kernel: str
+    case: str
+    measure: str  # "reference", "numpy", "torch" (speed-up), "roofline" (fraction), "input GB/s"
+    minimum: float
+    what: str
+
+
+TARGETS = (
+    Target(2, "gather", "out= given", "roofline", 0.9, "out= at >= 0.9x the warm write roofline"),
+    Target(2, "gather", "out= given", "numpy", 5.0, "out= >= 5x numpy.take"),
+    Target(2, "gather", "out= given", "torch", 1.25, "out= >= 1.25x torch.index_select(out=)"),
+    Target(2, "gather", "fresh output", "numpy", 1.5, "fresh >= 1.5x table[positions]"),
+    Target(2, "gather", "one row", "numpy", 0.5, "one row costs <= 2x numpy.take"),
+    Target(3, "interpolate", "fresh output", "torch", 15.0, ">= 15x F.interpolate"),
+    Target(3, "interpolate", "fresh output", "roofline", 0.8, ">= 0.8x the fresh write roofline"),
+    Target(3, "resample_grid", "bicubic", "torch", 5.0, ">= 5x PyTorch bicubic"),
+    Target(4, "windows", "fresh output", "numpy", 2.0, ">= 2x sliding_window_view + copy"),
+    Target(4, "windows", "fresh output", "roofline", 0.8, ">= 0.8x the fresh copy roofline"),
+    Target(4, "windows", "CSR documents", "numpy", 20.0, ">= 20x a Python loop over documents"),
+    Target(4, "chunk", "token file", "input GB/s", 1.0, ">= 1 GB/s of input tokens"),
+    Target(5, "embed", "dropout 0.1", "reference", 3.0, ">= 3x the NumPy reference"),
+    Target(5, "embed", "dropout 0.1", "torch", 2.0, ">= 2x PyTorch eager"),
+    Target(5, "embed", "dropout 0.1", "roofline", 0.6, ">= 0.6x the fresh copy roofline"),
+    Target(5, "gather_backward", "positions", "numpy", 5.0, ">= 5x numpy.add.at"),
+    Target(5, "gather_backward", "token ids", "numpy", 5.0, ">= 5x numpy.add.at"),
+    Target(6, "interpolate", "lerp 4 positions", "numpy", 0.5, "a handful costs <= 2x NumPy"),
+    Target(6, "embed", "4 tokens", "numpy", 0.5, "a handful costs <= 2x NumPy"),
+    Target(6, "gather_backward", "4 rows", "numpy", 0.5, "a handful costs <= 2x numpy.add.at"),
+)
+
+
+def target_value(target: Target, results: list[Result]) -> float | None:
+    """The measured value a target is judged on, or None if the run lacks it."""
+    for r in results:
+        if r.kernel == target.kernel and r.name == target.case:
+            if target.measure == "roofline":
+                return r.roofline_fraction()
+            if target.measure == "input GB/s":
+                return r.input_gbps()
+            return r.speedup(target.measure)
+    return None
+
+
+def format_targets(results: list[Result], scaling: list[ScalingResult] | None = None) -> str:
+    """One line per speed target found in this run: met or missed, with the value."""
+    lines = []
+    met = total = 0
+    for t in TARGETS:
+        value = target_value(t, results)
+        if value is None:
+            continue
+        total += 1
+        ok = value >= t.minimum
+        met += ok
+        unit = " GB/s" if t.measure == "input GB/s" else "x"
+        lines.append(
+            f"  {'met   ' if ok else 'MISSED'}  issue {t.issue}  {t.kernel}: {t.case}: "
+            f"{value:.2f}{unit} ({t.what})"
+        )
+    for sr, counts, value, minimum in scaling_targets(scaling or []):
+        total += 1
+        ok = value >= minimum
+        met += ok
+        lines.append(
+            f"  {'met   ' if ok else 'MISSED'}  issue 6  {sr.kernel}: {sr.problem} ({sr.size}): "
+            f"{value:.2f}x from {counts[0]} to {counts[1]} threads (>= {minimum}x)"
+        )
+    if not total:
+        return ""
+    return "\n".join([f"speed targets: {met} of {total} met in this run", *lines])
+
+
+# ---------------------------------------------------------------- thread scaling
+
+
+@dataclass
+class ScalingCase:
+    """posembed alone on one problem, timed at several thread counts."""
+
+    kernel: str
+    problem: str
+    size: str  # "in cache" (fits the last-level cache) or "in memory"
+    nbytes: int  # bytes the call writes
+    fn: Callable[[], object]
+
+
+@dataclass
+class ScalingResult:
+    kernel: str
+    problem: str
+    size: str
+    nbytes: int
+    seconds: dict[int, float] = field(default_factory=dict)  # median per count
+    # median over rounds of (time on the first count / time on this count),
+    # each round timing every count back to back
+    speedups: dict[int, float] = field(default_factory=dict)
+
+    def speedup(self, threads: int) -> float | None:
+        return self.speedups.get(threads)
+
+
+# (kernel, problem): these must scale by SCALING_MINIMUM from the first to the
+# second thread count at their in-memory size (issue 6); every kernel must at
+# its in-cache size.
+SCALING_MINIMUM = 1.7
+SCALING_REQUIRED = {("resample_grid", "bicubic"), ("embed", "dropout 0.1")}
+
+
+def scaling_targets(
+    results: list[ScalingResult],
+) -> list[tuple[ScalingResult, tuple[int, int], float, float]]:
+    found = []
+    for r in results:
+        counts = sorted(r.seconds)
+        if len(counts) < 2:
+            continue
+        wanted = r.size == "in cache" or (r.kernel, r.problem) in SCALING_REQUIRED
+        value = r.speedup(counts[1])
+        if wanted and value is not None:
+            found.append((r, (counts[0], counts[1]), value, SCALING_MINIMUM))
+    return found
+
+
+def scaling_cases(quick: bool = False) -> list[ScalingCase]:
+    """Every threaded kernel on a problem that fits the last-level cache and on
+    one that does not (the main benchmark's size), posembed only.
+
+    The "in cache" problems write about 2-5 MB and read a few more: far
+    inside a last-level cache of 16-32 MB, and long enough (0.1-1 ms) that
+    waking the team is not what is measured. ``chunk`` is left out (its
+    kernel runs on one thread beside its reader and writer) and so is
+    ``similarity`` (NumPy's BLAS does its work).
+    """
+    rng = np.random.default_rng(21)
+    f32 = np.float32
+    big = 4 if quick else 1  # quick runs shrink the in-memory problems
+    cases: list[ScalingCase] = []
+
+    def add(kernel: str, problem: str, size: str, out: Any, fn: Callable[[], object]) -> None:
+        nbytes = out if isinstance(out, int) else int(out.nbytes)
+        cases.append(ScalingCase(kernel, problem, size, nbytes, fn))
+
+    # gather, out= given
+    for size, (b, rows, d) in (
+        ("in cache", (1, 512, 1024)),
+        ("in memory", (32 // big, 2048, 1024)),
+    ):
+        table = rng.standard_normal((rows, d), dtype=f32)
+        pos = rng.integers(0, rows, (b, 1024))
+        out = np.empty((b, 1024, d), f32)
+        add("gather", "out= given", size, out, partial(posembed.gather, table, pos, out=out))
+    # interpolate and lerp, out= given
+    for size, rows in (("in cache", 256), ("in memory", 2048 // big)):
+        table = rng.standard_normal((rows, 1024), dtype=f32)
+        out = np.empty((4 * rows, 1024), f32)
+        stretch = partial(posembed.interpolate, table, 4 * rows, out=out)
+        add("interpolate", "out= given", size, out, stretch)
+        x = rng.uniform(0, rows - 1, 4 * rows)
+        add("interpolate", "lerp, out=", size, out, partial(posembed.lerp, table, x, out=out))
+    # resample_grid: 16x16 -> 32x32, and the benchmark's 24x24 -> 48x48 (d 768)
+    for size, g in (("in cache", 16), ("in memory", 24)):
+        grid = rng.standard_normal((1 + g * g, 768), dtype=f32)
+        for method in ("bicubic", "bilinear"):
+            fn = partial(
+                posembed.resample_grid, grid, (g, g), (2 * g, 2 * g), prefix=1, method=method
+            )
+            add("resample_grid", method, size, (1 + 4 * g * g) * 768 * 4, fn)
+    # windows, out= given, and stitch
+    for size, ntok in (("in cache", 1_000_000), ("in memory", 50_000_000 // (4 * big))):
+        tokens = rng.integers(0, 50_000, ntok).astype(np.uint32)
+        w = posembed.windows(tokens, 2048, step=1536, tail="drop")
+        out = np.empty_like(w.tokens)
+        cut = partial(posembed.windows, tokens, 2048, step=1536, tail="drop", out=out)
+        add("windows", "out= given", size, out, cut)
+    for size, ntok in (("in cache", 500_000), ("in memory", 5_000_000 // big)):
+        stream = rng.integers(0, 50_000, ntok).astype(np.uint32)
+        win = posembed.windows(stream, 2048, step=1536)
+        values = rng.standard_normal((len(win), 2048), dtype=f32)
+        add("windows", "stitch mean", size, ntok * 4, partial(posembed.stitch, values, win))
+    # embed with dropout: B1 T1024 into out= (the same token rows each call,
+    # so they stay cached), and the benchmark's B8 T1024 (fresh output)
+    vocab, d = 50_257, 768
+    tok = rng.standard_normal((vocab, d), dtype=f32)
+    ptab = rng.standard_normal((1024, d), dtype=f32)
+    ids = rng.integers(0, vocab, (1, 1024))
+    out = np.empty((1, 1024, d), f32)
+    fn = partial(posembed.embed, tok, ids, ptab, dropout=0.1, seed=1, out=out)
+    add("embed", "dropout 0.1", "in cache", out, fn)
+    ids = rng.integers(0, vocab, (8 // big, 1024))
+    fn = partial(posembed.embed, tok, ids, ptab, dropout=0.1, seed=1)
+    add("embed", "dropout 0.1", "in memory", ids.size * d * 4, fn)
+    for size, n in (("in cache", 1 << 22), ("in memory", (1 << 26) // big)):
+        add("embed", "dropout_mask", size, n, partial(posembed.dropout_mask, n, 0.1, 1))
+    # gather_backward: positions (B1) into out=, and token ids (B8)
+    grad = rng.standard_normal((1, 1024, d), dtype=f32)
+    gout = np.empty((1024, d), f32)
+    fn = partial(posembed.gather_backward, grad, np.arange(1024)[None], 1024, out=gout)
+    add("gather_backward", "positions, out=", "in cache", gout, fn)
+    grad = rng.standard_normal((8 // big, 1024, d), dtype=f32)
+    ids = rng.integers(0, vocab, (8 // big, 1024))
+    fn = partial(posembed.gather_backward, grad, ids, vocab)
+    add("gather_backward", "token ids", "in memory", vocab * d * 4, fn)
+    return cases
+
+
+def run_scaling(
+    counts: list[int],
+    repeat: int,
+    quick: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> list[ScalingResult]:
+    """Each scaling case at each thread count. Every round times all counts
+    back to back, so a speed-up compares times taken moments apart: on a
+    shared machine the load moves between rounds, and a ratio of medians
+    taken a while apart would measure that as much as the threads."""
+    before = posembed.get_num_threads() if posembed.config()["num_threads_set"] else None
+    results = []
+    try:
+        for case in scaling_cases(quick):
+            if progress is not None:
+                progress(f"threads {counts}: {case.kernel}: {case.problem} ({case.size})")
+            timers = {}
+            for n in counts:
+                posembed.set_num_threads(n)
+                timers[n], _ = _timer(case.fn)
+            rounds: dict[int, list[float]] = {n: [] for n in counts}
+            for _ in range(repeat):
+                for n in counts:
+                    posembed.set_num_threads(n)
+                    rounds[n].append(timers[n]())
+            r = ScalingResult(case.kernel, case.problem, case.size, case.nbytes)
+            first = np.array(rounds[counts[0]])
+            for n in counts:
+                r.seconds[n] = float(np.median(rounds[n]))
+                r.speedups[n] = float(np.median(first / np.array(rounds[n])))
+            results.append(r)
+    finally:
+        posembed.set_num_threads(before)
+    return results
+
+
+def format_scaling(results: list[ScalingResult], markdown: bool = False) -> str:
+    """Seconds at each thread count and the speed-up over the first count."""
+    if not results:
+        return ""
+    counts = sorted(results[0].seconds)
+    head = ["kernel", "problem", "size", "MB written"]
+    head += [f"{n} thread{'s' if n > 1 else ''}" for n in counts]
+    head += [f"speed-up {n}/{counts[0]}" for n in counts[1:]]
+    rows = [head]
+    for r in results:
+        rows.append(
+            [
+                r.kernel,
+                r.problem,
+                r.size,
+                f"{r.nbytes / 1e6:.1f}",
+                *(_fmt_time(r.seconds.get(n)) for n in counts),
+                *(_fmt_ratio(r.speedup(n)) for n in counts[1:]),
+            ]
+        )
+    return _table(rows, markdown)
+
+
+def cases_of(kernel: str, quick: bool = False) -> list[Case]:
+    cases = BUILDERS[kernel](quick)
     assert tuple(c.name for c in cases) == CASE_NAMES[kernel]
     return cases
 
 
-def all_cases() -> list[Case]:
-    return [case for kernel in BUILDERS for case in cases_of(kernel)]
+def all_cases(quick: bool = False) -> list[Case]:
+    return [case for kernel in BUILDERS for case in cases_of(kernel, quick)]
 
 
 def _timer(fn: Callable[[], object]) -> tuple[Callable[[], float], float]:
@@ -841,7 +1191,9 @@ def measure(case: Case, repeat: int) -> Result:
     finally:
         if gc_was_on:
             gc.enable()
-    return Result(case.kernel, case.name, case.shape, case.out_bytes, case.roofline, seconds)
+    return Result(
+        case.kernel, case.name, case.shape, case.out_bytes, case.roofline, seconds, case.in_bytes
+    )
 
 
 def run(
@@ -850,10 +1202,10 @@ def run(
     progress: Callable[[str], None] | None = None,
     kernels: list[str] | None = None,
 ) -> list[Result]:
-    reps = repeat if repeat is not None else (5 if quick else 15)
+    reps = repeat if repeat is not None else (3 if quick else 15)
     results = []
     chosen = list(BUILDERS) if kernels is None else kernels
-    for case in (c for k in chosen for c in cases_of(k)):
+    for case in (c for k in chosen for c in cases_of(k, quick)):
         if progress is not None:
             progress(f"{case.kernel}: {case.name} ({case.shape})")
         results.append(measure(case, reps))
@@ -896,6 +1248,20 @@ def _fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}x"
 
 
+def _table(rows: list[list[str]], markdown: bool) -> str:
+    if markdown:
+        lines = ["| " + " | ".join(row) + " |" for row in rows]
+        lines.insert(1, "|" + "---|" * len(rows[0]))
+        return "\n".join(lines)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
 def format_results(
     results: list[Result], info: dict[str, Any] | None = None, markdown: bool = False
 ) -> str:
@@ -931,15 +1297,8 @@ def format_results(
             ]
         )
     if markdown:
-        lines = ["| " + " | ".join(row) + " |" for row in rows]
-        lines.insert(1, "|" + "---|" * len(head))
-        return "\n".join(lines)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+        return _table(rows, markdown)
+    lines = _table(rows, False).splitlines()
     if info:
         lines.insert(0, ", ".join(f"{k}: {v}" for k, v in info.items()))
         lines.insert(1, "")
@@ -951,23 +1310,69 @@ def format_results(
     return "\n".join(lines)
 
 
-def to_json(results: list[Result], info: dict[str, Any]) -> str:
-    return json.dumps(
-        {
-            "machine": info,
-            "results": [
+def to_dict(
+    results: list[Result], info: dict[str, Any], scaling: list[ScalingResult] | None = None
+) -> dict[str, Any]:
+    """The raw figures (``--json``, and what ``--plot`` draws)."""
+    targets = []
+    for t in TARGETS:
+        value = target_value(t, results)
+        if value is not None:
+            targets.append(
                 {
-                    "kernel": r.kernel,
-                    "case": r.name,
-                    "shape": r.shape,
-                    "out_bytes": r.out_bytes,
-                    "roofline": r.roofline,
-                    "seconds": r.seconds,
-                    "speedup": {c: r.speedup(c) for c in ("reference", "numpy", "torch")},
-                    "roofline_fraction": r.roofline_fraction(),
+                    "issue": t.issue,
+                    "kernel": t.kernel,
+                    "case": t.case,
+                    "measure": t.measure,
+                    "minimum": t.minimum,
+                    "value": value,
+                    "met": value >= t.minimum,
                 }
-                for r in results
-            ],
-        },
-        indent=2,
-    )
+            )
+    for sr, counts, value, minimum in scaling_targets(scaling or []):
+        targets.append(
+            {
+                "issue": 6,
+                "kernel": sr.kernel,
+                "case": f"{sr.problem} ({sr.size})",
+                "measure": f"speed-up {counts[1]}/{counts[0]} threads",
+                "minimum": minimum,
+                "value": value,
+                "met": value >= minimum,
+            }
+        )
+    return {
+        "machine": info,
+        "results": [
+            {
+                "kernel": r.kernel,
+                "case": r.name,
+                "shape": r.shape,
+                "out_bytes": r.out_bytes,
+                "in_bytes": r.in_bytes,
+                "roofline": r.roofline,
+                "seconds": r.seconds,
+                "speedup": {c: r.speedup(c) for c in ("reference", "numpy", "torch")},
+                "roofline_fraction": r.roofline_fraction(),
+            }
+            for r in results
+        ],
+        "scaling": [
+            {
+                "kernel": r.kernel,
+                "problem": r.problem,
+                "size": r.size,
+                "bytes": r.nbytes,
+                "seconds": {str(n): t for n, t in r.seconds.items()},
+                "speedup": {str(n): v for n, v in r.speedups.items()},
+            }
+            for r in scaling or []
+        ],
+        "targets": targets,
+    }
+
+
+def to_json(
+    results: list[Result], info: dict[str, Any], scaling: list[ScalingResult] | None = None
+) -> str:
+    return json.dumps(to_dict(results, info, scaling), indent=2)

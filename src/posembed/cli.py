@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 
 def _bench(args: argparse.Namespace) -> int:
     from posembed import bench, set_num_threads
 
-    if args.threads is not None:
-        set_num_threads(args.threads)
+    counts: list[int] = args.threads or []
+    if counts:
+        # the main table runs at the largest count; --threads 1,2 adds the scaling table
+        set_num_threads(max(counts))
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            args.parser.error("--plot needs matplotlib: pip install 'posembed[plot]'")
     info = bench.machine()
+    if args.quick:
+        info["run"] = "quick (smaller problems, 3 rounds)"
     kernels = None
     if args.only:
         kernels = [k.strip() for k in args.only.split(",") if k.strip()]
@@ -20,17 +30,36 @@ def _bench(args: argparse.Namespace) -> int:
             args.parser.error(
                 f"--only: unknown kernel {unknown[0]!r}; choose from {', '.join(bench.BUILDERS)}"
             )
-    results = bench.run(
-        quick=args.quick,
-        repeat=args.repeat,
-        progress=lambda s: print(f"  measuring {s}", file=sys.stderr),
-        kernels=kernels,
-    )
+
+    def progress(s: str) -> None:
+        print(f"  measuring {s}", file=sys.stderr)
+
+    results = bench.run(quick=args.quick, repeat=args.repeat, progress=progress, kernels=kernels)
+    scaling: list[bench.ScalingResult] = []
+    if len(counts) > 1:
+        reps = args.repeat or (5 if args.quick else 15)
+        scaling = bench.run_scaling(counts, reps, quick=args.quick, progress=progress)
+        if kernels is not None:
+            scaling = [r for r in scaling if r.kernel in kernels]
     print(bench.format_results(results, info, markdown=args.markdown))
+    if scaling:
+        print()
+        print("thread scaling (posembed alone; speed-up = time on the first count / time):")
+        print(bench.format_scaling(scaling, markdown=args.markdown))
+    targets = bench.format_targets(results, scaling)
+    if targets:
+        print()
+        print(targets)
+    data = bench.to_dict(results, info, scaling)
     if args.json:
         with open(args.json, "w") as f:
-            f.write(bench.to_json(results, info))
+            json.dump(data, f, indent=2)
         print(f"\nraw figures written to {args.json}")
+    if args.plot:
+        from posembed.plot import save_bench_figure
+
+        save_bench_figure(data, args.plot)
+        print(f"chart written to {args.plot}")
     return 0
 
 
@@ -104,15 +133,36 @@ def _positive(text: str) -> int:
     return n
 
 
+def _thread_counts(text: str) -> list[int]:
+    """'2' or '1,2,4': distinct positive counts, ascending."""
+    try:
+        counts = sorted({int(part) for part in text.split(",")})
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a count or a comma list of counts (1,2); got {text!r}"
+        ) from None
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError(f"counts must be at least 1; got {text!r}")
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="posembed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("bench", help="time every kernel against NumPy, PyTorch and the roofline")
-    p.add_argument("--quick", action="store_true", help="fewer repeats (under 30 s)")
+    p.add_argument("--quick", action="store_true", help="smaller problems, 3 rounds (under 30 s)")
     p.add_argument("--repeat", type=_positive, help="timed rounds per implementation")
-    p.add_argument("--threads", type=_positive, help="threads for posembed (and PyTorch)")
+    p.add_argument(
+        "--threads",
+        type=_thread_counts,
+        metavar="N[,M...]",
+        help="threads for posembed and PyTorch (the largest); several add a thread-scaling table",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the raw figures as JSON")
+    p.add_argument(
+        "--plot", metavar="FILE.png", help="draw speed-ups and roofline fractions (matplotlib)"
+    )
     p.add_argument("--markdown", action="store_true", help="print a Markdown table (README)")
     p.add_argument("--only", metavar="K1,K2", help="only these kernels (e.g. gather,interpolate)")
     p.set_defaults(func=_bench, parser=p)

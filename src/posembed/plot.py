@@ -62,3 +62,79 @@ def save_similarity_figure(
 ) -> None:
     """Draw :func:`similarity_figure` and write it to ``path`` (PNG, SVG, PDF, ...)."""
     similarity_figure(table, length, align=align).savefig(path, dpi=dpi)
+
+
+def bench_figure(data: dict[str, Any]) -> Figure:
+    """Bar charts of one ``posembed bench`` run (the dict ``--json`` writes).
+
+    Left: posembed's speed-up over the reference twin, NumPy and PyTorch per
+    case (log scale; right of 1 is faster). Middle: the fraction of the
+    same-run memory roofline each case reaches (1 = at the roofline). Right,
+    when the run had ``--threads 1,2``: each kernel's thread speed-up, in
+    cache and in memory, against the 1.7x target.
+    """
+    results = data["results"]
+    scaling = data.get("scaling") or []
+    panels = 3 if scaling else 2
+    height = max(4.0, 0.32 * max(len(results), len(scaling)) + 1.5)
+    fig: Figure = _figure_class()(figsize=(6.0 * panels, height), layout="constrained")
+    axes = fig.subplots(1, panels)
+    labels = [f"{r['kernel']}: {r['case']}" for r in results]
+    y = np.arange(len(results))
+
+    ax = axes[0]
+    others = [("reference", "tab:gray"), ("numpy", "tab:blue"), ("torch", "tab:orange")]
+    width = 0.8 / len(others)
+    for k, (other, color) in enumerate(others):
+        values = [r["speedup"].get(other) for r in results]
+        shown = [(i, v) for i, v in enumerate(values) if v]
+        if shown:
+            idx, vals = zip(*shown, strict=True)
+            ax.barh(np.array(idx) + (k - 1) * width, vals, width, color=color, label=f"vs {other}")
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(y, labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("speed-up (other time / posembed time)")
+    ax.legend(loc="lower right", fontsize="small")
+    ax.set_title("posembed against the others")
+
+    ax = axes[1]
+    fractions = [r["roofline_fraction"] or 0.0 for r in results]
+    ax.barh(y, fractions, 0.6, color="tab:green")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(
+        y, [f"{lab} ({r['roofline'] or 'none'})" for lab, r in zip(labels, results, strict=True)]
+    )
+    ax.invert_yaxis()
+    ax.set_xlabel("fraction of the same-run memory roofline")
+    ax.set_title("posembed against the memory roofline")
+
+    if scaling:
+        ax = axes[2]
+        rows = [f"{s['kernel']}: {s['problem']} ({s['size']})" for s in scaling]
+        counts = sorted(int(n) for n in scaling[0]["seconds"])
+        top = str(counts[-1])
+        speedups = [s["speedup"][top] or 0.0 for s in scaling]
+        colors = ["tab:purple" if s["size"] == "in cache" else "tab:cyan" for s in scaling]
+        ys = np.arange(len(scaling))
+        ax.barh(ys, speedups, 0.6, color=colors)
+        ax.axvline(1.7, color="red", linewidth=0.8, linestyle="--", label="target 1.7x")
+        ax.axvline(1.0, color="black", linewidth=0.8)
+        ax.set_yticks(ys, rows)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"speed-up, {counts[0]} -> {counts[-1]} threads")
+        ax.legend(loc="lower right", fontsize="small")
+        ax.set_title("thread scaling (purple: in cache)")
+
+    m = data.get("machine", {})
+    fig.suptitle(
+        f"posembed bench, {m.get('date', '')}: {m.get('cpu', '')}, {m.get('threads', '')} "
+        f"threads, SIMD {m.get('simd', '')}"
+    )
+    return fig
+
+
+def save_bench_figure(data: dict[str, Any], path: str, *, dpi: int = 110) -> None:
+    """Draw :func:`bench_figure` and write it to ``path``."""
+    bench_figure(data).savefig(path, dpi=dpi)
