@@ -23,13 +23,17 @@ def test_console_script_is_installed():
     assert "bench" in out.stdout
 
 
-def test_bench_prints_every_case_and_writes_json(tmp_path, capsys):
+def test_bench_quick_prints_every_case_scaling_targets_json_and_plot(tmp_path, capsys):
     path = tmp_path / "bench.json"
-    assert cli.main(["bench", "--repeat", "1", "--json", str(path)]) == 0
+    png = tmp_path / "bench.png"
+    argv = ["bench", "--quick", "--repeat", "1", "--threads", "2,1", "--json", str(path)]
+    assert cli.main([*argv, "--plot", str(png)]) == 0
     text = capsys.readouterr().out
-    cases = bench.all_cases()
+    cases = bench.all_cases(quick=True)
     for case in cases:
         assert case.name in text
+    assert "thread scaling" in text
+    assert "speed targets:" in text
     data = json.loads(path.read_text())
     assert len(data["results"]) == len(cases)
     for row in data["results"]:
@@ -39,12 +43,46 @@ def test_bench_prints_every_case_and_writes_json(tmp_path, capsys):
             assert (other in row["seconds"]) == (row["speedup"][other] is not None)
         if row["roofline"]:
             assert row["roofline_fraction"] > 0
-    assert data["machine"]["threads"] >= 1
+    assert data["machine"]["threads"] == 2  # the largest count runs the main table
+    kernels = {row["kernel"] for row in data["scaling"]}
+    assert kernels == set(bench.BUILDERS) - {"chunk", "similarity", "extend"}
+    for row in data["scaling"]:
+        assert set(row["seconds"]) == {"1", "2"}
+        assert row["speedup"]["1"] == 1.0
+        assert row["speedup"]["2"] > 0
+    sizes = {(row["kernel"], row["size"]) for row in data["scaling"]}
+    for kernel in kernels:
+        assert (kernel, "in cache") in sizes
+        assert (kernel, "in memory") in sizes
+    # every target of the issues whose case ran is judged, and the scaling ones too
+    judged = {(t["kernel"], t["case"], t["measure"]) for t in data["targets"]}
+    for t in bench.TARGETS:
+        assert (t.kernel, t.case, t.measure) in judged
+    assert any(t["measure"].startswith("speed-up") for t in data["targets"])
+    assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_targets_are_judged_on_the_named_measure():
+    r = bench.Result("gather", "out= given", "", 100, "write warm", {"posembed": 1.0})
+    r.seconds.update(numpy=6.0, torch=1.0, roofline=0.95)
+    mine = [t for t in bench.TARGETS if (t.kernel, t.case) == ("gather", "out= given")]
+    found = {t.measure: bench.target_value(t, [r]) for t in mine}
+    assert found == {"roofline": 0.95, "numpy": 6.0, "torch": 1.0}
+    text = bench.format_targets([r])
+    assert "speed targets: 2 of 3 met" in text
+    assert "MISSED  issue 2  gather: out= given: 1.00x" in text
 
 
 @pytest.mark.parametrize(
     "argv",
-    [["bench", "--repeat", "0"], ["bench", "--threads", "x"], ["x"], ["bench", "--only", "nope"]],
+    [
+        ["bench", "--repeat", "0"],
+        ["bench", "--threads", "x"],
+        ["bench", "--threads", "0,2"],
+        ["bench", "--threads", ""],
+        ["x"],
+        ["bench", "--only", "nope"],
+    ],
 )
 def test_bench_rejects_bad_arguments(capsys, argv):
     with pytest.raises(SystemExit) as exc:
@@ -54,14 +92,21 @@ def test_bench_rejects_bad_arguments(capsys, argv):
 
 
 def test_bench_only_some_kernels(capsys):
-    assert cli.main(["bench", "--repeat", "1", "--only", "resample_grid"]) == 0
+    assert cli.main(["bench", "--quick", "--repeat", "1", "--only", "resample_grid"]) == 0
     text = capsys.readouterr().out
     assert "resample_grid" in text
     assert "gather" not in text
 
 
 def test_bench_markdown_table(capsys):
-    assert cli.main(["bench", "--repeat", "1", "--markdown", "--only", "gather"]) == 0
+    assert cli.main(["bench", "--quick", "--repeat", "1", "--markdown", "--only", "gather"]) == 0
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("|")]
     assert lines[0].startswith("| kernel | case |")
     assert len(lines) == 2 + len(bench.CASE_NAMES["gather"])
+
+
+def test_thread_bench_suite_names_every_scaling_case():
+    from bench import bench_threads
+
+    names = [f"{c.kernel}: {c.problem} ({c.size})" for c in bench.scaling_cases(quick=True)]
+    assert bench_threads._names() == names

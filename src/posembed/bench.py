@@ -995,8 +995,9 @@ def scaling_cases(quick: bool = False) -> list[ScalingCase]:
     The "in cache" problems write about 2-5 MB and read a few more: far
     inside a last-level cache of 16-32 MB, and long enough (0.1-1 ms) that
     waking the team is not what is measured. ``chunk`` is left out (its
-    kernel runs on one thread beside its reader and writer) and so is
-    ``similarity`` (NumPy's BLAS does its work).
+    kernel runs on one thread beside its reader and writer), ``similarity``
+    (NumPy's BLAS does its work) and ``extend`` (it runs the interpolate and
+    gather kernels measured here).
     """
     rng = np.random.default_rng(21)
     f32 = np.float32
