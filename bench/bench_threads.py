@@ -23,6 +23,9 @@ def _cases() -> dict[str, bench.ScalingCase]:
 def _names() -> list[str]:
     # the names without building the arrays: kernel, problem and size only
     return [
+        "roofline: ALU loop, no memory (in cache)",
+        "roofline: copy warm (in cache)",
+        "roofline: copy warm (in memory)",
         "gather: out= given (in cache)",
         "gather: out= given (in memory)",
         "interpolate: out= given (in cache)",

@@ -494,6 +494,12 @@ void roofline_fill(py::array buf, int value, bool stream, int threads) {
   posembed::roofline_fill(dst, n, static_cast<unsigned char>(value), threads_or_all(threads), stream);
 }
 
+uint64_t roofline_spin(int64_t n, int threads) {
+  if (n < 0) throw py::value_error("n must be >= 0");
+  py::gil_scoped_release nogil;
+  return posembed::roofline_spin(n, threads_or_all(threads));
+}
+
 void roofline_copy(py::array dst, const py::array& src, bool stream, int threads) {
   char* d = writeable_bytes(dst, "dst");
   if (!c_contiguous(src) || src.nbytes() != dst.nbytes()) {
@@ -567,5 +573,6 @@ PYBIND11_MODULE(_core, m) {
   m.def("config", &config);
   m.def("roofline_fill", &roofline_fill, "buf"_a, "value"_a = 0, "stream"_a = false,
         "threads"_a = 0);
+  m.def("roofline_spin", &roofline_spin, "n"_a, "threads"_a = 0);
   m.def("roofline_copy", &roofline_copy, "dst"_a, "src"_a, "stream"_a = false, "threads"_a = 0);
 }

@@ -1,6 +1,7 @@
 #include "roofline.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "copy.hpp"
@@ -39,6 +40,20 @@ void roofline_copy(char* dst, const char* src, int64_t n, int threads, bool stre
       copy_plain(dst + b, src + b, e - b);
     }
   });
+}
+
+uint64_t roofline_spin(int64_t n, int threads) {
+  std::atomic<uint64_t> sum{0};
+  parallel_for(n, threads, [&](int64_t b, int64_t e, int) {
+    uint64_t x = static_cast<uint64_t>(b) | 1u;
+    for (int64_t i = b; i < e; ++i) {  // xorshift64: each step needs the last
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+    }
+    sum.fetch_add(x, std::memory_order_relaxed);
+  });
+  return sum.load();
 }
 
 }  // namespace posembed

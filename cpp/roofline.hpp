@@ -12,5 +12,10 @@ namespace posembed {
 void roofline_fill(char* dst, int64_t n, unsigned char value, int threads, bool stream);
 // memcpy of n bytes split over `threads` threads.
 void roofline_copy(char* dst, const char* src, int64_t n, int threads, bool stream);
+// The thread-scaling ceiling: n steps of a dependent integer recurrence (no
+// memory traffic at all), split into chunks as every kernel's work is. Its
+// speed-up from 1 to k threads is the most any kernel can show on this
+// machine at that moment. Returns a value that depends on every step.
+uint64_t roofline_spin(int64_t n, int threads);
 
 }  // namespace posembed

@@ -981,7 +981,8 @@ def scaling_targets(
         counts = sorted(r.seconds)
         if len(counts) < 2:
             continue
-        wanted = r.size == "in cache" or (r.kernel, r.problem) in SCALING_REQUIRED
+        in_cache = r.size == "in cache" and r.kernel != "roofline"
+        wanted = in_cache or (r.kernel, r.problem) in SCALING_REQUIRED
         value = r.speedup(counts[1])
         if wanted and value is not None:
             found.append((r, (counts[0], counts[1]), value, SCALING_MINIMUM))
@@ -1008,6 +1009,14 @@ def scaling_cases(quick: bool = False) -> list[ScalingCase]:
         nbytes = out if isinstance(out, int) else int(out.nbytes)
         cases.append(ScalingCase(kernel, problem, size, nbytes, fn))
 
+    # The same-run ceilings: an integer loop with no memory traffic (no kernel
+    # can scale better than it), and a warm copy in cache and in memory.
+    spin = 4_000_000 // big
+    add("roofline", "ALU loop, no memory", "in cache", 0, partial(_core.roofline_spin, spin))
+    for size, mb in (("in cache", 4), ("in memory", 64 // big)):
+        src = np.full(mb << 20, 0x3C, np.uint8)
+        dst = np.full(mb << 20, FILL_BYTE, np.uint8)
+        add("roofline", "copy warm", size, dst, partial(_core.roofline_copy, dst, src))
     # gather, out= given
     for size, (b, rows, d) in (
         ("in cache", (1, 512, 1024)),
