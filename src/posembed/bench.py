@@ -250,6 +250,9 @@ def gather_cases(quick: bool = False) -> list[Case]:
         "numpy": lambda: np.take(small, 3, axis=0),
         "posembed": lambda: posembed.gather(small, 3),
     }
+    if torch is not None:
+        t_small = torch.from_numpy(small)
+        impls["torch"] = lambda: t_small[3]
     cases.append(
         Case(
             "gather",
@@ -371,6 +374,9 @@ def interpolate_cases(quick: bool = False) -> list[Case]:
         "numpy": lambda: (1 - fw) * small[flo] + fw * small[fhi],
         "posembed": lambda: posembed.lerp(small, few),
     }
+    if torch is not None:
+        ts, tflo, tfhi, tfw = (torch.from_numpy(x) for x in (small, flo, fhi, fw))
+        impls["torch"] = lambda: torch.lerp(ts[tflo], ts[tfhi], tfw)
     cases.append(
         Case(
             "interpolate",
@@ -395,6 +401,10 @@ def extend_cases(quick: bool = False) -> list[Case]:
         "numpy": lambda: np.concatenate([table, table[idx]]),
         "posembed": lambda: posembed.extend(table, n, init="tile"),
     }
+    torch = _torch()
+    if torch is not None:
+        tt, tidx = torch.from_numpy(table), torch.from_numpy(idx)
+        impls["torch"] = lambda: torch.cat([tt, tt[tidx]])
     return [
         Case(
             "extend",
@@ -461,6 +471,15 @@ def similarity_cases(quick: bool = False) -> list[Case]:
         "numpy": numpy_cosine,
         "posembed": lambda: posembed.similarity(table),
     }
+    torch = _torch()
+    if torch is not None:
+        tt = torch.from_numpy(table)
+
+        def torch_cosine() -> object:
+            x = torch.nn.functional.normalize(tt, dim=1)
+            return x @ x.T
+
+        impls["torch"] = torch_cosine
     return [
         Case(
             "similarity",
@@ -495,6 +514,10 @@ def windows_cases(quick: bool = False) -> list[Case]:
         "numpy": numpy_windows,
         "posembed": lambda: posembed.windows(tokens, size, step=step, tail="drop"),
     }
+    torch = _torch()
+    if torch is not None:
+        t_tokens = torch.from_numpy(tokens.view(np.int32))  # same bytes; no uint32 unfold
+        impls["torch"] = lambda: t_tokens.unfold(0, size, step).contiguous()
     cases = [
         Case(
             "windows",
@@ -526,6 +549,10 @@ def windows_cases(quick: bool = False) -> list[Case]:
             tokens, size, step=step, tail="drop", out=buffers["posembed"]
         ),
     }
+    if torch is not None:
+        buffers["torch"] = np.ones((count, size), np.uint32)
+        t_out = torch.from_numpy(buffers["torch"].view(np.int32))
+        impls["torch"] = lambda: t_out.copy_(t_tokens.unfold(0, size, step))
     cases.append(
         Case(
             "windows",
@@ -565,6 +592,18 @@ def windows_cases(quick: bool = False) -> list[Case]:
         "numpy": per_document,
         "posembed": lambda: posembed.windows(corpus, size, step=step, tail="drop", offsets=offsets),
     }
+    if torch is not None:
+        t_corpus = torch.from_numpy(corpus.view(np.int32))
+
+        def torch_per_document() -> object:  # the same loop with Tensor.unfold
+            parts = [
+                t_corpus[a:b].unfold(0, size, step)
+                for a, b in itertools.pairwise(offsets.tolist())
+                if b - a >= size
+            ]
+            return torch.cat(parts)
+
+        impls["torch"] = torch_per_document
     cases.append(
         Case(
             "windows",
@@ -598,6 +637,15 @@ def windows_cases(quick: bool = False) -> list[Case]:
         "numpy": bincount_mean,
         "posembed": lambda: posembed.stitch(values, win, reduce="mean"),
     }
+    if torch is not None:
+        t_slots = torch.from_numpy(slots)
+        t_vals = torch.from_numpy(values[win.mask])
+
+        def torch_mean() -> object:  # index_add_ sums, bincount counts
+            sums = torch.zeros(stream.size).index_add_(0, t_slots, t_vals)
+            return sums / torch.bincount(t_slots, minlength=stream.size)
+
+        impls["torch"] = torch_mean
     cases.append(
         Case(
             "windows",
@@ -756,6 +804,14 @@ def embed_cases(quick: bool = False) -> list[Case]:
         "numpy": lambda: tok[few] + pos[:4],
         "posembed": partial(posembed.embed, tok, few, pos),
     }
+    if torch is not None:
+        t_few = torch.from_numpy(few)
+
+        def torch_few() -> object:
+            with torch.no_grad():
+                return functional.embedding(t_few, tt) + pt[:4]
+
+        impls["torch"] = torch_few
     cases.append(
         Case(
             "embed",
@@ -830,6 +886,9 @@ def gather_backward_cases(quick: bool = False) -> list[Case]:
         "numpy": add_at_small,
         "posembed": partial(posembed.gather_backward, small, at, 128),
     }
+    if torch is not None:
+        t_small, t_at = torch.from_numpy(small), torch.from_numpy(at)
+        impls["torch"] = lambda: torch.zeros((128, 64)).index_add_(0, t_at, t_small)
     cases.append(
         Case(
             "gather_backward",
