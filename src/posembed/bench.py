@@ -278,6 +278,22 @@ def _numpy_interpolate(table: np.ndarray, length: int) -> np.ndarray:
     return out
 
 
+def _lerp_impls(table: np.ndarray, pos: np.ndarray, torch: Any) -> dict[str, Callable[[], object]]:
+    """lerp four ways: the twin, NumPy's gather-and-blend, posembed, torch.lerp."""
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, table.shape[0] - 1)
+    w = (pos - lo).astype(table.dtype)[:, None]
+    impls: dict[str, Callable[[], object]] = {
+        "reference": lambda: reference.lerp(table, pos),
+        "numpy": lambda: (1 - w) * table[lo] + w * table[hi],
+        "posembed": lambda: posembed.lerp(table, pos),
+    }
+    if torch is not None:
+        tt, tlo, thi, tw = (torch.from_numpy(x) for x in (table, lo, hi, w))
+        impls["torch"] = lambda: torch.lerp(tt[tlo], tt[thi], tw)
+    return impls
+
+
 def interpolate_cases(quick: bool = False) -> list[Case]:
     rng = np.random.default_rng(1)
     torch = _torch()
@@ -341,24 +357,13 @@ def interpolate_cases(quick: bool = False) -> list[Case]:
     )
     npos = 8192 if quick else 32768
     pos = rng.uniform(0, rows - 1, npos)
-    lo = np.floor(pos).astype(np.int64)
-    hi = np.minimum(lo + 1, rows - 1)
-    w = (pos - lo).astype(np.float32)[:, None]
-    impls = {
-        "reference": lambda: reference.lerp(table, pos),
-        "numpy": lambda: (1 - w) * table[lo] + w * table[hi],
-        "posembed": lambda: posembed.lerp(table, pos),
-    }
-    if torch is not None:
-        tt, tlo, thi, tw = (torch.from_numpy(x) for x in (table, lo, hi, w))
-        impls["torch"] = lambda: torch.lerp(tt[tlo], tt[thi], tw)
     cases.append(
         Case(
             "interpolate",
             "lerp",
             f"{npos} positions, {rows}x1024 f32",
             npos * 1024 * 4,
-            impls,
+            _lerp_impls(table, pos, torch),
             "write fresh",
             lambda: bool(np.array_equal(posembed.lerp(table, pos), reference.lerp(table, pos))),
         )
@@ -366,24 +371,13 @@ def interpolate_cases(quick: bool = False) -> list[Case]:
     # Call overhead: a handful of positions in a small table.
     small = rng.standard_normal((128, 64), dtype=np.float32)
     few = np.array([1.5, 2.25, 7.0, 100.5])
-    flo = np.floor(few).astype(np.int64)
-    fhi = np.minimum(flo + 1, 127)
-    fw = (few - flo).astype(np.float32)[:, None]
-    impls = {
-        "reference": lambda: reference.lerp(small, few),
-        "numpy": lambda: (1 - fw) * small[flo] + fw * small[fhi],
-        "posembed": lambda: posembed.lerp(small, few),
-    }
-    if torch is not None:
-        ts, tflo, tfhi, tfw = (torch.from_numpy(x) for x in (small, flo, fhi, fw))
-        impls["torch"] = lambda: torch.lerp(ts[tflo], ts[tfhi], tfw)
     cases.append(
         Case(
             "interpolate",
             "lerp 4 positions",
             "4 positions, 128x64 f32",
             4 * 64 * 4,
-            impls,
+            _lerp_impls(small, few, torch),
             None,
             lambda: bool(np.array_equal(posembed.lerp(small, few), reference.lerp(small, few))),
         )
