@@ -21,32 +21,8 @@ def _cases() -> dict[str, bench.ScalingCase]:
 
 
 def _names() -> list[str]:
-    # the names without building the arrays: kernel, problem and size only
-    return [
-        "roofline: ALU loop, no memory (in cache)",
-        "roofline: copy warm (in cache)",
-        "roofline: copy warm (in memory)",
-        "gather: out= given (in cache)",
-        "gather: out= given (in memory)",
-        "interpolate: out= given (in cache)",
-        "interpolate: lerp, out= (in cache)",
-        "interpolate: out= given (in memory)",
-        "interpolate: lerp, out= (in memory)",
-        "resample_grid: bicubic (in cache)",
-        "resample_grid: bilinear (in cache)",
-        "resample_grid: bicubic (in memory)",
-        "resample_grid: bilinear (in memory)",
-        "windows: out= given (in cache)",
-        "windows: out= given (in memory)",
-        "windows: stitch mean (in cache)",
-        "windows: stitch mean (in memory)",
-        "embed: dropout 0.1 (in cache)",
-        "embed: dropout 0.1 (in memory)",
-        "embed: dropout_mask (in cache)",
-        "embed: dropout_mask (in memory)",
-        "gather_backward: positions, out= (in cache)",
-        "gather_backward: token ids (in memory)",
-    ]
+    # the names without building the arrays
+    return [f"{k}: {name}" for k, names in bench.SCALING_NAMES.items() for name in names]
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -1,7 +1,8 @@
 // Run-time SIMD dispatch. The arithmetic of every float kernel (the row
 // operations in rowops.simd.inc) is compiled three times from one source:
-// for the x86-64 baseline (SSE2), for AVX2 with FMA and F16C (x86-64-v3) and
-// for AVX-512 (F, BW, VL, DQ; x86-64-v4, 512-bit vectors preferred). The
+// for the x86-64 baseline (SSE2), for AVX2 with FMA, F16C, BMI1/2 and POPCNT
+// and for AVX-512 (F, BW, VL, DQ, CD; 512-bit vectors preferred). Each target
+// names exactly the features cpu_simd_level() checks. The
 // build never targets the build machine; the level is chosen once, when the
 // module loads: the best the CPU offers, or the one POSEMBED_SIMD names.
 //
@@ -37,10 +38,10 @@ std::string simd_env_error();
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define POSEMBED_SIMD_DISPATCH 1
 #define POSEMBED_TARGET_AVX2 \
-  _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt\")")
+  _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,popcnt\")")
 // (one string: _Pragma does not join literals)
 #define POSEMBED_TARGET_AVX512 \
-  _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,prefer-vector-width=512\")")
+  _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,prefer-vector-width=512\")")
 #define POSEMBED_TARGET_END _Pragma("GCC pop_options")
 #else
 // Other compilers and architectures: all three copies are the baseline

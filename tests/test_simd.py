@@ -88,6 +88,9 @@ def test_an_unknown_level_stops_the_import():
 def test_a_level_the_cpu_lacks_stops_the_import():
     missing = [level for level in ALL_LEVELS if level not in LEVELS]
     if not missing:
+        # An AVX-512 CPU has no level left to refuse here; the emulated old
+        # CPU below (test_a_cpu_without_avx_refuses_avx2) checks the same
+        # refusal on every x86-64 machine with QEMU, which CI requires.
         pytest.skip("this CPU runs every level")
     done = run_python(["-c", "import posembed"], missing[0])
     assert done.returncode != 0
@@ -122,6 +125,9 @@ def on_old_cpu(code: list[str], level: str | None) -> subprocess.CompletedProces
     if QEMU is None or posembed.config()["machine"] != "x86_64":
         if os.environ.get("POSEMBED_REQUIRE_QEMU") == "1":
             pytest.fail("POSEMBED_REQUIRE_QEMU=1 but qemu-x86_64 is not installed")
+        # A developer machine may lack the emulator (or not be x86-64, where
+        # there is no AVX to leak); .ci/run installs it and sets
+        # POSEMBED_REQUIRE_QEMU=1, so in CI this fails instead of skipping.
         pytest.skip("needs qemu-x86_64 (Debian's qemu-user) on an x86-64 machine")
     return subprocess.run(
         [QEMU, "-cpu", OLD_CPU, sys.executable, *code],

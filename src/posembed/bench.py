@@ -25,7 +25,6 @@ import atexit
 import datetime
 import gc
 import itertools
-import json
 import os
 import platform
 import shutil
@@ -961,33 +960,54 @@ def target_value(target: Target, results: list[Result]) -> float | None:
     return None
 
 
-def format_targets(results: list[Result], scaling: list[ScalingResult] | None = None) -> str:
-    """One line per speed target found in this run: met or missed, with the value."""
-    lines = []
-    met = total = 0
+def judge_targets(
+    results: list[Result], scaling: list[ScalingResult] | None = None
+) -> list[dict[str, Any]]:
+    """Every speed target this run measured: its value and whether it was met."""
+    judged = []
     for t in TARGETS:
         value = target_value(t, results)
-        if value is None:
-            continue
-        total += 1
-        ok = value >= t.minimum
-        met += ok
-        unit = " GB/s" if t.measure == "input GB/s" else "x"
-        lines.append(
-            f"  {'met   ' if ok else 'MISSED'}  issue {t.issue}  {t.kernel}: {t.case}: "
-            f"{value:.2f}{unit} ({t.what})"
-        )
+        if value is not None:
+            unit = " GB/s" if t.measure == "input GB/s" else "x"
+            judged.append(
+                {
+                    "issue": t.issue,
+                    "kernel": t.kernel,
+                    "case": t.case,
+                    "measure": t.measure,
+                    "minimum": t.minimum,
+                    "value": value,
+                    "met": value >= t.minimum,
+                    "text": f"{value:.2f}{unit} ({t.what})",
+                }
+            )
     for sr, counts, value, minimum in scaling_targets(scaling or []):
-        total += 1
-        ok = value >= minimum
-        met += ok
-        lines.append(
-            f"  {'met   ' if ok else 'MISSED'}  issue 6  {sr.kernel}: {sr.problem} ({sr.size}): "
-            f"{value:.2f}x from {counts[0]} to {counts[1]} threads (>= {minimum}x)"
+        judged.append(
+            {
+                "issue": 6,
+                "kernel": sr.kernel,
+                "case": f"{sr.problem} ({sr.size})",
+                "measure": f"speed-up {counts[1]}/{counts[0]} threads",
+                "minimum": minimum,
+                "value": value,
+                "met": value >= minimum,
+                "text": f"{value:.2f}x from {counts[0]} to {counts[1]} threads (>= {minimum}x)",
+            }
         )
-    if not total:
+    return judged
+
+
+def format_targets(results: list[Result], scaling: list[ScalingResult] | None = None) -> str:
+    """One line per speed target found in this run: met or missed, with the value."""
+    judged = judge_targets(results, scaling)
+    if not judged:
         return ""
-    return "\n".join([f"speed targets: {met} of {total} met in this run", *lines])
+    met = sum(j["met"] for j in judged)
+    lines = [f"speed targets: {met} of {len(judged)} met in this run"]
+    for j in judged:
+        state = "met   " if j["met"] else "MISSED"
+        lines.append(f"  {state}  issue {j['issue']}  {j['kernel']}: {j['case']}: {j['text']}")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- thread scaling
@@ -1042,9 +1062,166 @@ def scaling_targets(
     return found
 
 
-def scaling_cases(quick: bool = False) -> list[ScalingCase]:
-    """Every threaded kernel on a problem that fits the last-level cache and on
-    one that does not (the main benchmark's size), posembed only.
+# The scaling problems of each kernel, as "problem (size)", in the order its
+# builder makes them; bench/bench_threads.py parametrizes over these.
+SCALING_NAMES = {
+    "roofline": (
+        "ALU loop, no memory (in cache)",
+        "copy warm (in cache)",
+        "copy warm (in memory)",
+    ),
+    "gather": ("out= given (in cache)", "out= given (in memory)"),
+    "interpolate": (
+        "out= given (in cache)",
+        "lerp, out= (in cache)",
+        "out= given (in memory)",
+        "lerp, out= (in memory)",
+    ),
+    "resample_grid": (
+        "bicubic (in cache)",
+        "bilinear (in cache)",
+        "bicubic (in memory)",
+        "bilinear (in memory)",
+    ),
+    "windows": (
+        "out= given (in cache)",
+        "out= given (in memory)",
+        "stitch mean (in cache)",
+        "stitch mean (in memory)",
+    ),
+    "embed": (
+        "dropout 0.1 (in cache)",
+        "dropout 0.1 (in memory)",
+        "dropout_mask (in cache)",
+        "dropout_mask (in memory)",
+    ),
+    "gather_backward": ("positions, out= (in cache)", "token ids (in memory)"),
+}
+
+F32 = np.float32
+
+
+def _scaling_roofline(big: int) -> list[ScalingCase]:
+    # The same-run ceilings: an integer loop with no memory traffic (no kernel
+    # can scale better than it), and a warm copy in cache and in memory.
+    spin = partial(_core.roofline_spin, 4_000_000 // big)
+    cases = [ScalingCase("roofline", "ALU loop, no memory", "in cache", 0, spin)]
+    for size, mb in (("in cache", 4), ("in memory", 64 // big)):
+        src = np.full(mb << 20, 0x3C, np.uint8)
+        dst = np.full(mb << 20, FILL_BYTE, np.uint8)
+        copy = partial(_core.roofline_copy, dst, src)
+        cases.append(ScalingCase("roofline", "copy warm", size, dst.nbytes, copy))
+    return cases
+
+
+def _scaling_gather(big: int) -> list[ScalingCase]:
+    rng = np.random.default_rng(21)
+    cases = []
+    for size, (b, rows) in (("in cache", (1, 512)), ("in memory", (32 // big, 2048))):
+        table = rng.standard_normal((rows, 1024), dtype=F32)
+        pos = rng.integers(0, rows, (b, 1024))
+        out = np.empty((b, 1024, 1024), F32)
+        fn = partial(posembed.gather, table, pos, out=out)
+        cases.append(ScalingCase("gather", "out= given", size, out.nbytes, fn))
+    return cases
+
+
+def _scaling_interpolate(big: int) -> list[ScalingCase]:
+    rng = np.random.default_rng(22)
+    cases = []
+    for size, rows in (("in cache", 256), ("in memory", 2048 // big)):
+        table = rng.standard_normal((rows, 1024), dtype=F32)
+        out = np.empty((4 * rows, 1024), F32)
+        stretch = partial(posembed.interpolate, table, 4 * rows, out=out)
+        x = rng.uniform(0, rows - 1, 4 * rows)
+        cases.append(ScalingCase("interpolate", "out= given", size, out.nbytes, stretch))
+        lerp = partial(posembed.lerp, table, x, out=out)
+        cases.append(ScalingCase("interpolate", "lerp, out=", size, out.nbytes, lerp))
+    return cases
+
+
+def _scaling_resample_grid(big: int) -> list[ScalingCase]:
+    # 16x16 -> 32x32, and the main benchmark's 24x24 -> 48x48 (d 768)
+    rng = np.random.default_rng(23)
+    cases = []
+    for size, g in (("in cache", 16), ("in memory", 24)):
+        grid = rng.standard_normal((1 + g * g, 768), dtype=F32)
+        for method in ("bicubic", "bilinear"):
+            fn = partial(
+                posembed.resample_grid, grid, (g, g), (2 * g, 2 * g), prefix=1, method=method
+            )
+            nbytes = (1 + 4 * g * g) * 768 * 4
+            cases.append(ScalingCase("resample_grid", method, size, nbytes, fn))
+    return cases
+
+
+def _scaling_windows(big: int) -> list[ScalingCase]:
+    rng = np.random.default_rng(24)
+    cases = []
+    for size, ntok in (("in cache", 1_000_000), ("in memory", 50_000_000 // (4 * big))):
+        tokens = rng.integers(0, 50_000, ntok).astype(np.uint32)
+        out = np.empty_like(posembed.windows(tokens, 2048, step=1536, tail="drop").tokens)
+        cut = partial(posembed.windows, tokens, 2048, step=1536, tail="drop", out=out)
+        cases.append(ScalingCase("windows", "out= given", size, out.nbytes, cut))
+    for size, ntok in (("in cache", 500_000), ("in memory", 5_000_000 // big)):
+        stream = rng.integers(0, 50_000, ntok).astype(np.uint32)
+        win = posembed.windows(stream, 2048, step=1536)
+        values = rng.standard_normal((len(win), 2048), dtype=F32)
+        fn = partial(posembed.stitch, values, win)
+        cases.append(ScalingCase("windows", "stitch mean", size, ntok * 4, fn))
+    return cases
+
+
+def _scaling_embed(big: int) -> list[ScalingCase]:
+    # B1 T1024 into out= (the same token rows each call, so they stay
+    # cached), and the main benchmark's B8 T1024 (fresh output)
+    rng = np.random.default_rng(25)
+    vocab, d = 50_257, 768
+    tok = rng.standard_normal((vocab, d), dtype=F32)
+    ptab = rng.standard_normal((1024, d), dtype=F32)
+    ids = rng.integers(0, vocab, (1, 1024))
+    out = np.empty((1, 1024, d), F32)
+    fn = partial(posembed.embed, tok, ids, ptab, dropout=0.1, seed=1, out=out)
+    cases = [ScalingCase("embed", "dropout 0.1", "in cache", out.nbytes, fn)]
+    ids = rng.integers(0, vocab, (8 // big, 1024))
+    fn = partial(posembed.embed, tok, ids, ptab, dropout=0.1, seed=1)
+    cases.append(ScalingCase("embed", "dropout 0.1", "in memory", ids.size * d * 4, fn))
+    for size, n in (("in cache", 1 << 22), ("in memory", (1 << 26) // big)):
+        fn = partial(posembed.dropout_mask, n, 0.1, 1)
+        cases.append(ScalingCase("embed", "dropout_mask", size, n, fn))
+    return cases
+
+
+def _scaling_gather_backward(big: int) -> list[ScalingCase]:
+    # positions (B1) into out=, and token ids (B8)
+    rng = np.random.default_rng(26)
+    vocab, d = 50_257, 768
+    grad = rng.standard_normal((1, 1024, d), dtype=F32)
+    out = np.empty((1024, d), F32)
+    fn = partial(posembed.gather_backward, grad, np.arange(1024)[None], 1024, out=out)
+    cases = [ScalingCase("gather_backward", "positions, out=", "in cache", out.nbytes, fn)]
+    grad = rng.standard_normal((8 // big, 1024, d), dtype=F32)
+    ids = rng.integers(0, vocab, (8 // big, 1024))
+    fn = partial(posembed.gather_backward, grad, ids, vocab)
+    cases.append(ScalingCase("gather_backward", "token ids", "in memory", vocab * d * 4, fn))
+    return cases
+
+
+SCALING_BUILDERS: dict[str, Callable[[int], list[ScalingCase]]] = {
+    "roofline": _scaling_roofline,
+    "gather": _scaling_gather,
+    "interpolate": _scaling_interpolate,
+    "resample_grid": _scaling_resample_grid,
+    "windows": _scaling_windows,
+    "embed": _scaling_embed,
+    "gather_backward": _scaling_gather_backward,
+}
+
+
+def scaling_cases(quick: bool = False, kernels: list[str] | None = None) -> list[ScalingCase]:
+    """Every threaded kernel (or those in ``kernels``, plus the ceilings) on a
+    problem that fits the last-level cache and on one that does not (the main
+    benchmark's size), posembed only.
 
     The "in cache" problems write about 2-5 MB and read a few more: far
     inside a last-level cache of 16-32 MB, and long enough (0.1-1 ms) that
@@ -1053,83 +1230,13 @@ def scaling_cases(quick: bool = False) -> list[ScalingCase]:
     (NumPy's BLAS does its work) and ``extend`` (it runs the interpolate and
     gather kernels measured here).
     """
-    rng = np.random.default_rng(21)
-    f32 = np.float32
     big = 4 if quick else 1  # quick runs shrink the in-memory problems
-    cases: list[ScalingCase] = []
-
-    def add(kernel: str, problem: str, size: str, out: Any, fn: Callable[[], object]) -> None:
-        nbytes = out if isinstance(out, int) else int(out.nbytes)
-        cases.append(ScalingCase(kernel, problem, size, nbytes, fn))
-
-    # The same-run ceilings: an integer loop with no memory traffic (no kernel
-    # can scale better than it), and a warm copy in cache and in memory.
-    spin = 4_000_000 // big
-    add("roofline", "ALU loop, no memory", "in cache", 0, partial(_core.roofline_spin, spin))
-    for size, mb in (("in cache", 4), ("in memory", 64 // big)):
-        src = np.full(mb << 20, 0x3C, np.uint8)
-        dst = np.full(mb << 20, FILL_BYTE, np.uint8)
-        add("roofline", "copy warm", size, dst, partial(_core.roofline_copy, dst, src))
-    # gather, out= given
-    for size, (b, rows, d) in (
-        ("in cache", (1, 512, 1024)),
-        ("in memory", (32 // big, 2048, 1024)),
-    ):
-        table = rng.standard_normal((rows, d), dtype=f32)
-        pos = rng.integers(0, rows, (b, 1024))
-        out = np.empty((b, 1024, d), f32)
-        add("gather", "out= given", size, out, partial(posembed.gather, table, pos, out=out))
-    # interpolate and lerp, out= given
-    for size, rows in (("in cache", 256), ("in memory", 2048 // big)):
-        table = rng.standard_normal((rows, 1024), dtype=f32)
-        out = np.empty((4 * rows, 1024), f32)
-        stretch = partial(posembed.interpolate, table, 4 * rows, out=out)
-        add("interpolate", "out= given", size, out, stretch)
-        x = rng.uniform(0, rows - 1, 4 * rows)
-        add("interpolate", "lerp, out=", size, out, partial(posembed.lerp, table, x, out=out))
-    # resample_grid: 16x16 -> 32x32, and the benchmark's 24x24 -> 48x48 (d 768)
-    for size, g in (("in cache", 16), ("in memory", 24)):
-        grid = rng.standard_normal((1 + g * g, 768), dtype=f32)
-        for method in ("bicubic", "bilinear"):
-            fn = partial(
-                posembed.resample_grid, grid, (g, g), (2 * g, 2 * g), prefix=1, method=method
-            )
-            add("resample_grid", method, size, (1 + 4 * g * g) * 768 * 4, fn)
-    # windows, out= given, and stitch
-    for size, ntok in (("in cache", 1_000_000), ("in memory", 50_000_000 // (4 * big))):
-        tokens = rng.integers(0, 50_000, ntok).astype(np.uint32)
-        w = posembed.windows(tokens, 2048, step=1536, tail="drop")
-        out = np.empty_like(w.tokens)
-        cut = partial(posembed.windows, tokens, 2048, step=1536, tail="drop", out=out)
-        add("windows", "out= given", size, out, cut)
-    for size, ntok in (("in cache", 500_000), ("in memory", 5_000_000 // big)):
-        stream = rng.integers(0, 50_000, ntok).astype(np.uint32)
-        win = posembed.windows(stream, 2048, step=1536)
-        values = rng.standard_normal((len(win), 2048), dtype=f32)
-        add("windows", "stitch mean", size, ntok * 4, partial(posembed.stitch, values, win))
-    # embed with dropout: B1 T1024 into out= (the same token rows each call,
-    # so they stay cached), and the benchmark's B8 T1024 (fresh output)
-    vocab, d = 50_257, 768
-    tok = rng.standard_normal((vocab, d), dtype=f32)
-    ptab = rng.standard_normal((1024, d), dtype=f32)
-    ids = rng.integers(0, vocab, (1, 1024))
-    out = np.empty((1, 1024, d), f32)
-    fn = partial(posembed.embed, tok, ids, ptab, dropout=0.1, seed=1, out=out)
-    add("embed", "dropout 0.1", "in cache", out, fn)
-    ids = rng.integers(0, vocab, (8 // big, 1024))
-    fn = partial(posembed.embed, tok, ids, ptab, dropout=0.1, seed=1)
-    add("embed", "dropout 0.1", "in memory", ids.size * d * 4, fn)
-    for size, n in (("in cache", 1 << 22), ("in memory", (1 << 26) // big)):
-        add("embed", "dropout_mask", size, n, partial(posembed.dropout_mask, n, 0.1, 1))
-    # gather_backward: positions (B1) into out=, and token ids (B8)
-    grad = rng.standard_normal((1, 1024, d), dtype=f32)
-    gout = np.empty((1024, d), f32)
-    fn = partial(posembed.gather_backward, grad, np.arange(1024)[None], 1024, out=gout)
-    add("gather_backward", "positions, out=", "in cache", gout, fn)
-    grad = rng.standard_normal((8 // big, 1024, d), dtype=f32)
-    ids = rng.integers(0, vocab, (8 // big, 1024))
-    fn = partial(posembed.gather_backward, grad, ids, vocab)
-    add("gather_backward", "token ids", "in memory", vocab * d * 4, fn)
+    cases = []
+    for kernel, build in SCALING_BUILDERS.items():
+        if kernels is None or kernel == "roofline" or kernel in kernels:
+            made = build(big)
+            assert tuple(f"{c.problem} ({c.size})" for c in made) == SCALING_NAMES[kernel]
+            cases += made
     return cases
 
 
@@ -1138,6 +1245,7 @@ def run_scaling(
     repeat: int,
     quick: bool = False,
     progress: Callable[[str], None] | None = None,
+    kernels: list[str] | None = None,
 ) -> list[ScalingResult]:
     """Each scaling case at each thread count. Every round times all counts
     back to back, so a speed-up compares times taken moments apart: on a
@@ -1146,7 +1254,7 @@ def run_scaling(
     before = posembed.get_num_threads() if posembed.config()["num_threads_set"] else None
     results = []
     try:
-        for case in scaling_cases(quick):
+        for case in scaling_cases(quick, kernels):
             if progress is not None:
                 progress(f"threads {counts}: {case.kernel}: {case.problem} ({case.size})")
             timers = {}
@@ -1377,33 +1485,6 @@ def to_dict(
     results: list[Result], info: dict[str, Any], scaling: list[ScalingResult] | None = None
 ) -> dict[str, Any]:
     """The raw figures (``--json``, and what ``--plot`` draws)."""
-    targets = []
-    for t in TARGETS:
-        value = target_value(t, results)
-        if value is not None:
-            targets.append(
-                {
-                    "issue": t.issue,
-                    "kernel": t.kernel,
-                    "case": t.case,
-                    "measure": t.measure,
-                    "minimum": t.minimum,
-                    "value": value,
-                    "met": value >= t.minimum,
-                }
-            )
-    for sr, counts, value, minimum in scaling_targets(scaling or []):
-        targets.append(
-            {
-                "issue": 6,
-                "kernel": sr.kernel,
-                "case": f"{sr.problem} ({sr.size})",
-                "measure": f"speed-up {counts[1]}/{counts[0]} threads",
-                "minimum": minimum,
-                "value": value,
-                "met": value >= minimum,
-            }
-        )
     return {
         "machine": info,
         "results": [
@@ -1431,11 +1512,5 @@ def to_dict(
             }
             for r in scaling or []
         ],
-        "targets": targets,
+        "targets": judge_targets(results, scaling),
     }
-
-
-def to_json(
-    results: list[Result], info: dict[str, Any], scaling: list[ScalingResult] | None = None
-) -> str:
-    return json.dumps(to_dict(results, info, scaling), indent=2)

@@ -38,9 +38,9 @@ def _bench(args: argparse.Namespace) -> int:
     scaling: list[bench.ScalingResult] = []
     if len(counts) > 1:
         reps = args.repeat or (5 if args.quick else 15)
-        scaling = bench.run_scaling(counts, reps, quick=args.quick, progress=progress)
-        if kernels is not None:
-            scaling = [r for r in scaling if r.kernel in kernels]
+        scaling = bench.run_scaling(
+            counts, reps, quick=args.quick, progress=progress, kernels=kernels
+        )
     print(bench.format_results(results, info, markdown=args.markdown))
     if scaling:
         print()
