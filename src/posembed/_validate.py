@@ -21,7 +21,15 @@ _INT64_MAX = 2**63 - 1
 
 
 def as_array(obj: Any, name: str) -> np.ndarray:
-    """``obj`` as an ndarray, without a copy when NumPy can view it."""
+    """``obj`` as an ndarray, without a copy when NumPy can view it.
+
+    NumPy arrays (memory-maps included) pass through. Other objects are viewed
+    through DLPack first (PyTorch CPU tensors, JAX, CuPy host arrays, ...), which
+    never copies; a PyTorch bfloat16 tensor, which DLPack cannot hand to NumPy,
+    is viewed through its int16 bits as an ml_dtypes bfloat16 array. Anything
+    else goes through ``numpy.asarray`` (the buffer protocol,
+    ``__array_interface__``, ``__array__``, nested lists).
+    """
     if isinstance(obj, np.ma.MaskedArray):
         raise TypeError(
             f"{name} must not be a masked array: its mask would be ignored; "
@@ -29,10 +37,51 @@ def as_array(obj: Any, name: str) -> np.ndarray:
         )
     if isinstance(obj, np.ndarray):
         return obj
+    dlpack_error: Exception | None = None
+    if hasattr(type(obj), "__dlpack__"):
+        try:
+            return _from_dlpack(obj)
+        except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+            dlpack_error = exc
     try:
-        return np.asarray(obj)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be array-like; got {type(obj).__name__}: {exc}") from None
+        a = np.asarray(obj)
+        if dlpack_error is None or not a.dtype.hasobject:
+            return a
+        raise dlpack_error  # NumPy found no other way in: an object array holding it
+    except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+        reason = f"{exc}" if dlpack_error in (None, exc) else f"{dlpack_error} (DLPack); {exc}"
+        raise TypeError(
+            f"{name} must be an array NumPy can read (a NumPy array, a DLPack producer "
+            f"such as a CPU torch.Tensor, a buffer, or nested lists); "
+            f"got {type(obj).__name__}: {reason}"
+        ) from None
+
+
+def _from_dlpack(obj: Any) -> np.ndarray:
+    """A NumPy view of a DLPack producer's memory (never a copy)."""
+    if type(obj).__module__.startswith("torch") and str(getattr(obj, "dtype", "")) == (
+        "torch.bfloat16"
+    ):
+        import sys
+
+        if obj.requires_grad:  # as DLPack and Tensor.numpy() refuse
+            raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+        torch = sys.modules["torch"]
+        bits = np.from_dlpack(obj.view(torch.int16))  # the same memory, reinterpreted
+        return bits.view(bfloat16_dtype())
+    return np.from_dlpack(obj)
+
+
+def bfloat16_dtype() -> np.dtype[Any]:
+    """ml_dtypes' bfloat16, or a TypeError saying how to get it."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise TypeError(
+            "bfloat16 arrays need the ml_dtypes package: pip install ml_dtypes"
+        ) from None
+    dtype: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+    return dtype
 
 
 def as_table(table: Any, name: str = "table") -> np.ndarray:
