@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 import posembed
 from posembed import reference
 
-from .conftest import assert_same
+from .conftest import assert_same, ml_dtypes
 
 TAILS = ["pad", "shift", "drop"]
 TOKEN_DTYPES = [np.uint16, np.uint32, np.int32, np.int64, np.int8, np.uint64]
@@ -293,7 +294,9 @@ def test_owner_rejects_unknown_rules():
 
 
 REDUCES = ["mean", "sum", "max", "first", "center"]
-VALUE_DTYPES = [np.float32, np.float64, np.float16, np.int32, np.uint8, np.bool_]
+VALUE_DTYPES: list[Any] = [np.float32, np.float64, np.float16, np.int32, np.uint8, np.bool_]
+if ml_dtypes is not None:  # the test extra installs it
+    VALUE_DTYPES.append(ml_dtypes.bfloat16)
 
 
 @pytest.mark.parametrize("reduce", REDUCES)
