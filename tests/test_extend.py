@@ -117,3 +117,11 @@ def test_embedding_methods_return_new_instances():
     assert emb.max_seq_len == 128  # unchanged
     corner = emb.interpolate(64, align="corners")
     assert_same(corner.embeddings[[0, -1]], emb.embeddings[[0, -1]])
+
+
+@pytest.mark.parametrize("module", [posembed, reference])
+def test_random_init_of_rows_with_no_columns(module):
+    table = np.zeros((4, 0), np.float32)
+    got = module.extend(table, 9, init="random", seed=1)
+    assert got.shape == (9, 0)
+    assert got.dtype == np.float32

@@ -146,3 +146,17 @@ def test_pytorch_embedding_backward_is_the_same(rng):
     out = torch.nn.functional.embedding(torch.from_numpy(ids), weight)
     out.backward(torch.from_numpy(upstream))
     assert_same(posembed.gather_backward(upstream, ids, vocab), weight.grad.numpy())
+
+
+@pytest.mark.parametrize("dtype", [">f2", ">f4", ">f8"])
+def test_non_native_grad_gives_native_result(rng, dtype):
+    # the result is native (the kernel writes native floats), with the values
+    # of the native grad; out= must be native too
+    grad = rng.standard_normal((5, 7, 3)).astype(dtype)
+    positions = rng.integers(0, 9, (5, 7))
+    got = posembed.gather_backward(grad, positions, 9)
+    native = grad.astype(np.dtype(dtype).newbyteorder("="))
+    assert_same(got, posembed.gather_backward(native, positions, 9))
+    assert_same(got, reference.gather_backward(grad, positions, 9))
+    with pytest.raises(TypeError, match="out must have dtype"):
+        posembed.gather_backward(grad, positions, 9, out=np.zeros((9, 3), dtype))

@@ -245,3 +245,93 @@ def test_pytorch_wraps_bfloat16_results_without_copy(torch):
     wrapped = torch.from_numpy(result.view(np.int16)).view(torch.bfloat16)
     assert wrapped.data_ptr() == data_ptr(result)
     assert np.array_equal(wrapped.float().numpy(), result.astype(np.float32))
+
+
+# ---- out= in memory another library owns -------------------------------------
+
+
+def _out_calls() -> list[tuple[str, Callable[[Any], Any], tuple[int, ...], np.dtype[Any]]]:
+    """(name, call(out), out shape, out dtype) for every function with out=."""
+    table = _table(24, 12)
+    tok = _table(50, 12)
+    pos = np.array([[0, 5, 23], [7, 7, 1]])
+    grad = _table(6, 12).reshape(2, 3, 12)
+    ids = np.array([[3, 49, 0], [12, 12, 7]])
+    tokens = np.arange(100, dtype=np.int64)
+    f32 = np.dtype(np.float32)
+    return [
+        ("gather", lambda o: posembed.gather(table, pos, out=o), (2, 3, 12), f32),
+        (
+            "gather_backward",
+            lambda o: posembed.gather_backward(grad, pos, 24, out=o),
+            (24, 12),
+            f32,
+        ),
+        ("interpolate", lambda o: posembed.interpolate(table, 40, out=o), (40, 12), f32),
+        ("lerp", lambda o: posembed.lerp(table, [0.5, 3.25], out=o), (2, 12), f32),
+        ("embed", lambda o: posembed.embed(tok, ids, table, out=o), (2, 3, 12), f32),
+        (
+            "windows",
+            lambda o: posembed.windows(tokens, 16, step=8, out=o).tokens,
+            (12, 16),
+            np.dtype(np.int64),
+        ),
+    ]
+
+
+OUT_NAMES = [name for name, *_ in _out_calls()]
+
+
+@pytest.mark.parametrize("name", OUT_NAMES)
+def test_out_may_be_a_dlpack_producer(name):
+    _, call, shape, dtype = next(c for c in _out_calls() if c[0] == name)
+    want = call(None)
+    buffer = np.full(shape, 7, dtype)
+    got = call(Producer(buffer))
+    _same(got, want)
+    assert data_ptr(got) == data_ptr(buffer)  # written in place
+    _same(buffer, want)
+
+
+def test_out_read_only_producer_is_refused_untouched():
+    buffer = np.full((40, 12), 7, np.float32)
+    buffer.flags.writeable = False
+    with pytest.raises(ValueError, match="out must be writeable"):
+        posembed.interpolate(_table(24, 12), 40, out=Producer(buffer))
+    assert (buffer == 7).all()
+
+
+def test_out_of_another_kind_is_refused():
+    with pytest.raises(TypeError, match=r"out must be a numpy\.ndarray or a DLPack producer.*list"):
+        posembed.gather(_table(), [1, 2], out=[[0.0] * 12] * 2)
+
+
+@pytest.mark.parametrize("name", OUT_NAMES)
+def test_pytorch_tensor_as_out(torch, name):
+    _, call, shape, dtype = next(c for c in _out_calls() if c[0] == name)
+    want = call(None)
+    tensor = torch.full(shape, 7, dtype=getattr(torch, dtype.name))
+    got = call(tensor)
+    assert data_ptr(got) == tensor.data_ptr()
+    _same(tensor.numpy(), want)
+
+
+def test_pytorch_bfloat16_tensor_as_out(torch):
+    table = _table(24, 12, BF16)
+    tensor = torch.zeros(40, 12, dtype=torch.bfloat16)
+    posembed.interpolate(table, 40, out=tensor)
+    _same(tensor.view(torch.int16).numpy().view(BF16), posembed.interpolate(table, 40))
+
+
+def test_pytorch_out_untouched_on_error(torch):
+    tensor = torch.full((2, 3, 12), 7.0)
+    with pytest.raises(IndexError, match="position 24 at positions"):
+        posembed.gather(_table(), [[0, 1, 24], [2, 3, 4]], out=tensor)
+    assert bool((tensor == 7).all())
+    with pytest.raises(ValueError, match="out must be C-contiguous"):
+        posembed.gather(
+            _table(), [[0, 1, 2], [2, 3, 4]], out=torch.zeros(12, 3, 2).permute(2, 1, 0)
+        )
+    param = torch.nn.Parameter(torch.zeros(2, 3, 12))
+    with pytest.raises(TypeError, match=r"out must be memory NumPy can write.*detach"):
+        posembed.gather(_table(), [[0, 1, 2], [2, 3, 4]], out=param)

@@ -386,3 +386,36 @@ def test_stitch_bad_input():
             posembed.stitch(values, win, **kw)
         with pytest.raises(exc):
             reference.stitch(values, rw if win is w else win, **kw)
+
+
+@pytest.mark.parametrize("dtype", [">i2", ">u4", ">i8"])
+def test_non_native_tokens_give_native_windows(dtype):
+    tokens = np.arange(50).astype(dtype)
+    got = posembed.windows(tokens, 8, step=5)
+    assert_same(got.tokens, reference.windows(tokens, 8, step=5).tokens)
+    assert got.tokens.dtype == np.dtype(dtype).newbyteorder("=")
+    assert_same(got.tokens, posembed.windows(tokens.astype(got.tokens.dtype), 8, step=5).tokens)
+    out = np.empty_like(got.tokens)
+    assert_same(posembed.windows(tokens, 8, step=5, out=out).tokens, got.tokens)
+    with pytest.raises(TypeError, match="out must have dtype"):
+        posembed.windows(tokens, 8, step=5, out=np.empty(got.tokens.shape, dtype))
+
+
+def test_stitch_non_native_float64_computes_in_float64():
+    w = posembed.windows(np.arange(30), 8, step=3)
+    values = (np.random.default_rng(4).standard_normal((len(w), 8)) * 1e3).astype(">f8")
+    got = posembed.stitch(values, w, reduce="mean")
+    assert_same(got, reference.stitch(values, w, reduce="mean"))
+    native = posembed.stitch(values.astype("<f8"), w, reduce="mean")
+    assert np.array_equal(got, native)  # equal values: float64 arithmetic in both
+
+
+@pytest.mark.parametrize("fill", ["abc", None, 2**70])
+@pytest.mark.parametrize("module", [posembed, reference])
+def test_stitch_unusable_fill_is_a_type_error(module, fill):
+    w = module.windows(np.arange(10), 4, step=4, tail="drop")  # tokens 8, 9 uncovered
+    with pytest.raises(TypeError, match="fill must be a number that fits"):
+        module.stitch(np.zeros((len(w), 4), np.int32), w, reduce="sum", fill=fill)
+    full = module.windows(np.arange(8), 4, step=4)  # every token covered: still refused
+    with pytest.raises(TypeError, match="fill must be a number that fits"):
+        module.stitch(np.zeros((len(full), 4), np.int32), full, reduce="sum", fill=fill)

@@ -145,10 +145,60 @@ def chunk_file(
     force: bool = False,
     quiet: bool = False,
 ) -> dict[str, Any]:
-    """Window a token file into ``output_dir`` (windows.npy, starts.npy, lengths.npy,
-    documents.npy, meta.json), streaming: the input is memory-mapped and the
-    outputs are written batch by batch, so files larger than memory work. The
-    outputs appear only when complete (written to a temporary folder, then renamed)."""
+    """Window a token file into ``output_dir``, streaming: the engine of ``posembed chunk``.
+
+    The input is memory-mapped and the outputs are written batch by batch, so
+    files larger than memory work. The outputs appear only when complete
+    (written to a temporary folder, then renamed).
+
+    Parameters
+    ----------
+    input_path : path
+        A 1-D integer ``.npy`` file, or a raw file of ``dtype`` tokens.
+    output_dir : path
+        Folder to create, holding windows.npy, starts.npy, lengths.npy,
+        documents.npy and meta.json (the arrays of :class:`posembed.Windows`).
+    size : int
+        Window length, >= 1.
+    step : int, optional
+        Distance between window starts, 1..size; default ``size``.
+    overlap : int, optional
+        ``size - step``, 0..size-1; at most one of ``step`` and ``overlap``.
+    tail : {"pad", "shift", "drop"}
+        As for :func:`posembed.windows`.
+    dtype : str, optional
+        The integer dtype of a raw token file (required for one, refused for
+        a ``.npy`` file).
+    offsets_path : path, optional
+        A ``.npy`` file of CSR document offsets, from 0 to the token count.
+    pad_value : int
+        Fills unused slots; must fit the tokens' dtype.
+    force : bool
+        Replace ``output_dir`` if it exists.
+    quiet : bool
+        No progress bar.
+
+    Returns
+    -------
+    dict of str to Any
+        What meta.json holds: ``input``, ``tokens``, ``documents``,
+        ``windows``, ``size``, ``step``, ``tail``, ``dtype`` and ``pad_value``.
+
+    Raises
+    ------
+    ChunkError
+        Any problem with the input or the parameters, in one line: a bad
+        ``size``, ``step``, ``overlap`` or ``tail``; ``output_dir`` exists
+        without ``force``; a missing or unreadable input, one that is not 1-D
+        integers in native byte order, a raw file without ``dtype`` (or not a
+        whole number of its tokens), ``dtype`` with a ``.npy`` file; a
+        ``pad_value`` that does not fit; unreadable or invalid offsets; an
+        input that shrinks while it is read.
+    TypeError
+        A ``pad_value`` that is not an integer.
+    OSError
+        Writing the outputs fails (the temporary folder is removed).
+    """
     src, out = Path(input_path), Path(output_dir)
     try:
         n = v.positive_int(size, "--size")

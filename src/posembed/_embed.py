@@ -15,8 +15,15 @@ _last = threading.local()
 
 
 def last_seed() -> int | None:
-    """The dropout seed of this thread's latest :func:`embed` or :func:`dropout_mask`
-    call with dropout (drawn afresh when it was given ``seed=None``), or None."""
+    """The dropout seed of this thread's latest call with dropout.
+
+    Returns
+    -------
+    int or None
+        The seed (0..2**64-1) of this thread's latest :func:`embed` or
+        :func:`dropout_mask` call with dropout (drawn afresh when it was given
+        ``seed=None``), or None if there was none.
+    """
     seed: int | None = getattr(_last, "seed", None)
     return seed
 
@@ -41,10 +48,36 @@ def _dropout_args(p: float) -> tuple[int, float]:
 
 
 def dropout_mask(shape: Any, p: float, seed: int) -> np.ndarray:
-    """The dropout mask (True = kept) that :func:`embed` applies to an output of
-    ``shape`` with rate ``p`` and ``seed``; the same for any thread count or
-    SIMD level. Element e (flat, C order) is kept when its 32 random bits are
-    at least floor(p * 2^32) (see posembed.reference.uniform_bits)."""
+    """The dropout mask (True = kept) that :func:`embed` applies.
+
+    The same for any thread count or SIMD level. Element e (flat, C order) of
+    an output of ``shape`` is kept when its 32 random bits are at least
+    floor(p * 2^32) (see :func:`posembed.reference.uniform_bits`).
+
+    Parameters
+    ----------
+    shape : int or sequence of int
+        Shape of the embed output the mask is for, each size >= 0.
+    p : float
+        Dropout rate in [0, 1).
+    seed : int
+        The seed given to (or drawn by, see :func:`last_seed`) :func:`embed`,
+        in 0..2**64-1.
+
+    Returns
+    -------
+    ndarray of bool, shape ``shape``
+        True where the element is kept.
+
+    Raises
+    ------
+    TypeError
+        A ``shape`` that is not an integer or a sequence of integers, a ``p``
+        that is not a number, or a ``seed`` that is None or not an integer.
+    ValueError
+        A negative size in ``shape``, ``p`` outside [0, 1), or ``seed`` outside
+        0..2**64-1.
+    """
     dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     for k in dims:
         v.non_negative_int(k, "shape")
@@ -71,26 +104,56 @@ def embed(
 ) -> np.ndarray:
     """``dropout(token_table[token_ids] + pos_table[positions])`` in one pass.
 
+    float16 and bfloat16 add and scale in float32 and round once. Every id and
+    position is checked before anything is written.
+
     Parameters
     ----------
-    token_table : (V, d) float array (float16, bfloat16, float32, float64).
-    token_ids : (T,) or (B, T) integer ids in 0..V-1.
-    pos_table : (L, d) array of the same dtype (a learned position table).
-    positions : optional integer positions broadcastable to ``token_ids``;
-        default ``offset + arange(T)`` for every row.
-    offset : first position when ``positions`` is not given (say, the length
-        of a cached prefix).
-    dropout : rate p in [0, 1): each value is zeroed with probability p and
-        the kept ones scaled by 1 / (1 - p) (inverted dropout). 0 is exact
-        addition.
-    seed : the mask's seed (0..2**64-1): the same seed gives the same mask for
-        any thread count and SIMD level, and :func:`dropout_mask` returns it.
-        None draws a fresh one; :func:`last_seed` tells which.
-    out : optional C-contiguous output of shape ``token_ids.shape + (d,)``.
+    token_table : array_like, shape (V, d)
+        float16, bfloat16, float32 or float64.
+    token_ids : array_like of int, shape (T,) or (B, T)
+        Token ids in 0..V-1.
+    pos_table : array_like, shape (L, d)
+        A learned position table of ``token_table``'s dtype.
+    positions : array_like of int, optional
+        Positions in 0..L-1, broadcastable to ``token_ids``' shape; default
+        ``offset + arange(T)`` for every row.
+    offset : int
+        First position (>= 0) when ``positions`` is not given (say, the length
+        of a cached prefix); must stay 0 when it is.
+    dropout : float
+        Rate p in [0, 1): each value is zeroed with probability p and the kept
+        ones scaled by 1 / (1 - p) (inverted dropout). 0 is exact addition.
+    seed : int, optional
+        The mask's seed (0..2**64-1): the same seed gives the same mask for any
+        thread count and SIMD level, and :func:`dropout_mask` returns it. None
+        draws a fresh one; :func:`last_seed` tells which. Unused (and not
+        checked) when ``dropout`` is 0.
+    out : ndarray, optional
+        Destination of shape ``token_ids.shape + (d,)`` and the tables' dtype,
+        writeable, C-contiguous and not overlapping an input.
 
-    float16 and bfloat16 add and scale in float32 and round once. Every id and
-    position is checked (IndexError naming the first bad one) before anything
-    is written.
+    Returns
+    -------
+    ndarray, shape ``token_ids.shape + (d,)``
+        The tables' dtype (``out`` if given).
+
+    Raises
+    ------
+    IndexError
+        A token id outside 0..V-1 or a position outside 0..L-1 (the first bad
+        one, with its index), or ``offset + T`` past L.
+    TypeError
+        A table NumPy cannot read or not of a float dtype above; tables of
+        different dtypes; non-integer ids or positions; a ``dropout``, ``offset``
+        or ``seed`` of the wrong type; ``out`` that is not an ndarray or of
+        another dtype.
+    ValueError
+        A table that is not 2-D; tables with different ``d``; ids that are not
+        1-D or 2-D; ``dropout`` outside [0, 1); a negative ``offset``, or
+        ``positions`` with a non-zero ``offset``; positions that do not
+        broadcast to the ids' shape; ``seed`` outside 0..2**64-1; ``out`` of the
+        wrong shape, read-only, misaligned, non-contiguous or overlapping an input.
     """
     tt, kind = v.float_table(token_table, "token_table")
     pt, _ = v.float_table(pos_table, "pos_table")
@@ -139,7 +202,9 @@ def embed(
     s = _seed(seed) if rate > 0 else 0
     if out is not None:
         mine = tuple(x for x in (token_ids, positions) if isinstance(x, np.ndarray))
-        v.check_out(out, (*ids.shape, tt.shape[1]), tt.dtype, tables=(tt, pt), indices=(ids, *mine))
+        out = v.check_out(
+            out, (*ids.shape, tt.shape[1]), tt.dtype, tables=(tt, pt), indices=(ids, *mine)
+        )
     threshold, scale = _dropout_args(rate) if rate > 0 else (0, 1.0)
     period = max(t if pos is None else pos.size, 1)
     ids64 = ids if ids.dtype == np.int64 else ids.astype(np.int64)

@@ -24,8 +24,8 @@ def gather(
     table : array_like, shape (L, d)
         Any fixed-size dtype (floats, integers, bfloat16, ...); any strides.
         Rows are copied as bytes, so the result is bit-identical to the table.
-    positions : int or array_like of integers, any shape
-        int8..int64 or uint8..uint64.
+    positions : int or array_like of int, any shape
+        int8..int64 or uint8..uint64 (Python ints of any size too).
     mode : {"raise", "clip", "wrap"}
         ``"raise"``: a position < 0 or >= L raises IndexError (negative
         positions do not wrap). ``"clip"`` and ``"wrap"`` map every position
@@ -37,7 +37,8 @@ def gather(
 
     Returns
     -------
-    ndarray of shape ``positions.shape + (d,)`` and ``table``'s dtype (``out`` if given).
+    ndarray, shape ``positions.shape + (d,)``
+        ``table``'s dtype (``out`` if given).
 
     Raises
     ------
@@ -45,10 +46,12 @@ def gather(
         In mode "raise", naming the first out-of-range position, its index and
         the valid range; in every mode when positions are given for an empty table.
     TypeError
-        Non-integer positions, an object-dtype table, or ``out`` of another dtype.
+        ``table`` or ``positions`` that NumPy cannot read as an array (or a
+        masked array), non-integer positions (floats, bools), an object-dtype
+        table, or ``out`` that is not an ndarray or of another dtype.
     ValueError
         A table that is not 2-D, an unknown mode, or ``out`` of the wrong
-        shape, read-only, non-contiguous or overlapping an input.
+        shape, read-only, misaligned, non-contiguous or overlapping an input.
     """
     t = v.as_table(table)
     code = v.index_mode(mode)
@@ -56,28 +59,55 @@ def gather(
     if out is not None:
         # against the caller's positions too: p may be a converted copy
         both = (p, positions) if isinstance(positions, np.ndarray) else p
-        v.check_out(out, (*p.shape, t.shape[1]), t.dtype, table=t, positions=both)
+        out = v.check_out(out, (*p.shape, t.shape[1]), t.dtype, table=t, positions=both)
     return _core.gather(t, p, code, out)
 
 
 def gather_backward(
     grad: Any, positions: Any, length: int, *, out: np.ndarray | None = None
 ) -> np.ndarray:
-    """The gradient of :func:`gather` with respect to its table: row r is the sum
-    of the ``grad`` rows whose position is r (``numpy.add.at(zeros, positions,
-    grad)``), zero for rows no position names.
+    """The gradient of :func:`gather` with respect to its table.
+
+    Row r of the result is the sum of the ``grad`` rows whose position is r
+    (``numpy.add.at(zeros, positions, grad)``), zero for rows no position
+    names. Each row is summed in the order its positions appear, by one
+    thread: the same bits for any thread count, no atomics. With a fresh
+    result only the rows that are named are written (the rest are the zero
+    pages of ``numpy.zeros``).
 
     Parameters
     ----------
-    grad : float array of shape ``positions.shape + (d,)`` (float16, bfloat16,
-        float32, float64); float16 and bfloat16 sum in float32 and round once.
-    positions : integer positions in 0..length-1 (position or token ids).
-    length : rows of the table (max_seq_len, or the vocabulary size).
-    out : optional C-contiguous (length, d) array of grad's dtype.
+    grad : array_like, shape ``positions.shape + (d,)``
+        float16, bfloat16, float32 or float64; float16 and bfloat16 sum in
+        float32 and round once.
+    positions : int or array_like of int, any shape
+        Integer positions in 0..length-1 (position or token ids).
+    length : int
+        Rows of the table, >= 0 (max_seq_len, or the vocabulary size).
+    out : ndarray, optional
+        Destination of shape (length, d) and ``grad``'s dtype, writeable,
+        C-contiguous and not overlapping ``grad`` or ``positions``; it is
+        overwritten (rows no position names become zero).
 
-    Each row is summed in the order its positions appear, by one thread: the
-    same bits for any thread count, no atomics. With a fresh result only the
-    rows that are named are written (the rest are the zero pages of np.zeros).
+    Returns
+    -------
+    ndarray, shape (length, d)
+        ``grad``'s dtype (``out`` if given).
+
+    Raises
+    ------
+    IndexError
+        A position outside 0..length-1, named with its index and the valid
+        range; nothing is written in that case.
+    TypeError
+        ``grad`` or ``positions`` that NumPy cannot read as an array, a
+        ``grad`` that is not float16, bfloat16, float32 or float64, non-integer
+        positions, a ``length`` that is not an integer, or ``out`` that is not
+        an ndarray or of another dtype.
+    ValueError
+        A negative ``length``, ``grad`` not of shape ``positions.shape + (d,)``,
+        a result too large to index (2^62 bytes), or ``out`` of the wrong shape,
+        read-only, misaligned, non-contiguous or overlapping an input.
     """
     g = v.as_array(grad, "grad")
     kind = v.float_kind(g.dtype)
@@ -92,13 +122,13 @@ def gather_backward(
             f"grad must have shape positions.shape + (d,) = {p.shape} + (d,); got {g.shape}"
         )
     d = g.shape[-1]
+    dtype = g.dtype.newbyteorder("=")  # the kernel writes native floats
     v.check_sizes("gather_backward output", rows, d, g.itemsize)
     if out is not None:
         mine = (p, positions) if isinstance(positions, np.ndarray) else p
-        v.check_out(out, (rows, d), g.dtype, grad=g, positions=mine)
-        result = out
+        result = v.check_out(out, (rows, d), dtype, grad=g, positions=mine)
     else:
-        result = np.zeros((rows, d), g.dtype)
+        result = np.zeros((rows, d), dtype)
     if rows == 0 or d == 0:
         v.check_in_range(p, rows, "positions", "position")
         return result

@@ -29,7 +29,7 @@ def interpolate(
     Parameters
     ----------
     table : array_like, shape (L, d)
-        float16, bfloat16 (ml_dtypes), float32 or float64; any row strides.
+        float16, bfloat16 (ml_dtypes), float32 or float64, L >= 1; any row strides.
     length : int
         T >= 1 rows in the result: larger grows, smaller shrinks, equal copies.
     align : {"scale", "half_pixel", "corners"}
@@ -45,9 +45,21 @@ def interpolate(
 
     Returns
     -------
-    ndarray (T, d) of the table's dtype. Source positions and weights are
-    exact rationals computed in float64; the blend runs in float32 for
-    float16 / bfloat16 / float32 tables and float64 for float64 tables.
+    ndarray, shape (T, d)
+        The table's dtype (``out`` if given). Source positions and weights are
+        exact rationals computed in float64; the blend runs in float32 for
+        float16 / bfloat16 / float32 tables and float64 for float64 tables.
+
+    Raises
+    ------
+    TypeError
+        A table NumPy cannot read as an array or not of a float dtype above, a
+        ``length`` that is not an integer, or ``out`` that is not an ndarray or
+        of another dtype.
+    ValueError
+        A table that is not 2-D or has no rows, ``length`` < 1, an unknown
+        ``align``, a result too large to index (2^62), or ``out`` of the wrong
+        shape, read-only, misaligned, non-contiguous or overlapping the table.
     """
     t, kind = v.float_table(table)
     _non_empty(t)
@@ -56,22 +68,45 @@ def interpolate(
     v.check_sizes("length", 4, n, t.shape[0])
     v.check_sizes("the result", n, t.shape[1], t.itemsize)
     if out is not None:
-        v.check_out(out, (n, t.shape[1]), t.dtype, table=t)
+        out = v.check_out(out, (n, t.shape[1]), t.dtype, table=t)
     return _core.interpolate(t, kind, n, a, 0, out)
 
 
 def lerp(table: Any, positions: Any, *, out: np.ndarray | None = None) -> np.ndarray:
     """Rows at fractional positions, linear between floor and ceil.
 
-    ``positions`` is a float (or integer) array of any shape with every value
-    finite and in ``[0, L - 1]``; the result has shape ``positions.shape + (d,)``
-    and the table's dtype. A whole-number position returns that row exactly.
-    This is an interpolated lookup without materialising a stretched table:
-    ``lerp(table, i * L / T)`` is row i of ``interpolate(table, T)``.
+    A whole-number position returns that row exactly. This is an interpolated
+    lookup without materialising a stretched table: ``lerp(table, i * L / T)``
+    is row i of ``interpolate(table, T)``.
 
-    Raises ValueError naming the first position that is NaN, infinite or out of
-    range and its index; nothing is computed (or written to ``out``) in that case.
-    ``out``: as for :func:`interpolate`, of shape ``positions.shape + (d,)``.
+    Parameters
+    ----------
+    table : array_like, shape (L, d)
+        float16, bfloat16 (ml_dtypes), float32 or float64; any row strides.
+    positions : float or array_like of float, any shape
+        Real numbers (float or integer dtype), every one finite and in
+        ``[0, L - 1]``; computed on as float64.
+    out : ndarray, optional
+        Destination of shape ``positions.shape + (d,)`` and the table's dtype,
+        as for :func:`interpolate`; untouched if the call fails.
+
+    Returns
+    -------
+    ndarray, shape ``positions.shape + (d,)``
+        The table's dtype (``out`` if given); blended in float32, or float64
+        for float64 tables.
+
+    Raises
+    ------
+    TypeError
+        A table NumPy cannot read as an array or not of a float dtype above,
+        positions that are not real numbers (bool, complex or object dtype), or
+        ``out`` that is not an ndarray or of another dtype.
+    ValueError
+        A table that is not 2-D; the first position that is NaN, infinite or
+        out of range, named with its index (nothing is computed or written to
+        ``out``); ``out`` of the wrong shape, read-only, misaligned,
+        non-contiguous or overlapping an input.
     """
     t, kind = v.float_table(table)
     p = positions if type(positions) is np.ndarray else v.as_array(positions, "positions")
@@ -81,7 +116,7 @@ def lerp(table: Any, positions: Any, *, out: np.ndarray | None = None) -> np.nda
         p = np.asarray(p, dtype=np.float64, order="C")
     if out is not None:
         both = (p, positions) if isinstance(positions, np.ndarray) else p
-        v.check_out(out, (*p.shape, t.shape[1]), t.dtype, table=t, positions=both)
+        out = v.check_out(out, (*p.shape, t.shape[1]), t.dtype, table=t, positions=both)
     return _core.lerp(t, kind, p, out)
 
 
@@ -96,21 +131,50 @@ def extend(
 ) -> np.ndarray:
     """Grow a position table to ``length`` rows for fine-tuning on longer sequences.
 
-    The first L rows are bit-identical to ``table``; rows L..T-1 are new:
+    The first L rows are bit-identical to ``table``; rows L..T-1 are new,
+    initialised by ``init``.
 
-    - ``"interpolate"``: row i is row i of ``interpolate(table, T, align=align)``
-      (align defaults to ``"scale"``), i.e. the trained embedding at the same
-      relative position i / T;
-    - ``"tile"``: ``table[i % L]`` (Longformer's copy of the trained rows);
-    - ``"edge"``: ``table[L - 1]`` (repeat the last row);
-    - ``"random"``: N(0, std^2) from ``numpy.random.default_rng(seed)``, drawn in
-      float64 and rounded; ``std`` defaults to the standard deviation of all the
-      table's values;
-    - ``"zeros"``.
+    Parameters
+    ----------
+    table : array_like, shape (L, d)
+        float16, bfloat16 (ml_dtypes), float32 or float64, L >= 1; any row strides.
+    length : int
+        T >= L rows in the result (use :func:`interpolate` to shrink).
+    init : {"interpolate", "tile", "edge", "random", "zeros"}
+        ``"interpolate"``: row i is row i of ``interpolate(table, T,
+        align=align)``, i.e. the trained embedding at the same relative
+        position i / T. ``"tile"``: ``table[i % L]`` (Longformer's copy of the
+        trained rows). ``"edge"``: ``table[L - 1]`` (repeat the last row).
+        ``"random"``: N(0, std^2) from ``numpy.random.default_rng(seed)``,
+        drawn in float64 and rounded. ``"zeros"``.
+    std : float, optional
+        Standard deviation (finite, >= 0) of ``init="random"`` only; default
+        the standard deviation of all the table's values.
+    seed : int or numpy.random.Generator, optional
+        Seed of ``init="random"`` only, anything ``numpy.random.default_rng``
+        accepts; default a fresh one.
+    align : {"scale", "half_pixel", "corners"}, optional
+        Convention of ``init="interpolate"`` only (see :func:`interpolate`);
+        default ``"scale"``.
 
-    ``length`` must be at least L (use :func:`interpolate` to shrink); ``std``
-    and ``seed`` apply to ``init="random"`` only, ``align`` to
-    ``init="interpolate"`` only (a ValueError otherwise, rather than being ignored).
+    Returns
+    -------
+    ndarray, shape (T, d)
+        A new C-contiguous array of the table's dtype.
+
+    Raises
+    ------
+    TypeError
+        A table NumPy cannot read as an array or not of a float dtype above, a
+        ``length`` that is not an integer, a ``std`` that is not a number, or a
+        ``seed`` that ``numpy.random.default_rng`` refuses as a TypeError.
+    ValueError
+        A table that is not 2-D or has no rows; ``length`` < L; an unknown
+        ``init`` or ``align``; ``std`` or ``seed`` with an ``init`` other than
+        ``"random"``, or ``align`` with one other than ``"interpolate"`` (rather
+        than being ignored); a negative or non-finite ``std``; ``init="random"``
+        without ``std`` on a table holding inf or NaN; a result too large to
+        index (2^62); a negative ``seed`` (from ``numpy.random.default_rng``).
     """
     t, kind = v.float_table(table)
     _non_empty(t)
@@ -146,7 +210,9 @@ def extend(
     elif init == "zeros":
         new.fill(0)
     else:
-        if std is None:
+        if std is None and t.size == 0:
+            std = 0.0  # rows of no values: nothing to measure, nothing to draw
+        elif std is None:
             with np.errstate(invalid="ignore", over="ignore"):  # reported just below
                 std = float(np.std(t, dtype=np.float64))
             if not np.isfinite(std):
@@ -169,13 +235,29 @@ def _std_value(std: Any) -> float:
 
 
 def similarity(table: Any) -> np.ndarray:
-    """Cosine similarity of every pair of rows: an (L, L) array.
+    """Cosine similarity of every pair of rows.
 
-    float64 tables give float64, the others float32. A row of zeros has
-    similarity 0 with every row (itself included). Rows are first divided by
-    their largest magnitude, so tiny or huge rows neither underflow nor
-    overflow. The Gram product runs in NumPy's BLAS, which is faster than
-    anything hand-written here would be.
+    A row of zeros has similarity 0 with every row (itself included). Rows are
+    first divided by their largest magnitude, so tiny or huge rows neither
+    underflow nor overflow. The Gram product runs in NumPy's BLAS, which is
+    faster than anything hand-written here would be.
+
+    Parameters
+    ----------
+    table : array_like, shape (L, d)
+        float16, bfloat16 (ml_dtypes), float32 or float64.
+
+    Returns
+    -------
+    ndarray, shape (L, L)
+        float64 for float64 tables, float32 for the others.
+
+    Raises
+    ------
+    TypeError
+        A table NumPy cannot read as an array or not of a float dtype above.
+    ValueError
+        A table that is not 2-D.
     """
     t, _ = v.float_table(table)
     x: np.ndarray[Any, np.dtype[np.floating[Any]]] = t.astype(

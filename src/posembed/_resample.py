@@ -29,10 +29,12 @@ def resample_grid(
     table : array_like, shape (prefix + H * W, d)
         ``prefix`` leading rows (CLS, distillation tokens) followed by the grid
         in row-major order; float16, bfloat16, float32 or float64.
-    grid, new_grid : (int, int)
-        (H, W) and (H', W'); non-square grids are fine.
+    grid : (int, int)
+        (H, W), both >= 1; non-square grids are fine.
+    new_grid : (int, int)
+        (H', W'), both >= 1.
     prefix : int
-        Leading rows copied bit-identically to the result.
+        Leading rows (>= 0) copied bit-identically to the result.
     method : {"bicubic", "bilinear"}
         Bicubic is the Keys kernel with A = -0.75, as PyTorch; border taps
         repeat the edge rows. No antialiasing (PyTorch's default).
@@ -41,10 +43,22 @@ def resample_grid(
 
     Returns
     -------
-    ndarray (prefix + H' * W', d) of the table's dtype; matches PyTorch
-    ``F.interpolate`` on the (1, d, H, W) grid to float32 round-off. Every tap
-    is summed, also those of weight 0, so an inf or NaN in the grid spreads to
-    the neighbouring outputs (0 * inf is NaN), as in PyTorch's general path.
+    ndarray, shape (prefix + H' * W', d)
+        The table's dtype; matches PyTorch ``F.interpolate`` on the (1, d, H, W)
+        grid to float32 round-off. Every tap is summed, also those of weight 0,
+        so an inf or NaN in the grid spreads to the neighbouring outputs
+        (0 * inf is NaN), as in PyTorch's general path.
+
+    Raises
+    ------
+    TypeError
+        A table NumPy cannot read as an array or not of a float dtype above;
+        ``grid`` or ``new_grid`` that is not a pair, or holds a non-integer;
+        a ``prefix`` that is not an integer.
+    ValueError
+        A table that is not 2-D; a grid side < 1; a negative ``prefix``; a
+        table whose rows are not ``prefix + H * W``; an unknown ``method`` or
+        ``align``; a result too large to index (2^62).
     """
     t, kind = v.float_table(table)
     h, w = v.grid_shape(grid, "grid")

@@ -27,6 +27,19 @@ def set_num_threads(n: int | None) -> None:
     threads, kernels run on one thread whatever this says: GNU OpenMP's pool
     does not survive ``fork`` (use the "spawn" or "forkserver" start methods
     for parallel workers).
+
+    Parameters
+    ----------
+    n : int or None
+        The thread count, 1..``config()["max_num_threads"]`` (4 per CPU), or
+        None for OpenMP's default.
+
+    Raises
+    ------
+    TypeError
+        An ``n`` that is neither an integer nor None (a bool included).
+    ValueError
+        An ``n`` outside 1..max_num_threads.
     """
     if n is None:
         _core.set_num_threads(0)
@@ -44,12 +57,30 @@ def set_num_threads(n: int | None) -> None:
 
 
 def get_num_threads() -> int:
-    """The number of threads a large kernel call uses."""
+    """The number of threads a large kernel call uses.
+
+    Returns
+    -------
+    int
+        The count :func:`set_num_threads` set, else OpenMP's for the calling
+        thread (1 in a child forked after posembed used threads).
+    """
     return _core.get_num_threads()
 
 
 def config() -> dict[str, Any]:
-    """Build and run-time facts: version, compiler, OpenMP, SIMD level, threads."""
+    """Build and run-time facts: version, compiler, OpenMP, SIMD level, threads.
+
+    Returns
+    -------
+    dict of str to Any
+        A new dict: ``version``, ``python``, the compiled module's facts
+        (``compiler``, ``build_type``, ``openmp``, ``openmp_version``, ``simd``
+        (the level that runs), ``cpu_simd``, ``simd_levels``, ``dropout_rng``,
+        ``num_threads``, ``default_num_threads``, ``num_threads_set``,
+        ``max_num_threads``, ``forked_child``, ``parallel_min_bytes``,
+        ``stream_min_bytes``) and ``machine``.
+    """
     from posembed import __version__
 
     facts: dict[str, Any] = {"version": __version__, "python": platform.python_version()}
@@ -59,7 +90,13 @@ def config() -> dict[str, Any]:
 
 
 def show_config(file: TextIO | None = None) -> None:
-    """Print :func:`config` as aligned ``name: value`` lines."""
+    """Print :func:`config` as aligned ``name : value`` lines.
+
+    Parameters
+    ----------
+    file : text stream, optional
+        Where to print; default ``sys.stdout``.
+    """
     out = sys.stdout if file is None else file
     facts = config()
     width = max(map(len, facts))

@@ -192,10 +192,22 @@ def check_out(
     shape: tuple[int, ...],
     dtype: np.dtype[Any],
     **inputs: np.ndarray | tuple[np.ndarray, ...],
-) -> None:
-    """``out`` must be exactly what the kernel would allocate, and disjoint from its inputs."""
+) -> np.ndarray:
+    """``out`` as the ndarray the kernel writes: exactly what the kernel would
+    allocate, and disjoint from its inputs. A DLPack producer (a CPU
+    torch.Tensor, ...) is viewed in place, so the kernel writes its memory."""
     if not isinstance(out, np.ndarray):
-        raise TypeError(f"out must be a numpy.ndarray; got {type(out).__name__}")
+        if not hasattr(type(out), "__dlpack__"):
+            raise TypeError(
+                "out must be a numpy.ndarray or a DLPack producer such as a CPU torch.Tensor; "
+                f"got {type(out).__name__}"
+            )
+        try:
+            out = _from_dlpack(out)
+        except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+            raise TypeError(
+                f"out must be memory NumPy can write in place; got {type(out).__name__}: {exc}"
+            ) from None
     if out.dtype != dtype:
         raise TypeError(f"out must have dtype {dtype}; got dtype {out.dtype}")
     if out.shape != shape:
@@ -212,6 +224,8 @@ def check_out(
         for arr in arrays if isinstance(arrays, tuple) else (arrays,):
             if np.may_share_memory(out, arr) and _shares(out, arr):
                 raise ValueError(f"out must not overlap {name}: they share memory")
+    viewed: np.ndarray = out
+    return viewed
 
 
 def _shares(a: np.ndarray, b: np.ndarray) -> bool:

@@ -17,14 +17,28 @@ REDUCES = {"mean": 0, "sum": 1, "max": 2, "first": 3, "center": 3}
 
 @dataclass(frozen=True)
 class Windows:
-    """The windows of a token stream or corpus.
+    """The windows of a token stream or corpus, as :func:`windows` returns them.
 
-    tokens : (n, size) array of the input's dtype; slots past ``lengths`` hold pad_value.
-    starts : (n,) int64 start of each window within its document.
-    lengths : (n,) int64 number of valid tokens in each window.
-    documents : (n,) int64 index of each window's document (0 without offsets).
-    doc_offsets : (documents + 1,) int64 CSR offsets of the input (``[0, N]`` without offsets).
-    size, step, tail : the parameters that made them.
+    ``len(w)`` is the number of windows n.
+
+    Attributes
+    ----------
+    tokens : ndarray, shape (n, size)
+        The input's dtype; slots past ``lengths`` hold the pad value.
+    starts : ndarray of int64, shape (n,)
+        Start of each window within its document.
+    lengths : ndarray of int64, shape (n,)
+        Number of valid tokens in each window.
+    documents : ndarray of int64, shape (n,)
+        Index of each window's document (0 without offsets).
+    doc_offsets : ndarray of int64, shape (documents + 1,)
+        CSR offsets of the input (``[0, N]`` without offsets).
+    size : int
+        Window length.
+    step : int
+        Distance between window starts in a document.
+    tail : {"pad", "shift", "drop"}
+        How the last window of each document was placed.
     """
 
     tokens: np.ndarray
@@ -41,19 +55,35 @@ class Windows:
 
     @property
     def mask(self) -> np.ndarray:
-        """(n, size) bool: True for the slots that hold a token of the input."""
+        """ndarray of bool, shape (n, size): True for the slots that hold a token of the input."""
         mask: np.ndarray = np.arange(self.size)[None, :] < self.lengths[:, None]
         return mask
 
     def owner(self, rule: str = "first") -> np.ndarray:
-        """(n, size) bool marking, for every input token in some window, exactly one slot.
+        """For every input token in some window, exactly one slot that owns it.
 
-        ``"first"``: the earliest window containing the token; with overlapping
-        windows every token but a document's first ``overlap`` then has at least
-        ``overlap`` tokens of left context (the HF perplexity guide's rule:
-        score each token once). ``"center"``: BERT's max-context rule, the
-        window maximising ``min(left, right context) + 0.01 * window length``,
-        the earliest on ties. With ``tail="drop"`` uncovered tokens have no owner.
+        With ``tail="drop"`` uncovered tokens have no owner.
+
+        Parameters
+        ----------
+        rule : {"first", "center"}
+            ``"first"``: the earliest window containing the token; with
+            overlapping windows every token but a document's first ``overlap``
+            then has at least ``overlap`` tokens of left context (the HF
+            perplexity guide's rule: score each token once). ``"center"``:
+            BERT's max-context rule, the window maximising ``min(left, right
+            context) + 0.01 * window length``, the earliest on ties.
+
+        Returns
+        -------
+        ndarray of bool, shape (n, size)
+            True at the owning slot of each token.
+
+        Raises
+        ------
+        ValueError
+            An unknown ``rule``, or (for a ``Windows`` built by hand) arrays
+            that do not describe the documents of ``doc_offsets``.
         """
         code = OWNER_RULES[v.choice(rule, "rule", OWNER_RULES)]
         return _core.window_owner(
@@ -119,15 +149,22 @@ def windows(
     offsets: Any = None,
     out: np.ndarray | None = None,
 ) -> Windows:
-    """Cut tokens into windows of ``size`` (the seeds' sliding windows: each window
-    gets positions 0..size-1).
+    """Cut tokens into windows of ``size``.
+
+    The seeds' sliding windows: each window gets positions 0..size-1. No
+    window crosses a document boundary.
 
     Parameters
     ----------
-    tokens : 1-D integer array (uint16, uint32, int32, int64, ...); the windows keep its dtype.
-    size : window length.
-    step, overlap : distance between window starts (1..size), or ``overlap = size - step``;
-        at most one; default ``step = size`` (no overlap).
+    tokens : array_like of int, shape (N,)
+        uint16, uint32, int32, int64, ... ; the windows keep its dtype.
+    size : int
+        Window length, >= 1.
+    step : int, optional
+        Distance between window starts, 1..size; default ``size`` (no overlap).
+        At most one of ``step`` and ``overlap``.
+    overlap : int, optional
+        ``size - step``, 0..size-1.
     tail : {"pad", "shift", "drop"}
         ``"pad"``: starts ``k * step`` until a window reaches the document's end
         (``1 if N <= size else ceil((N - size) / step) + 1`` windows, as HF
@@ -136,13 +173,36 @@ def windows(
         (full whenever N >= size). ``"drop"``: full windows only, like
         ``sliding_window_view(tokens, size)[::step]``; the only mode that may
         leave tokens uncovered. An empty document has no window.
-    pad_value : fills unused slots; must fit the tokens' dtype.
-    offsets : optional int64 CSR offsets: document k is ``tokens[offsets[k]:offsets[k+1]]``;
-        no window crosses a document boundary.
-    out : optional C-contiguous array of shape (number of windows, size) and the
-        tokens' dtype to write the windows into (a buffer reused batch after
-        batch skips the page faults of a new array); the result's ``tokens`` is
+    pad_value : int
+        Fills unused slots; must fit the tokens' dtype.
+    offsets : array_like of int, shape (documents + 1,), optional
+        CSR offsets: document k is ``tokens[offsets[k]:offsets[k+1]]``; they
+        start at 0, never decrease and end at N. Default: one document.
+    out : ndarray, optional
+        C-contiguous array of shape (number of windows, size) and the tokens'
+        dtype to write the windows into (a buffer reused batch after batch
+        skips the page faults of a new array); the result's ``tokens`` is
         ``out``. Checked before anything is written.
+
+    Returns
+    -------
+    Windows
+        The windows with their starts, lengths, documents and offsets.
+
+    Raises
+    ------
+    TypeError
+        ``tokens`` that NumPy cannot read or not of an integer dtype; a
+        ``size``, ``step``, ``overlap`` or ``pad_value`` that is not an
+        integer; ``offsets`` that is not a 1-D integer array; ``out`` that is
+        not an ndarray or of another dtype.
+    ValueError
+        ``tokens`` that is not 1-D; ``size`` < 1; both ``step`` and
+        ``overlap``; ``step`` outside 1..size or ``overlap`` outside
+        0..size-1; an unknown ``tail``; a ``pad_value`` that does not fit the
+        tokens' dtype; ``offsets`` that do not start at 0 and end at N, or that
+        decrease; ``out`` of the wrong shape, read-only, misaligned,
+        non-contiguous or overlapping ``tokens``.
     """
     t = v.as_array(tokens, "tokens")
     if t.ndim != 1:
@@ -160,7 +220,7 @@ def windows(
     o = _offsets(offsets, t.shape[0])
     if out is not None:
         total = int(window_counts(np.diff(o), n, s, tail).sum())
-        v.check_out(out, (total, n), t.dtype, tokens=t)
+        out = v.check_out(out, (total, n), t.dtype.newbyteorder("="), tokens=t)
     t = np.asarray(t, dtype=t.dtype.newbyteorder("="), order="C")
     pad = np.array([pad_value], dtype=t.dtype)
     rows, starts, lengths, documents = _core.windows(t, o, n, s, code, pad, out)
@@ -170,7 +230,7 @@ def windows(
 def _stitch_types(dtype: np.dtype[Any], reduce: str) -> tuple[np.dtype[Any], np.dtype[Any]]:
     """(compute dtype, result dtype) of stitch for values of `dtype`."""
     if dtype.kind == "f" or dtype.name == "bfloat16":
-        compute = np.dtype(np.float64 if dtype == np.float64 else np.float32)
+        compute = np.dtype(np.float64 if dtype.name == "float64" else np.float32)
         return compute, dtype
     if dtype.kind not in "biu":
         raise TypeError(f"values must be numbers (bool, integer or float); got dtype {dtype}")
@@ -185,23 +245,40 @@ def _stitch_types(dtype: np.dtype[Any], reduce: str) -> tuple[np.dtype[Any], np.
 def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0) -> np.ndarray:
     """Per-window values back to per-token values.
 
+    ``stitch(w.tokens, w, reduce="first")`` gives back the input tokens exactly.
+
     Parameters
     ----------
-    values : array (n, size, ...) aligned with ``windows.tokens`` (a model's
-        output per window slot, say).
-    windows : the :class:`Windows` the values belong to.
+    values : array_like, shape (n, size, ...)
+        Aligned with ``windows.tokens`` (a model's output per window slot,
+        say); bool, integer or float (bfloat16 too).
+    windows : Windows
+        The :class:`Windows` the values belong to.
     reduce : {"mean", "sum", "max", "first", "center"}
         How the slots that hold the same token combine: "first" and "center"
         take the slot :meth:`Windows.owner` marks; the others reduce every slot
         in window order (max: NaN wins, as ``numpy.maximum``).
-    fill : value for tokens no window holds (only ``tail="drop"`` leaves any).
+    fill : scalar
+        Value for tokens no window holds (only ``tail="drop"`` leaves any).
 
     Returns
     -------
-    array (N, ...) aligned with the input tokens (all documents, flat). Floats
-    keep their dtype (float16 and bfloat16 reduce in float32); integer sums
-    are int64 or uint64, integer means float64. ``stitch(w.tokens, w,
-    reduce="first")`` gives back the input tokens exactly.
+    ndarray, shape (N, ...)
+        Aligned with the input tokens (all documents, flat). Floats keep their
+        dtype (float16 and bfloat16 reduce in float32); integer sums are int64
+        or uint64, integer means float64, other integer reductions keep the
+        dtype.
+
+    Raises
+    ------
+    TypeError
+        ``windows`` that is not a :class:`Windows`; ``values`` that NumPy
+        cannot read or not of a numeric dtype (complex, object, strings); a
+        ``fill`` that is not a number fitting the result.
+    ValueError
+        An unknown ``reduce``; ``values`` whose leading shape is not
+        (n, size); a ``Windows`` built by hand whose arrays do not describe its
+        documents.
     """
     if not isinstance(windows, Windows):
         raise TypeError(f"windows must be a posembed.Windows; got {type(windows).__name__}")

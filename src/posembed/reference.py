@@ -64,7 +64,40 @@ def _int_positions(positions: Any) -> np.ndarray:
 def gather(
     table: Any, positions: Any, *, mode: str = "raise", out: np.ndarray | None = None
 ) -> np.ndarray:
-    """``table[positions]`` with numpy.take's clip / wrap modes and a strict raise mode."""
+    """``table[positions]`` with numpy.take's clip / wrap modes and a strict raise mode.
+
+    The twin of :func:`posembed.gather`.
+
+    Parameters
+    ----------
+    table : array_like, shape (L, d)
+        Any fixed-size dtype.
+    positions : int or array_like of int, any shape
+        Integer positions (Python ints of any size too).
+    mode : {"raise", "clip", "wrap"}
+        ``"raise"``: positions must be in 0..L-1; ``"clip"``, ``"wrap"``: as
+        :func:`numpy.take`.
+    out : ndarray, optional
+        Destination of shape ``positions.shape + (d,)`` and ``table``'s dtype.
+
+    Returns
+    -------
+    ndarray, shape ``positions.shape + (d,)``
+        ``table``'s dtype (``out`` if given).
+
+    Raises
+    ------
+    IndexError
+        In mode "raise", a position outside 0..L-1; in "clip" and "wrap",
+        positions for a table of 0 rows.
+    TypeError
+        An input NumPy cannot read (or a masked array), an object-dtype table,
+        non-integer positions, or ``out`` that is not an ndarray or of another
+        dtype.
+    ValueError
+        A table that is not 2-D, an unknown mode, or ``out`` of the wrong
+        shape, read-only, non-contiguous or overlapping an input.
+    """
     table = _array(table, "table")
     if table.ndim != 2:
         raise ValueError(f"table must be 2-D; got shape {table.shape}")
@@ -125,7 +158,7 @@ def _float_table(table: Any) -> np.ndarray:
 
 def _compute_dtype(t: np.ndarray) -> type[np.floating[Any]]:
     """float64 tables compute in float64, every other float in float32."""
-    return np.float64 if t.dtype == np.float64 else np.float32
+    return np.float64 if t.dtype.name == "float64" else np.float32  # any byte order
 
 
 def _count(value: Any, name: str, minimum: int) -> int:
@@ -181,12 +214,17 @@ def _blend(table: np.ndarray, lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> 
     return out
 
 
-def _into(out: np.ndarray | None, result: np.ndarray, *inputs: Any) -> np.ndarray:
+def _into(out: Any, result: np.ndarray, *inputs: Any) -> np.ndarray:
     """result, or result written into out after the same checks as the kernels."""
     if out is None:
         return result
-    if not isinstance(out, np.ndarray):
-        raise TypeError("out must be a numpy.ndarray")
+    if isinstance(out, np.ndarray):
+        dest: np.ndarray = out
+    elif hasattr(type(out), "__dlpack__"):
+        dest = np.from_dlpack(out)
+    else:
+        raise TypeError("out must be a numpy.ndarray or a DLPack producer")
+    out = dest
     if out.dtype != result.dtype:
         raise TypeError(f"out must have dtype {result.dtype}")
     if out.shape != result.shape:
@@ -196,13 +234,43 @@ def _into(out: np.ndarray | None, result: np.ndarray, *inputs: Any) -> np.ndarra
     if any(np.shares_memory(out, np.asarray(x)) for x in inputs):
         raise ValueError("out must not overlap an input")
     out[...] = result
-    return out
+    return dest
 
 
 def interpolate(
     table: Any, length: int, *, align: str = "scale", out: np.ndarray | None = None
 ) -> np.ndarray:
-    """Linear interpolation of the table's rows to ``length`` rows."""
+    """Linear interpolation of the table's rows to ``length`` rows.
+
+    The twin of :func:`posembed.interpolate`: source positions from exact
+    integer arithmetic, blended in float32 (float64 for float64 tables).
+
+    Parameters
+    ----------
+    table : array_like, shape (L, d)
+        float16, bfloat16, float32 or float64, L >= 1.
+    length : int
+        T >= 1 rows in the result.
+    align : {"scale", "half_pixel", "corners"}
+        As for :func:`posembed.interpolate`.
+    out : ndarray, optional
+        Destination of shape (T, d) and the table's dtype.
+
+    Returns
+    -------
+    ndarray, shape (T, d)
+        The table's dtype (``out`` if given).
+
+    Raises
+    ------
+    TypeError
+        A table NumPy cannot read or not of a float dtype above, a ``length``
+        that is not an integer, or ``out`` that is not an ndarray or of another
+        dtype.
+    ValueError
+        A table that is not 2-D or has no rows, ``length`` < 1, an unknown
+        ``align``, or ``out`` of the wrong shape, read-only, non-contiguous or overlapping an input.
+    """
     t = _float_table(table)
     if t.shape[0] == 0:
         raise ValueError("table must have at least one row")
@@ -217,7 +285,34 @@ def interpolate(
 
 
 def lerp(table: Any, positions: Any, *, out: np.ndarray | None = None) -> np.ndarray:
-    """Rows at fractional positions in [0, L - 1]."""
+    """Rows at fractional positions in [0, L - 1], linear between floor and ceil.
+
+    The twin of :func:`posembed.lerp`.
+
+    Parameters
+    ----------
+    table : array_like, shape (L, d)
+        float16, bfloat16, float32 or float64.
+    positions : float or array_like of float, any shape
+        Real numbers, each finite and in [0, L - 1].
+    out : ndarray, optional
+        Destination of shape ``positions.shape + (d,)`` and the table's dtype.
+
+    Returns
+    -------
+    ndarray, shape ``positions.shape + (d,)``
+        The table's dtype (``out`` if given).
+
+    Raises
+    ------
+    TypeError
+        A table NumPy cannot read or not of a float dtype above, positions
+        that are not real numbers, or ``out`` that is not an ndarray or of
+        another dtype.
+    ValueError
+        A table that is not 2-D, a position that is NaN, infinite or out of
+        range, or ``out`` of the wrong shape, read-only, non-contiguous or overlapping an input.
+    """
     t = _float_table(table)
     p = _array(positions, "positions")
     if p.dtype.kind not in "fiu":
@@ -241,7 +336,43 @@ def extend(
     seed: int | np.random.Generator | None = None,
     align: str | None = None,
 ) -> np.ndarray:
-    """The table followed by ``length - L`` new rows initialised by ``init``."""
+    """The table followed by ``length - L`` new rows initialised by ``init``.
+
+    The twin of :func:`posembed.extend`.
+
+    Parameters
+    ----------
+    table : array_like, shape (L, d)
+        float16, bfloat16, float32 or float64, L >= 1.
+    length : int
+        T >= L rows in the result.
+    init : {"interpolate", "tile", "edge", "random", "zeros"}
+        As for :func:`posembed.extend`.
+    std : float, optional
+        Standard deviation of ``init="random"`` only; default the table's.
+    seed : int or numpy.random.Generator, optional
+        Seed of ``init="random"`` only.
+    align : {"scale", "half_pixel", "corners"}, optional
+        Convention of ``init="interpolate"`` only; default ``"scale"``.
+
+    Returns
+    -------
+    ndarray, shape (T, d)
+        The table's dtype.
+
+    Raises
+    ------
+    TypeError
+        A table NumPy cannot read or not of a float dtype above, a ``length``
+        that is not an integer, a ``std`` that is not a number, or a ``seed``
+        that ``numpy.random.default_rng`` refuses as a TypeError.
+    ValueError
+        A table that is not 2-D or has no rows; ``length`` < L; an unknown
+        ``init`` or ``align``; ``std`` or ``seed`` without ``init="random"``,
+        ``align`` without ``init="interpolate"``; a negative or non-finite
+        ``std``; ``init="random"`` without ``std`` on a table holding inf or
+        NaN; a negative ``seed``.
+    """
     t = _float_table(table)
     rows = t.shape[0]
     if rows == 0:
@@ -273,8 +404,13 @@ def extend(
     elif init == "zeros":
         new = np.zeros((n - rows, t.shape[1]), t.dtype)
     else:
-        with np.errstate(invalid="ignore", over="ignore"):
-            scale = float(np.std(t, dtype=np.float64)) if std is None else float(std)
+        if std is not None:
+            scale = float(std)
+        elif t.size == 0:
+            scale = 0.0  # no values to measure or draw
+        else:
+            with np.errstate(invalid="ignore", over="ignore"):
+                scale = float(np.std(t, dtype=np.float64))
         if not math.isfinite(scale):
             raise ValueError("the table's standard deviation is not finite; pass std=")
         draws = np.random.default_rng(seed).standard_normal((n - rows, t.shape[1]))
@@ -320,7 +456,41 @@ def resample_grid(
     method: str = "bicubic",
     align: str = "half_pixel",
 ) -> np.ndarray:
-    """Separable 2-D resampling of the (H, W) grid after ``prefix`` rows."""
+    """Separable 2-D resampling of the (H, W) grid after ``prefix`` rows.
+
+    The twin of :func:`posembed.resample_grid`: along x, then along y, summing
+    the taps left to right in float32 (float64 for float64 tables).
+
+    Parameters
+    ----------
+    table : array_like, shape (prefix + H * W, d)
+        float16, bfloat16, float32 or float64.
+    grid : (int, int)
+        (H, W), both >= 1.
+    new_grid : (int, int)
+        (H', W'), both >= 1.
+    prefix : int
+        Leading rows (>= 0) copied to the result.
+    method : {"bicubic", "bilinear"}
+        Keys' cubic with A = -0.75, or linear.
+    align : {"half_pixel", "corners"}
+        As PyTorch ``align_corners=False`` / ``True``.
+
+    Returns
+    -------
+    ndarray, shape (prefix + H' * W', d)
+        The table's dtype.
+
+    Raises
+    ------
+    TypeError
+        A table NumPy cannot read or not of a float dtype above; ``grid`` or
+        ``new_grid`` that is not a pair or holds a non-integer; a ``prefix``
+        that is not an integer.
+    ValueError
+        A table that is not 2-D; a grid side < 1; a negative ``prefix``; table
+        rows other than ``prefix + H * W``; an unknown ``method`` or ``align``.
+    """
     t = _float_table(table)
     for name, pair in (("grid", grid), ("new_grid", new_grid)):
         try:
@@ -355,7 +525,27 @@ def resample_grid(
 
 
 def similarity(table: Any) -> np.ndarray:
-    """Cosine similarity of every pair of rows; a zero row scores 0."""
+    """Cosine similarity of every pair of rows; a zero row scores 0.
+
+    The twin of :func:`posembed.similarity`.
+
+    Parameters
+    ----------
+    table : array_like, shape (L, d)
+        float16, bfloat16, float32 or float64.
+
+    Returns
+    -------
+    ndarray, shape (L, L)
+        float64 for float64 tables, float32 for the others.
+
+    Raises
+    ------
+    TypeError
+        A table NumPy cannot read or not of a float dtype above.
+    ValueError
+        A table that is not 2-D.
+    """
     t = _float_table(table)
     x = t.astype(_compute_dtype(t))
     if x.size:  # rows scaled to a largest magnitude of 1: no overflow, no underflow
@@ -435,7 +625,49 @@ def windows(
     offsets: Any = None,
     out: np.ndarray | None = None,
 ) -> Windows:
-    """Windows of ``size`` tokens, document by document, by the formulas in the docs."""
+    """Windows of ``size`` tokens, document by document, by the formulas in the docs.
+
+    The twin of :func:`posembed.windows`.
+
+    Parameters
+    ----------
+    tokens : array_like of int, shape (N,)
+        Integer tokens; the windows keep their dtype (in native byte order).
+    size : int
+        Window length, >= 1.
+    step : int, optional
+        Distance between window starts, 1..size; default ``size``.
+    overlap : int, optional
+        ``size - step``, 0..size-1; at most one of ``step`` and ``overlap``.
+    tail : {"pad", "shift", "drop"}
+        As for :func:`posembed.windows`.
+    pad_value : int
+        Fills unused slots; must fit the tokens' dtype.
+    offsets : array_like of int, shape (documents + 1,), optional
+        CSR document offsets from 0 to N, never decreasing.
+    out : ndarray, optional
+        Destination of shape (number of windows, size) and the tokens' dtype.
+
+    Returns
+    -------
+    Windows
+        This module's :class:`Windows`, with the same attributes as
+        :class:`posembed.Windows`.
+
+    Raises
+    ------
+    TypeError
+        ``tokens`` NumPy cannot read or not of an integer dtype; a ``size``,
+        ``step``, ``overlap`` or ``pad_value`` that is not an integer;
+        ``offsets`` that is not a 1-D integer array; ``out`` that is not an
+        ndarray or of another dtype.
+    ValueError
+        ``tokens`` that is not 1-D; ``size`` < 1; both ``step`` and
+        ``overlap``; ``step`` outside 1..size or ``overlap`` outside
+        0..size-1; an unknown ``tail``; a ``pad_value`` that does not fit;
+        ``offsets`` that do not run from 0 to N or decrease; ``out`` of the
+        wrong shape, read-only, non-contiguous or overlapping an input.
+    """
     t = _array(tokens, "tokens")
     if t.ndim != 1:
         raise ValueError("tokens must be 1-D")
@@ -489,7 +721,8 @@ def windows(
             starts.append(start)
             lengths.append(len(piece))
             documents.append(doc)
-    table = _into(out, np.array(rows, dtype=t.dtype).reshape(len(rows), size), t)
+    native = t.dtype.newbyteorder("=")
+    table = _into(out, np.array(rows, dtype=native).reshape(len(rows), size), t)
     return Windows(
         table,
         np.array(starts, dtype=np.int64),
@@ -503,7 +736,36 @@ def windows(
 
 
 def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0) -> np.ndarray:
-    """Per-token values from per-window values, token by token in window order."""
+    """Per-token values from per-window values, token by token in window order.
+
+    The twin of :func:`posembed.stitch`.
+
+    Parameters
+    ----------
+    values : array_like, shape (n, size, ...)
+        Bool, integer or float values aligned with ``windows.tokens``.
+    windows : Windows
+        This module's or :class:`posembed.Windows`.
+    reduce : {"mean", "sum", "max", "first", "center"}
+        As for :func:`posembed.stitch`.
+    fill : scalar
+        Value for tokens no window holds.
+
+    Returns
+    -------
+    ndarray, shape (N, ...)
+        Floats keep their dtype; integer sums are int64 or uint64, integer
+        means float64.
+
+    Raises
+    ------
+    TypeError
+        ``windows`` without an ``owner`` method; ``values`` NumPy cannot read
+        or not numbers; a ``fill`` the result's type cannot hold.
+    ValueError
+        An unknown ``reduce``; ``values`` whose leading shape is not
+        (n, size).
+    """
     if not hasattr(windows, "owner"):
         raise TypeError("windows must be a Windows object")
     if reduce not in ("mean", "sum", "max", "first", "center"):
@@ -514,7 +776,7 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
     dt = vals.dtype
     compute: Any
     if dt.kind == "f" or dt.name == "bfloat16":
-        compute = np.float64 if dt == np.float64 else np.float32
+        compute = np.float64 if dt.name == "float64" else np.float32  # any byte order
         result = dt
     elif dt.kind in "biu":
         wide = np.uint64 if dt.kind == "u" else np.int64
@@ -522,6 +784,10 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
         result = np.dtype(compute) if reduce in ("mean", "sum") else dt
     else:
         raise TypeError("values must be numbers")
+    try:
+        fill_value = compute(fill)
+    except (TypeError, ValueError, OverflowError):
+        raise TypeError("fill must be a number that fits the result") from None
     x = vals.astype(compute)
     total = int(windows.doc_offsets[-1])
     acc = np.zeros((total, *vals.shape[2:]), dtype=compute)
@@ -542,7 +808,7 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
             count[t] += 1
     for t in range(total):
         if count[t] == 0:
-            acc[t] = compute(fill)
+            acc[t] = fill_value
         elif reduce == "mean":
             acc[t] = acc[t] / compute(count[t])
     return acc.astype(result)
@@ -634,12 +900,34 @@ def _le_bytes(lo: int, hi: int) -> np.ndarray:
 
 
 def uniform_bits(seed: int, n: int) -> np.ndarray:
-    """The 32 random bits of elements 0..n-1 for ``seed`` (the ARS construction):
+    """The 32 random bits of elements 0..n-1 for ``seed`` (the ARS construction).
+
     k0 = (mix(seed), mix(seed + G)), round keys k_i = k0 + i * W per 64-bit half,
     block j = AESENCLAST(AESENC^4(j ^ k0, k1..k4), k5) for the 128-bit
     little-endian counter j, element e = little-endian word e % 4 of block e // 4
     (mix: SplitMix64's finaliser; G = W_lo = 0x9E3779B97F4A7C15,
-    W_hi = 0xBB67AE8584CAA73B)."""
+    W_hi = 0xBB67AE8584CAA73B).
+
+    Parameters
+    ----------
+    seed : int
+        The dropout seed, 0..2**64-1.
+    n : int
+        Number of elements, >= 0.
+
+    Returns
+    -------
+    ndarray of uint32, shape (n,)
+        The bits of each element; :func:`dropout_mask` keeps those at least
+        floor(p * 2^32).
+
+    Raises
+    ------
+    TypeError
+        A ``seed`` that is not an integer.
+    ValueError
+        A ``seed`` outside 0..2**64-1.
+    """
     s = _seed_value(seed)
     lo = int(_mix(np.array([s], dtype=np.uint64))[0])
     hi = int(_mix(np.array([(s + _GAMMA) & _M64], dtype=np.uint64))[0])
@@ -665,8 +953,34 @@ def _rate(p: Any, name: str) -> float:
 
 
 def dropout_mask(shape: Any, p: float, seed: int) -> np.ndarray:
-    """True where an element of an output of ``shape`` is kept: its bits are
-    at least floor(p * 2^32)."""
+    """True where an element of an output of ``shape`` is kept.
+
+    The twin of :func:`posembed.dropout_mask`: an element is kept when its
+    :func:`uniform_bits` are at least floor(p * 2^32).
+
+    Parameters
+    ----------
+    shape : int or sequence of int
+        The output's shape, each size >= 0.
+    p : float
+        Dropout rate in [0, 1).
+    seed : int
+        The mask's seed, 0..2**64-1.
+
+    Returns
+    -------
+    ndarray of bool, shape ``shape``
+        True where the element is kept.
+
+    Raises
+    ------
+    TypeError
+        A ``shape`` that is not an integer or a sequence of integers, a ``p``
+        that is not a number, or a ``seed`` that is None or not an integer.
+    ValueError
+        A negative size in ``shape``, ``p`` outside [0, 1), or ``seed`` outside
+        0..2**64-1.
+    """
     dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     for k in dims:
         _count(k, "shape", 0)
@@ -696,8 +1010,55 @@ def embed(
     seed: int | None = None,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """token_table[ids] + pos_table[positions] in the compute type, then kept
-    values times 1 / (1 - p) and dropped ones 0, rounded once."""
+    """``token_table[ids] + pos_table[positions]`` with inverted dropout.
+
+    The twin of :func:`posembed.embed`: the sum in the compute type (float32,
+    or float64 for float64 tables), then kept values times 1 / (1 - p) and
+    dropped ones 0, rounded once. Unlike :func:`posembed.embed` it draws no
+    seed: ``dropout > 0`` needs one.
+
+    Parameters
+    ----------
+    token_table : array_like, shape (V, d)
+        float16, bfloat16, float32 or float64.
+    token_ids : array_like of int, shape (T,) or (B, T)
+        Token ids in 0..V-1.
+    pos_table : array_like, shape (L, d)
+        Position table of ``token_table``'s dtype.
+    positions : array_like of int, optional
+        Positions in 0..L-1 broadcastable to ``token_ids``; default
+        ``offset + arange(T)``.
+    offset : int
+        First position (>= 0) when ``positions`` is not given; 0 otherwise.
+    dropout : float
+        Rate in [0, 1).
+    seed : int, optional
+        The mask's seed, 0..2**64-1; required when ``dropout > 0``.
+    out : ndarray, optional
+        Destination of shape ``token_ids.shape + (d,)`` and the tables' dtype.
+
+    Returns
+    -------
+    ndarray, shape ``token_ids.shape + (d,)``
+        The tables' dtype (``out`` if given).
+
+    Raises
+    ------
+    IndexError
+        A token id outside 0..V-1, a position outside 0..L-1, or
+        ``offset + T`` past L.
+    TypeError
+        A table NumPy cannot read or not of a float dtype above; tables of
+        different dtypes; non-integer ids or positions; a ``dropout`` or
+        ``offset`` of the wrong type; ``dropout > 0`` with no ``seed`` or a
+        non-integer one; ``out`` that is not an ndarray or of another dtype.
+    ValueError
+        A table that is not 2-D; tables with different ``d``; ids that are not
+        1-D or 2-D; ``dropout`` outside [0, 1); a negative ``offset``, or
+        ``positions`` with a non-zero ``offset``; positions that do not
+        broadcast to the ids' shape; ``seed`` outside 0..2**64-1; ``out`` of
+        the wrong shape, read-only, non-contiguous or overlapping an input.
+    """
     tok = _float_table(token_table)
     pos = _float_table(pos_table)
     if tok.dtype != pos.dtype:
@@ -731,8 +1092,39 @@ def embed(
 def gather_backward(
     grad: Any, positions: Any, length: int, *, out: np.ndarray | None = None
 ) -> np.ndarray:
-    """numpy.add.at(zeros((length, d)), positions, grad), summed in float32 for
-    float16 and bfloat16."""
+    """``numpy.add.at(zeros((length, d)), positions, grad)``.
+
+    The twin of :func:`posembed.gather_backward`; float16 and bfloat16 sum in
+    float32.
+
+    Parameters
+    ----------
+    grad : array_like, shape ``positions.shape + (d,)``
+        float16, bfloat16, float32 or float64.
+    positions : int or array_like of int, any shape
+        Positions in 0..length-1.
+    length : int
+        Rows of the table, >= 0.
+    out : ndarray, optional
+        Destination of shape (length, d) and ``grad``'s dtype.
+
+    Returns
+    -------
+    ndarray, shape (length, d)
+        ``grad``'s dtype in native byte order (``out`` if given).
+
+    Raises
+    ------
+    IndexError
+        A position outside 0..length-1.
+    TypeError
+        ``grad`` NumPy cannot read or not of a float dtype above, a ``length``
+        that is not an integer, non-integer positions, or ``out`` that is not
+        an ndarray or of another dtype.
+    ValueError
+        A negative ``length``, ``grad`` not of shape ``positions.shape + (d,)``,
+        or ``out`` of the wrong shape, read-only, non-contiguous or overlapping an input.
+    """
     g = _array(grad, "grad")
     if g.dtype.name not in ("float16", "bfloat16", "float32", "float64"):
         raise TypeError("grad must have a float dtype")
@@ -741,7 +1133,7 @@ def gather_backward(
     if g.ndim != p.ndim + 1 or g.shape[:-1] != p.shape:
         raise ValueError("grad must have shape positions.shape + (d,)")
     p = _checked_ids(p, rows, "position")
-    compute = np.float64 if g.dtype == np.float64 else np.float32
+    compute = np.float64 if g.dtype.name == "float64" else np.float32  # any byte order
     total = np.zeros((rows, g.shape[-1]), dtype=compute)
     np.add.at(total, p.reshape(-1), g.reshape(-1, g.shape[-1]).astype(compute))
     return _into(out, total.astype(g.dtype.newbyteorder("=")), g)
