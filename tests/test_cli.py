@@ -114,3 +114,26 @@ def test_thread_bench_suite_names_every_scaling_case():
 
     names = [f"{c.kernel}: {c.problem} ({c.size})" for c in bench.scaling_cases(quick=True)]
     assert bench_threads._names() == names
+
+
+@pytest.mark.parametrize("setting", [None, 1, 2])
+def test_commands_leave_the_callers_thread_setting(tmp_path, capsys, setting):
+    # chunk runs its kernels on --threads (default 1); in-process callers get
+    # their own setting back, explicit or OpenMP's default
+    import numpy as np
+
+    import posembed
+
+    np.save(tmp_path / "t.npy", np.arange(100, dtype=np.int32))
+    posembed.set_num_threads(setting)
+    try:
+        before = posembed.config()
+        assert (
+            cli.main(["chunk", str(tmp_path / "t.npy"), "-o", str(tmp_path / "w"), "--size", "8"])
+            == 0
+        )
+        after = posembed.config()
+        assert after["num_threads_set"] == before["num_threads_set"] == (setting is not None)
+        assert after["num_threads"] == before["num_threads"]
+    finally:
+        posembed.set_num_threads(None)

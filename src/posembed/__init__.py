@@ -9,6 +9,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from posembed import reference
+from posembed._checkpoint import resize_checkpoint
 from posembed._embed import dropout_mask, embed, last_seed
 from posembed._embedding import LearnedPositionEmbedding
 from posembed._gather import gather, gather_backward
@@ -38,6 +39,7 @@ __all__ = [
     "lerp",
     "reference",
     "resample_grid",
+    "resize_checkpoint",
     "set_num_threads",
     "show_config",
     "similarity",

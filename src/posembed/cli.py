@@ -1,4 +1,4 @@
-"""The ``posembed`` command: ``bench``, ``chunk``, ``plot`` and ``config``."""
+"""The ``posembed`` command: ``bench``, ``chunk``, ``resize``, ``plot`` and ``config``."""
 
 from __future__ import annotations
 
@@ -126,11 +126,67 @@ def _chunk(args: argparse.Namespace) -> int:
     return 0
 
 
+def _resize(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from posembed._checkpoint import resize_checkpoint
+
+    def fail(message: str) -> int:
+        print(f"posembed resize: error: {message}", file=sys.stderr)
+        return 2
+
+    if (args.length is None) == (args.new_grid is None):
+        args.parser.error("give --length T (position rows) or --new-grid HxW (a ViT's patch grid)")
+    out = Path(args.output)
+    if not args.force and out.exists() and not out.is_dir():
+        return fail(f"{out} exists; pass --force to replace it")
+    try:
+        result = resize_checkpoint(
+            args.src,
+            out,
+            args.key,
+            args.length,
+            init=args.init,
+            align=args.align,
+            prefix=args.prefix,
+            seed=args.seed,
+            grid=args.grid,
+            new_grid=args.new_grid,
+            method=args.method,
+            overwrite=args.force,
+        )
+    except (ImportError, MemoryError, OSError, TypeError, ValueError) as exc:
+        return fail(str(exc))
+    print(f"resized {result}")
+    return 0
+
+
 def _positive(text: str) -> int:
     n = int(text)
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1; got {n}")
     return n
+
+
+def _non_negative(text: str) -> int:
+    n = int(text)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0; got {n}")
+    return n
+
+
+def _grid(text: str) -> tuple[int, int]:
+    """'24x24' or '24,24': a grid of positive height and width."""
+    parts = text.lower().replace(",", "x").split("x")
+    try:
+        h, w = (int(part) for part in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be HEIGHTxWIDTH such as 24x24; got {text!r}"
+        ) from None
+    if h < 1 or w < 1:
+        raise argparse.ArgumentTypeError(f"height and width must be at least 1; got {text!r}")
+    return h, w
 
 
 def _thread_counts(text: str) -> list[int]:
@@ -187,6 +243,73 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.set_defaults(func=_chunk)
 
+    p = sub.add_parser(
+        "resize",
+        help="resize a position table inside a safetensors checkpoint (fixes 'size mismatch')",
+        description=(
+            "Resize the position table KEY of a safetensors checkpoint to --length "
+            "position rows and write the whole checkpoint to -o: every other tensor "
+            "and the metadata are copied unchanged, streaming (bounded memory). "
+            "Without --init the position rows are interpolated (grow or shrink); with "
+            "--init the trained rows are kept and new ones added (grow only). An "
+            "unchanged length copies the table. --new-grid instead resamples a ViT's patch "
+            "grid in 2-D (posembed.resample_grid; --prefix 1 keeps the CLS row). The output "
+            "appears only when complete."
+        ),
+    )
+    p.add_argument("src", help="the checkpoint to read (.safetensors)")
+    p.add_argument("--key", required=True, help="name of the table: (rows, d) or (1, rows, d)")
+    p.add_argument(
+        "--length",
+        type=_positive,
+        metavar="T",
+        help="position rows in the output, prefix rows not counted (output: prefix + length rows)",
+    )
+    p.add_argument(
+        "--new-grid",
+        type=_grid,
+        metavar="HxW",
+        help="instead of --length: resample the position rows as a ViT patch grid to HxW",
+    )
+    p.add_argument(
+        "--grid",
+        type=_grid,
+        metavar="HxW",
+        help="the grid the position rows form now (default: square)",
+    )
+    p.add_argument(
+        "--method",
+        choices=["bicubic", "bilinear"],
+        help="grid resampling (default: bicubic, PyTorch's)",
+    )
+    p.add_argument(
+        "--init",
+        choices=["interpolate", "tile", "edge", "random", "zeros"],
+        help="keep the trained rows and fill the new ones this way (posembed.extend; grow only); "
+        "default: interpolate all position rows (posembed.interpolate)",
+    )
+    p.add_argument(
+        "--align",
+        choices=["scale", "half_pixel", "corners"],
+        help="interpolation convention (default: scale; half_pixel for --new-grid)",
+    )
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--prefix",
+        type=_non_negative,
+        default=0,
+        metavar="N",
+        help="leading rows kept as they are and not resized: RoBERTa's offset of 2, "
+        "a ViT's CLS row (default 0)",
+    )
+    group.add_argument(
+        "--offset", dest="prefix", type=_non_negative, metavar="N", help="the same as --prefix"
+    )
+    p.add_argument("--seed", type=int, metavar="S", help="seed of --init random")
+    p.add_argument("--force", action="store_true", help="replace an existing output")
+    p.add_argument("-o", "--output", required=True, help="the checkpoint to write")
+    p.set_defaults(func=_resize, parser=p)
+
     p = sub.add_parser("plot", help="draw pictures of a position table (needs matplotlib)")
     plots = p.add_subparsers(dest="plot", required=True)
     s = plots.add_parser(
@@ -207,7 +330,15 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_config)
 
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    # bench and chunk set the thread count for their run; a caller that runs
+    # the command in-process (a notebook, a test) gets its own setting back.
+    from posembed._runtime import config, set_num_threads
+
+    before = config()
+    try:
+        return int(args.func(args))
+    finally:
+        set_num_threads(before["num_threads"] if before["num_threads_set"] else None)
 
 
 if __name__ == "__main__":
