@@ -29,7 +29,7 @@ def run_case(benchmark: Any, kernel: str, case: str, impl: str) -> None:
     if impl == "roofline":
         if c.roofline is None:
             pytest.skip("this case has no memory roofline (latency or compute bound)")
-        fn = bench.roofline(c.roofline, c.out_bytes)
+        fn = bench.roofline(c.roofline, c.out_bytes, c.source)
     elif impl in c.impls:
         fn = c.impls[impl]
     else:

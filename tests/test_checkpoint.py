@@ -7,7 +7,9 @@ cross-checked with the real safetensors package and, for BF16, PyTorch.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -285,6 +287,60 @@ def test_copies_in_many_small_reads(model, tmp_path, monkeypatch):
     assert_rest_unchanged(src, out, key)
 
 
+@pytest.mark.parametrize(
+    "failure", [errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EPERM, None]
+)
+def test_without_copy_file_range_the_bytes_are_read_and_written(
+    model, tmp_path, monkeypatch, failure
+):
+    # copy_file_range refused (another file system, an old kernel, a sandbox)
+    # or absent: the same file, by reads and writes, in small pieces
+    src, key, _ = model
+    want = tmp_path / "want.safetensors"
+    resize_checkpoint(src, want, key, 20, prefix=2)
+    calls = []
+
+    def refused(*args: Any) -> int:
+        calls.append(args)
+        raise OSError(failure, os.strerror(failure))
+
+    if failure is None:
+        monkeypatch.delattr(os, "copy_file_range", raising=False)
+    else:
+        monkeypatch.setattr(os, "copy_file_range", refused)
+    monkeypatch.setattr(ckpt, "COPY_BYTES", 5)
+    out = tmp_path / "out.safetensors"
+    resize_checkpoint(src, out, key, 20, prefix=2)
+    assert out.read_bytes() == want.read_bytes()
+    assert len(calls) == (0 if failure is None else 1)  # refused once, then not asked again
+
+
+@pytest.mark.parametrize("path", ["copy_file_range", "pread"])
+def test_a_source_that_shrinks_while_copied_is_an_error(model, tmp_path, monkeypatch, path):
+    src, key, _ = model
+    if path == "pread":
+        monkeypatch.delattr(os, "copy_file_range", raising=False)
+        monkeypatch.setattr(os, "pread", lambda *args: b"")  # end of file
+    else:
+        monkeypatch.setattr(os, "copy_file_range", lambda *args: 0)  # end of file
+    with pytest.raises(ValueError, match=r"the file ended early \(changed while reading\?\)"):
+        resize_checkpoint(src, tmp_path / "out.safetensors", key, 20, prefix=2)
+    assert listing(tmp_path) == {"model.safetensors"}
+
+
+def test_another_copy_file_range_error_is_raised(model, tmp_path, monkeypatch):
+    src, key, _ = model
+
+    def failing(*args: Any) -> int:
+        raise OSError(errno.EIO, "I/O error")
+
+    monkeypatch.setattr(os, "copy_file_range", failing)
+    with pytest.raises(OSError, match="I/O error"):
+        resize_checkpoint(src, tmp_path / "out.safetensors", key, 20, prefix=2)
+    assert not (tmp_path / "out.safetensors").exists()
+    assert listing(tmp_path) == {"model.safetensors"}
+
+
 def test_the_output_can_be_resized_again(model, tmp_path):
     src, key, table = model
     once, twice = tmp_path / "once.safetensors", tmp_path / "twice.safetensors"
@@ -307,11 +363,11 @@ def test_overwrite_replaces_an_existing_output(model, tmp_path):
 def test_a_failure_while_writing_leaves_nothing(model, tmp_path, monkeypatch):
     src, key, _ = model
 
-    def broken(*args: Any) -> Any:
-        yield memoryview(b"xx")
+    def broken(src_fd: int, out: Any, *args: Any) -> Any:
+        out.write(b"xx")  # part of the output written, then the disk fills
         raise OSError("disk full")
 
-    monkeypatch.setattr(ckpt, "_read_range", broken)
+    monkeypatch.setattr(ckpt, "_copy_range", broken)
     before = listing(tmp_path)
     with pytest.raises(OSError, match="disk full"):
         resize_checkpoint(src, tmp_path / "new.safetensors", key, 20, prefix=2)
@@ -942,3 +998,26 @@ def test_command_grid_usage_errors_exit_2(tmp_path, rng, capsys, extra, text):
     assert exc.value.code == 2
     assert text in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("table_first", [True, False])
+def test_the_larger_unchanged_run_keeps_its_offset_within_a_page(tmp_path, rng, table_first):
+    # the header's trailing spaces put the bigger run of copied tensors at the
+    # same offset within a page as in the source (a faster copy in the kernel);
+    # the data still starts 8-byte aligned and the file still loads
+    table = normal_table(rng, 10, 4, np.float32)
+    big = tensor("big", np.arange(3000, dtype=np.float64))
+    small = tensor("small", np.arange(3, dtype=np.int64), "I64")
+    order = [tensor("pos", table), big] if table_first else [small, big, tensor("pos", table)]
+    src = write_st(tmp_path / "a.safetensors", order, {"format": "pt"})
+    out = tmp_path / "b.safetensors"
+    resize_checkpoint(src, out, "pos", 37)
+    h1, _, _, start1 = read_st(src)
+    h2, _, _, start2 = read_st(out)
+    assert start2 % 8 == 0
+    assert (start1 + h1["big"]["data_offsets"][0]) % 4096 == (
+        start2 + h2["big"]["data_offsets"][0]
+    ) % 4096
+    assert_rest_unchanged(src, out, "pos")
+    st = pytest.importorskip("safetensors.numpy")  # in the test extra
+    assert np.array_equal(st.load_file(out)["big"], np.arange(3000, dtype=np.float64))

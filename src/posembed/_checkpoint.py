@@ -7,11 +7,11 @@ buffer, which the JSON's ``data_offsets`` index from its start.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import math
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -312,7 +312,7 @@ def resize_checkpoint(
             mode = f"extend (init={init}{detail})"
             grown = extend(table[p:], n, init=init, align=align, seed=seed)
         new_shape = (*shape[:-2], p + n, d)
-        table_bytes = raw[: p * d * dt.itemsize] + _to_le(grown, dt)
+        table_bytes = (memoryview(raw)[: p * d * dt.itemsize], _to_le(grown, dt))
         _write(f, src_path, header, key, new_shape, table_bytes, dst_path)
     return ResizeResult(key, dtype_name, shape, new_shape, p, mode, dst_path)
 
@@ -444,9 +444,11 @@ def _from_le(raw: bytes, dt: np.dtype[Any]) -> np.ndarray:
     return np.frombuffer(raw, bits).astype(bits.newbyteorder("="), copy=False).view(dt)
 
 
-def _to_le(a: np.ndarray, dt: np.dtype[Any]) -> bytes:
+def _to_le(a: np.ndarray, dt: np.dtype[Any]) -> memoryview:
+    """The values' little-endian bytes (the array's own memory on a little-endian machine)."""
     bits = np.dtype(f"=u{dt.itemsize}")
-    return np.ascontiguousarray(a, dtype=dt).view(bits).astype(bits.newbyteorder("<")).tobytes()
+    le = np.ascontiguousarray(a, dtype=dt).view(bits).astype(bits.newbyteorder("<"), copy=False)
+    return memoryview(le.reshape(-1).view(np.uint8).data)
 
 
 def _write(
@@ -455,7 +457,7 @@ def _write(
     header: _Header,
     key: str,
     new_shape: tuple[int, ...],
-    table_bytes: bytes,
+    table_bytes: tuple[memoryview, memoryview],
     dst: Path,
 ) -> None:
     """The new file, at a temporary name renamed onto dst once it is complete."""
@@ -463,40 +465,91 @@ def _write(
     at = 0
     for name in header.order:
         begin, end = header.entries[name]["data_offsets"]
-        size = len(table_bytes) if name == key else end - begin
+        size = sum(map(len, table_bytes)) if name == key else end - begin
         entries[name] = dict(header.entries[name], data_offsets=[at, at + size])
         at += size
     entries[key]["shape"] = list(new_shape)
     text = json.dumps(entries, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    text += b" " * (-(8 + len(text)) % 8)  # the data starts 8-byte aligned
+    text += b" " * _padding(header, key, len(text), sum(map(len, table_bytes)))
 
     tmp = dst.parent / f".{dst.name}.partial-{os.getpid()}-{os.urandom(4).hex()}"
     try:
-        with open(tmp, "xb") as out:
-            out.write(len(text).to_bytes(8, "little"))
-            out.write(text)
+        with open(tmp, "xb", buffering=0) as out:
+            _write_all(out, len(text).to_bytes(8, "little") + text)
+            # the tensors before the table and those after it are each one run of
+            # bytes (the data buffer is back to back, in the same order): two copies
+            fast = hasattr(os, "copy_file_range")
+            run_start, run_bytes = header.data_start, 0
             for name in header.order:
-                if name == key:
-                    out.write(table_bytes)
-                else:
-                    begin, end = header.entries[name]["data_offsets"]
-                    for piece in _read_range(f, src, header.data_start + begin, end - begin):
-                        out.write(piece)
-            out.flush()
-            os.fsync(out.fileno())
+                begin, end = header.entries[name]["data_offsets"]
+                if name != key:
+                    run_bytes += end - begin
+                    continue
+                fast = _copy_range(f.fileno(), out, src, run_start, run_bytes, fast)
+                for part in table_bytes:
+                    _write_all(out, part)
+                run_start, run_bytes = header.data_start + end, 0
+            _copy_range(f.fileno(), out, src, run_start, run_bytes, fast)
         os.replace(tmp, dst)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
-def _read_range(f: io.BufferedReader, path: Path, start: int, count: int) -> Iterator[memoryview]:
-    """The file's bytes [start, start + count), COPY_BYTES at a time, in one reused buffer."""
-    buf = memoryview(bytearray(min(count, COPY_BYTES)))
-    f.seek(start)
+PAGE = 4096
+
+
+def _padding(header: _Header, key: str, text_bytes: int, table_bytes: int) -> int:
+    """Spaces after the JSON (the format allows them): the data starts 8-byte
+    aligned, and where that allows, the larger of the two runs copied unchanged
+    (before and after the table) keeps its offset within a page, which the
+    kernel copies about twice as fast as a shifted one."""
+    begin, end = header.entries[key]["data_offsets"]
+    data_bytes = sum(e - b for b, e in (header.entries[n]["data_offsets"] for n in header.order))
+    if begin >= data_bytes - end:  # the run before the table: source and output at offset 0
+        src_at, dst_at = header.data_start, 0
+    else:
+        src_at, dst_at = header.data_start + end, begin + table_bytes
+    pad = (src_at - 8 - text_bytes - dst_at) % PAGE
+    if (8 + text_bytes + pad) % 8:
+        pad = -(8 + text_bytes) % 8  # the source's offsets are not 8-aligned
+    return pad
+
+
+# copy_file_range's ways of saying "not between these files": fall back to reads and writes.
+_NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EPERM}
+
+
+def _copy_range(
+    src_fd: int, out: io.FileIO, path: Path, start: int, count: int, fast: bool
+) -> bool:
+    """Bytes [start, start + count) of the source appended to out, COPY_BYTES at a
+    time: in the kernel (copy_file_range: no trip through Python, and a shared
+    extent where the file system can) while ``fast``, else read and written.
+    Returns whether the in-kernel copy still works, for the next range."""
     while count > 0:
-        got = f.readinto(buf[: min(count, len(buf))])
-        if not got:
+        # the kernel's copy needs no buffer here: larger pieces, fewer calls
+        n = min(count, 64 * COPY_BYTES if fast else COPY_BYTES)
+        if fast:
+            try:
+                got = os.copy_file_range(src_fd, out.fileno(), n, start)
+            except OSError as exc:
+                if exc.errno not in _NO_COPY_RANGE:
+                    raise
+                fast = False
+                continue
+        else:
+            data = os.pread(src_fd, n, start)
+            got = len(data)
+            _write_all(out, data)
+        if got == 0:
             raise ValueError(f"{path}: the file ended early (changed while reading?)")
-        yield buf[:got]
+        start += got
         count -= got
+    return fast
+
+
+def _write_all(out: io.FileIO, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[out.write(view) or 0 :]

@@ -17,6 +17,8 @@ zero-fill roofline no kernel could honestly reach.
 *file write* (the ``chunk`` command's roofline): the output's bytes written
 from memory into a new file beside the command's output, 16 MiB a call,
 the previous one deleted first as the command deletes its previous output.
+*file copy* (``resize_checkpoint``'s roofline): the input file copied to a
+new file with ``shutil.copyfile`` (in-kernel, with no resizing to do).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ CASE_NAMES = {
     "chunk": ("token file",),
     "embed": ("dropout 0.1", "no dropout", "4 tokens"),
     "gather_backward": ("positions", "token ids", "4 rows"),
+    "resize": ("checkpoint",),
 }
 
 
@@ -72,6 +75,7 @@ class Case:
     roofline: str | None = None  # "write warm", "write fresh", "copy warm", ...
     check: Callable[[], bool] | None = None  # posembed agrees with numpy
     in_bytes: int = 0  # input bytes, where throughput is counted on the input (chunk)
+    source: Path | None = None  # the input file of a "file copy" roofline
 
 
 @dataclass
@@ -129,11 +133,25 @@ def _file_writer(nbytes: int) -> Callable[[], object]:
     return write
 
 
-def roofline(kind: str, nbytes: int) -> Callable[[], object]:
+def _file_copier(src: Path) -> Callable[[], object]:
+    dst = _scratch_dir() / "roofline.bin"
+
+    def copy() -> None:
+        dst.unlink(missing_ok=True)
+        shutil.copyfile(src, dst)
+
+    return copy
+
+
+def roofline(kind: str, nbytes: int, source: Path | None = None) -> Callable[[], object]:
     """The roofline callable for ``kind`` ("write warm", "copy fresh", "file write",
-    ...) over nbytes."""
+    "file copy" of ``source``, ...) over nbytes."""
     if kind == "file write":
         return _file_writer(nbytes)
+    if kind == "file copy":
+        if source is None:
+            raise ValueError("the file copy roofline needs the source file")
+        return _file_copier(source)
     op, state = kind.split()
     if state not in ("warm", "fresh") or op not in ("write", "copy"):
         raise ValueError(f"unknown roofline {kind!r}")
@@ -896,6 +914,107 @@ def gather_backward_cases(quick: bool = False) -> list[Case]:
     return cases
 
 
+def resize_cases(quick: bool = False) -> list[Case]:
+    from posembed._checkpoint import resize_checkpoint
+
+    # A RoBERTa-base-like checkpoint: a (514, 768) float32 position table among
+    # other tensors (256 MB in all, 16 MB quick). The work is the copy of
+    # everything else; the roofline is the same file copied by the OS.
+    work = _scratch_dir()
+    src = work / "model.safetensors"
+    key = "embeddings.position_embeddings.weight"
+    rng = np.random.default_rng(11)
+    table = (0.02 * rng.standard_normal((514, 768))).astype(np.float32)
+    layers = 2 if quick else 40
+    tensors: dict[str, np.ndarray] = {
+        "embeddings.word_embeddings.weight": rng.standard_normal((1000, 768))
+    }
+    tensors[key] = table
+    for i in range(layers):
+        tensors[f"encoder.layer.{i}.weight"] = np.full((768, 2048), i, np.float32)
+    _write_safetensors(src, tensors)
+    nbytes = src.stat().st_size
+
+    def ours() -> object:  # a new output, as the roofline's copy (replacing one costs more)
+        (work / "posembed.safetensors").unlink(missing_ok=True)
+        return resize_checkpoint(
+            src, work / "posembed.safetensors", key, 1024, prefix=2, overwrite=True
+        )
+
+    impls: dict[str, Callable[[], object]] = {"posembed": ours}
+    try:
+        from safetensors.numpy import load_file, save_file
+    except ImportError:  # not a dependency: the column is left empty without it
+        pass
+    else:
+
+        def safetensors_way() -> None:  # what users write: load it all, replace, save
+            state = load_file(src)
+            pos = state[key]
+            state[key] = np.concatenate([pos[:2], _numpy_interpolate(pos[2:], 1024)])
+            (work / "numpy.safetensors").unlink(missing_ok=True)
+            save_file(state, work / "numpy.safetensors")
+
+        impls["numpy"] = safetensors_way
+
+    def check() -> bool:
+        import json
+
+        ours()
+        out = work / "posembed.safetensors"
+        with open(out, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            entry = json.loads(f.read(n))[key]
+            begin, end = entry["data_offsets"]
+            f.seek(8 + n + begin)
+            got = np.frombuffer(f.read(end - begin), "<f4").reshape(entry["shape"])
+        want = np.concatenate([table[:2], posembed.interpolate(table[2:], 1024)])
+        grown = out.stat().st_size - 8 - n == nbytes - 8 - _header_len(src) + 512 * 768 * 4
+        return bool(np.array_equal(got, want)) and grown
+
+    return [
+        Case(
+            "resize",
+            "checkpoint",
+            f"{nbytes >> 20} MB safetensors, (514, 768) float32 table to 2 + 1024 rows",
+            nbytes,
+            impls,
+            "file copy",
+            check,
+            in_bytes=nbytes,
+            source=src,
+        )
+    ]
+
+
+def _header_len(path: Path) -> int:
+    with open(path, "rb") as f:
+        return int.from_bytes(f.read(8), "little")
+
+
+def _write_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
+    """A minimal safetensors writer for the benchmark's input (float32 and float64)."""
+    import json
+
+    names = {"float32": "F32", "float64": "F64"}
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    at = 0
+    for name, a in tensors.items():
+        header[name] = {
+            "dtype": names[a.dtype.name],
+            "shape": list(a.shape),
+            "data_offsets": [at, at + a.nbytes],
+        }
+        at += a.nbytes
+    text = json.dumps(header).encode()
+    text += b" " * (-(8 + len(text)) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for a in tensors.values():
+            f.write(np.ascontiguousarray(a, a.dtype.newbyteorder("<")).tobytes())
+
+
 BUILDERS: dict[str, Callable[[bool], list[Case]]] = {
     "gather": gather_cases,
     "interpolate": interpolate_cases,
@@ -906,6 +1025,7 @@ BUILDERS: dict[str, Callable[[bool], list[Case]]] = {
     "chunk": chunk_cases,
     "embed": embed_cases,
     "gather_backward": gather_backward_cases,
+    "resize": resize_cases,
 }
 
 
@@ -1349,7 +1469,7 @@ def measure(case: Case, repeat: int) -> Result:
         raise AssertionError(f"{case.kernel} {case.name}: posembed disagrees with its twin")
     fns = dict(case.impls)
     if case.roofline:
-        fns["roofline"] = roofline(case.roofline, case.out_bytes)
+        fns["roofline"] = roofline(case.roofline, case.out_bytes, case.source)
     seconds = {}
     gc_was_on = gc.isenabled()
     gc.disable()  # as timeit does: a collection would land on whichever call is running
