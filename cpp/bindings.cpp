@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "gather.hpp"
 #include "gather_backward.hpp"
 #include "interpolate.hpp"
+#include "parallel.hpp"
 #include "resample_grid.hpp"
 #include "roofline.hpp"
 #include "runtime.hpp"
@@ -521,8 +523,39 @@ py::list simd_levels() {
   return levels;
 }
 
+// A caller that is itself an OpenMP team (a C extension's parallel region):
+// each of its `outer` threads runs a kernel-sized parallel loop of n items.
+int team_sizes_in_openmp_team(int outer, int64_t n) {
+  if (outer < 1 || n < 1) throw py::value_error("outer and n must be >= 1");
+  std::atomic<int> largest{0};
+  {
+    py::gil_scoped_release release;
+#pragma omp parallel num_threads(outer)
+    {
+      std::atomic<int> used{0};
+      posembed::parallel_for(
+          n, posembed::get_num_threads(),
+          [&](int64_t, int64_t, int tid) {
+            int seen = used.load();
+            while (tid + 1 > seen && !used.compare_exchange_weak(seen, tid + 1)) {
+            }
+          },
+          1);
+      int seen = largest.load();
+      while (used.load() > seen && !largest.compare_exchange_weak(seen, used.load())) {
+      }
+    }
+  }
+  return largest.load();
+}
+
+#ifndef POSEMBED_SANITIZED
+#define POSEMBED_SANITIZED 0  // 1 in a POSEMBED_SANITIZE build (ASan + UBSan)
+#endif
+
 py::dict config() {
   return py::dict("compiler"_a = POSEMBED_COMPILER, "build_type"_a = POSEMBED_BUILD_TYPE,
+                  "sanitized"_a = POSEMBED_SANITIZED != 0,
                   "openmp"_a = posembed::openmp_enabled(),
                   "openmp_version"_a = posembed::openmp_version(),
                   "simd"_a = posembed::simd_level_name(posembed::simd_level()),
@@ -570,6 +603,12 @@ PYBIND11_MODULE(_core, m) {
         "stream_min_bytes"_a, "Override the work thresholds (-1 restores a default).");
   m.def("_last_team_size", &posembed::last_team_size,
         "Threads that ran the most recent parallel section (1 if it stayed serial).");
+  m.def("_calls_in_flight_peak", &posembed::calls_in_flight_peak, "reset"_a = false,
+        "Most kernel calls in flight at once since the last reset (diagnostics).");
+  m.def("_helpers_busy_peak", &posembed::helpers_busy_peak, "reset"_a = false,
+        "Most helper threads busy at once across calls since the last reset (diagnostics).");
+  m.def("_team_sizes_in_openmp_team", &team_sizes_in_openmp_team, "outer"_a, "n"_a,
+        "Largest team a call made from each thread of an OpenMP team used (diagnostics).");
   m.def("config", &config);
   m.def("roofline_fill", &roofline_fill, "buf"_a, "value"_a = 0, "stream"_a = false,
         "threads"_a = 0);

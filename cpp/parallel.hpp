@@ -37,13 +37,34 @@ struct alignas(64) ChunkCounter {  // one cache line each: no false sharing
 }  // namespace detail
 
 // Calls f(begin, end, tid) for chunks covering [0, n) on a team of at most
-// `threads` (fewer after fork, see usable_threads); chunk boundaries are
+// `threads` (fewer after fork, see usable_threads, and while concurrent calls
+// hold the helper threads, see acquire_helpers); chunk boundaries are
 // multiples of `granule`, and a thread may get several chunks, in any order.
 // With one thread, f(0, n, 0) runs on the calling thread and no OpenMP region
 // is entered.
+namespace detail {
+// Counts the call in flight and holds its helper threads until it returns
+// (also when f throws).
+struct CallScope {
+  int helpers = 0;
+  CallScope() { note_call_started(); }
+  ~CallScope() {
+    release_helpers(helpers);
+    note_call_finished();
+  }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+};
+}  // namespace detail
+
 template <class F>
 void parallel_for(int64_t n, int threads, F&& f, int64_t granule = 1) {
+  detail::CallScope scope;
   threads = usable_threads(threads);
+  if (threads > 1 && n > granule) {
+    scope.helpers = acquire_helpers(threads - 1);  // shared with concurrent calls
+    threads = 1 + scope.helpers;
+  }
   if (threads <= 1 || n <= granule) {
     note_team_size(1);
     f(int64_t{0}, n, 0);

@@ -29,6 +29,10 @@ std::atomic<int> g_threads{0};  // 0: follow OpenMP
 std::atomic<bool> g_pool_started{false};
 std::atomic<bool> g_forked{false};
 std::atomic<int> g_last_team{1};
+std::atomic<int> g_helpers_busy{0};
+std::atomic<int> g_helpers_peak{0};
+std::atomic<int> g_calls{0};
+std::atomic<int> g_calls_peak{0};
 std::atomic<int64_t> g_parallel_min{kParallelMinBytes};
 std::atomic<int64_t> g_stream_min{kStreamMinBytes};
 
@@ -44,6 +48,12 @@ bool register_fork_handler() {
 #endif
 }
 const bool g_fork_handler = register_fork_handler();
+
+void raise_peak(std::atomic<int>& peak, int value) {
+  int seen = peak.load(std::memory_order_relaxed);
+  while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
 
 }  // namespace
 
@@ -76,6 +86,40 @@ int usable_threads(int requested) {
 }
 
 bool forked_child() { return g_forked.load(); }
+
+int acquire_helpers(int wanted) {
+  if (wanted <= 0) return 0;
+#ifdef _OPENMP
+  if (omp_in_parallel()) return 0;  // inside a caller's team: no nested teams
+#endif
+  int busy = g_helpers_busy.load(std::memory_order_relaxed);
+  for (;;) {
+    const int take = std::min(wanted, wanted - busy);
+    if (take <= 0) return 0;
+    if (g_helpers_busy.compare_exchange_weak(busy, busy + take, std::memory_order_acq_rel,
+                                             std::memory_order_relaxed)) {
+      raise_peak(g_helpers_peak, busy + take);
+      return take;
+    }
+  }
+}
+
+void release_helpers(int n) {
+  if (n > 0) g_helpers_busy.fetch_sub(n, std::memory_order_acq_rel);
+}
+
+void note_call_started() {
+  raise_peak(g_calls_peak, g_calls.fetch_add(1, std::memory_order_relaxed) + 1);
+}
+void note_call_finished() { g_calls.fetch_sub(1, std::memory_order_relaxed); }
+
+int calls_in_flight_peak(bool reset) {
+  return reset ? g_calls_peak.exchange(g_calls.load()) : g_calls_peak.load();
+}
+int helpers_busy_peak(bool reset) {
+  return reset ? g_helpers_peak.exchange(g_helpers_busy.load()) : g_helpers_peak.load();
+}
+
 void note_pool_started() { g_pool_started.store(true, std::memory_order_relaxed); }
 void note_team_size(int n) { g_last_team.store(n, std::memory_order_relaxed); }
 int last_team_size() { return g_last_team.load(std::memory_order_relaxed); }

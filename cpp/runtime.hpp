@@ -33,6 +33,21 @@ void note_pool_started();
 // Team size of the most recent parallel_for (for tests and diagnostics).
 void note_team_size(int n);
 int last_team_size();
+
+// Concurrent calls share one budget of helper threads. A call that may use n
+// threads (its own plus n - 1 helpers) takes helpers only while fewer than
+// n - 1 are busy across all calls in flight, so calls from many Python threads
+// at once run with fewer (or no) helpers instead of multiplying teams; a call
+// alone gets its whole team. Results never depend on the team size. Inside an
+// active OpenMP parallel region (a caller's own team), a call takes no helpers.
+int acquire_helpers(int wanted);  // returns how many it took, 0..wanted
+void release_helpers(int n);
+// Diagnostics for tests: calls in flight and busy helpers, and their peaks
+// since the last reset.
+void note_call_started();
+void note_call_finished();
+int calls_in_flight_peak(bool reset);
+int helpers_busy_peak(bool reset);
 constexpr int64_t kParallelMinBytes = 256 * 1024;
 int64_t parallel_min_bytes();
 

@@ -40,6 +40,16 @@ if ml_dtypes is not None:
     TABLE_DTYPES.append(np.dtype(ml_dtypes.bfloat16))
 
 
+# Memory measurements (peak RSS, growth over repeated calls) are meaningful
+# on the normal build only: AddressSanitizer's shadow memory and its
+# quarantine of freed blocks change what the process holds. The sanitizer run
+# (.ci/run) checks memory safety; the normal runs check memory use.
+SANITIZED = bool(posembed.config()["sanitized"])
+skip_if_sanitized = pytest.mark.skipif(
+    SANITIZED, reason="measures memory use, which AddressSanitizer changes (see conftest)"
+)
+
+
 def random_table(rng: np.random.Generator, rows: int, cols: int, dtype: Any) -> np.ndarray:
     """A table of random bytes: every bit pattern, NaN and inf included for floats."""
     dt = np.dtype(dtype)

@@ -22,9 +22,15 @@ from hypothesis import strategies as st
 
 import posembed
 import posembed._checkpoint as ckpt
-from posembed import cli, resize_checkpoint
+from posembed import cli, reference, resize_checkpoint
 
-from .conftest import FLOAT_TABLE_DTYPES, assert_same, normal_table, torch_or_skip
+from .conftest import (
+    FLOAT_TABLE_DTYPES,
+    assert_same,
+    normal_table,
+    skip_if_sanitized,
+    torch_or_skip,
+)
 
 SCRIPT = str(Path(sys.executable).parent / "posembed")
 
@@ -838,6 +844,7 @@ def test_command_help_explains_prefix_and_length(capsys):
         assert phrase in text
 
 
+@skip_if_sanitized
 def test_a_large_checkpoint_in_bounded_memory(tmp_path):
     # 256 MB of other tensors around a small table, copied by the installed command
     # in a fresh parent whose only child is the command (as test_chunk does): the
@@ -1021,3 +1028,38 @@ def test_the_larger_unchanged_run_keeps_its_offset_within_a_page(tmp_path, rng, 
     assert_rest_unchanged(src, out, "pos")
     st = pytest.importorskip("safetensors.numpy")  # in the test extra
     assert np.array_equal(st.load_file(out)["big"], np.arange(3000, dtype=np.float64))
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"length": 30, "prefix": 2},
+        {"length": 9},
+        {"length": 40, "init": "tile", "prefix": 2},
+        {"length": 40, "init": "random", "seed": 4},
+        {"length": 33, "align": "corners", "prefix": 1},
+    ],
+)
+def test_matches_the_reference_twin(model, tmp_path, kw):
+    src, key, _ = model
+    fast, slow = tmp_path / "fast.safetensors", tmp_path / "slow.safetensors"
+    result = resize_checkpoint(src, fast, key, **kw)
+    twin = reference.resize_checkpoint(src, slow, key, **kw)
+    assert result.old_shape == twin["old_shape"]
+    assert result.new_shape == twin["new_shape"]
+    h1, raw1, order1, _ = read_st(fast)
+    h2, raw2, order2, _ = read_st(slow)
+    assert order1 == order2
+    assert raw1 == raw2  # every tensor's bytes, the resized one included
+    assert {n: (e["dtype"], e["shape"]) for n, e in h1.items() if n != "__metadata__"} == {
+        n: (e["dtype"], e["shape"]) for n, e in h2.items() if n != "__metadata__"
+    }
+    assert h1["__metadata__"] == h2["__metadata__"]
+
+
+def test_grid_matches_the_reference_twin(tmp_path, rng):
+    src, _ = vit_checkpoint(tmp_path, rng, np.float32, (4, 4))
+    fast, slow = tmp_path / "fast.safetensors", tmp_path / "slow.safetensors"
+    resize_checkpoint(src, fast, "pos_embed", new_grid=(5, 7), prefix=1)
+    reference.resize_checkpoint(src, slow, "pos_embed", new_grid=(5, 7), prefix=1)
+    assert read_st(fast)[1] == read_st(slow)[1]

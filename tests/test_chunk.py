@@ -13,6 +13,8 @@ import posembed
 import posembed._chunk as chunk_module
 from posembed._chunk import ChunkError, chunk_file
 
+from .conftest import skip_if_sanitized
+
 SCRIPT = str(Path(sys.executable).parent / "posembed")
 
 
@@ -157,6 +159,7 @@ def test_chunk_file_errors_are_chunk_errors(tmp_path):
         chunk_file(tmp_path / "nope.bin", tmp_path / "out", size=4, dtype="uint16")
 
 
+@skip_if_sanitized
 def test_a_large_corpus_in_bounded_memory(tmp_path):
     # 320 MB of uint16 tokens, memory-mapped in and written out batch by batch:
     # the child's peak memory stays far below the corpus.

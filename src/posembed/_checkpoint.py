@@ -200,6 +200,11 @@ def resize_checkpoint(
     flattened 2-D grid: 1-D resizing does not keep their 2-D neighbourhoods, so
     resample those with :func:`posembed.resample_grid` instead.
     """
+    paths: dict[str, Any] = {"src": src, "dst": dst}  # annotations are no check
+    for name, path in paths.items():
+        if not isinstance(path, (str, os.PathLike)):
+            kind = type(path).__name__
+            raise TypeError(f"{name} must be a path (str or os.PathLike); got {kind}")
     if not isinstance(key, str):
         raise TypeError(f"key must be a str; got {type(key).__name__} {key!r}")
     p = v.non_negative_int(prefix, "prefix")

@@ -20,6 +20,7 @@ import numpy.typing as npt
 class _Config(TypedDict):
     compiler: str
     build_type: str
+    sanitized: bool  # built with AddressSanitizer + UndefinedBehaviorSanitizer
     openmp: bool
     openmp_version: int  # the _OPENMP date macro, 0 without OpenMP
     simd: str
@@ -127,6 +128,15 @@ def _set_thresholds(parallel_min_bytes: SupportsIndex, stream_min_bytes: Support
 
 def _last_team_size() -> int:
     """Threads that ran the most recent parallel section (1 if it stayed serial)."""
+
+def _calls_in_flight_peak(reset: bool = False) -> int:
+    """Most kernel calls in flight at once since the last reset (diagnostics)."""
+
+def _helpers_busy_peak(reset: bool = False) -> int:
+    """Most helper threads busy at once across calls since the last reset (diagnostics)."""
+
+def _team_sizes_in_openmp_team(outer: SupportsIndex, n: SupportsIndex) -> int:
+    """Largest team a call made from each thread of an OpenMP team used (diagnostics)."""
 
 def config() -> _Config: ...
 def roofline_fill(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import secrets
 import threading
 from typing import Any
@@ -75,17 +76,26 @@ def dropout_mask(shape: Any, p: float, seed: int) -> np.ndarray:
         A ``shape`` that is not an integer or a sequence of integers, a ``p``
         that is not a number, or a ``seed`` that is None or not an integer.
     ValueError
-        A negative size in ``shape``, ``p`` outside [0, 1), or ``seed`` outside
-        0..2**64-1.
+        A negative size in ``shape``, a ``shape`` of 2^62 elements or more,
+        ``p`` outside [0, 1), or ``seed`` outside 0..2**64-1.
     """
-    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    for k in dims:
-        v.non_negative_int(k, "shape")
+    if isinstance(shape, (int, np.integer)):
+        dims: tuple[Any, ...] = (shape,)
+    else:
+        try:
+            dims = tuple(shape)
+        except TypeError:
+            raise TypeError(
+                "shape must be an integer or a sequence of integers; "
+                f"got {type(shape).__name__} {shape!r}"
+            ) from None
+    sizes = [v.non_negative_int(k, "shape") for k in dims]
+    v.check_sizes(f"shape {tuple(sizes)}", *sizes)  # the element count must fit int64
     rate = v.probability(p, "p")
     if seed is None:
         raise TypeError("dropout_mask needs the seed whose mask you want (an integer)")
     s = _seed(seed)
-    n = int(np.prod(dims, dtype=np.int64))
+    n = math.prod(sizes)
     threshold, _ = _dropout_args(rate)
     mask: np.ndarray = _core.dropout_mask(n, s, threshold).reshape(dims)
     return mask
@@ -166,9 +176,11 @@ def embed(
             "token_table and pos_table must share embed_dim; "
             f"got {tt.shape[1]} and {pt.shape[1]} columns"
         )
-    ids = v.as_positions(token_ids, tt.shape[0], "raise", "token_ids")
+    ids = v.as_positions(token_ids, tt.shape[0], "raise", "token_ids", "token id", "token_table")
     if ids.ndim not in (1, 2):
         raise ValueError(f"token_ids must be (T,) or (B, T); got shape {ids.shape}")
+    if tt.shape[0] == 0:
+        v.check_in_range(ids, 0, "token_ids", "token id", "token_table")  # no row for any id
     rate = v.probability(dropout, "dropout")
     length = pt.shape[0]
     t = ids.shape[-1]
@@ -178,14 +190,19 @@ def embed(
     if positions is None:
         start = v.non_negative_int(offset, "offset")
         if ids.size and start + t > length:
+            valid = f"valid positions are 0..{length - 1}" if length else "it has no rows"
             raise IndexError(
                 f"positions {start}..{start + t - 1} (offset {start} + arange({t})) go past "
-                f"pos_table's {length} rows (valid positions are 0..{length - 1})"
+                f"pos_table's {length} rows ({valid})"
             )
     else:
         if not (isinstance(offset, (int, np.integer)) and offset == 0):
             raise ValueError("give positions or offset, not both")
-        given = v.as_positions(positions, length, "raise", "positions")
+        given = v.as_positions(positions, length, "raise", "positions", "position", "pos_table")
+        if length == 0 or ids.size == 0:
+            # no row for any position, or no kernel call to check them: every
+            # position is checked all the same
+            v.check_in_range(given, length, "positions", "position", "pos_table")
         if given.shape == ids.shape or (given.ndim == 1 and ids.ndim == 2 and given.size == t):
             # the whole shape, or one row for every sequence: the kernel
             # repeats it with period positions.size, without a copy
@@ -198,16 +215,24 @@ def embed(
                     f"positions of shape {given.shape} do not broadcast to token_ids' shape "
                     f"{ids.shape}"
                 ) from None
-            pos = np.ascontiguousarray(spread, dtype=np.int64)
+            pos = v.kernel_array(spread, np.int64)
     s = _seed(seed) if rate > 0 else 0
     if out is not None:
+        # against the caller's arrays too: tt, pt and ids may be converted copies
         mine = tuple(x for x in (token_ids, positions) if isinstance(x, np.ndarray))
+        tables = tuple(x for x in (token_table, pos_table) if isinstance(x, np.ndarray))
         out = v.check_out(
-            out, (*ids.shape, tt.shape[1]), tt.dtype, tables=(tt, pt), indices=(ids, *mine)
+            out,
+            (*ids.shape, tt.shape[1]),
+            tt.dtype,
+            tables=(tt, pt, *tables),
+            indices=(ids, *mine),
         )
     threshold, scale = _dropout_args(rate) if rate > 0 else (0, 1.0)
     period = max(t if pos is None else pos.size, 1)
     ids64 = ids if ids.dtype == np.int64 else ids.astype(np.int64)
+    if ids.size == 0:
+        start = 0  # nothing is read: any offset >= 0 will do, even one past int64
     try:
         result: np.ndarray = _core.embed(
             tt, pt, kind, ids64, pos, start, period, rate > 0, s, threshold, scale, out
@@ -215,8 +240,8 @@ def embed(
     except IndexError:
         # The kernel checks every id and position before it writes anything;
         # here the first bad one is found and named.
-        v.check_in_range(ids, tt.shape[0], "token_ids", "token id")
+        v.check_in_range(ids, tt.shape[0], "token_ids", "token id", "token_table")
         if given is not None:
-            v.check_in_range(given, length, "positions", "position")
+            v.check_in_range(given, length, "positions", "position", "pos_table")
         raise
     return result

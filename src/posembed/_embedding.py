@@ -98,10 +98,11 @@ class LearnedPositionEmbedding:
         A ``max_seq_len`` or ``embed_dim`` that is not an integer; an
         ``init_std`` that is neither a number nor a string; a ``dtype`` other
         than the four floats (bfloat16 without ml_dtypes included); a
-        ``dropout`` that is not a number; a ``seed`` that
+        ``dropout`` that is not a number; a ``seed`` that is a bool or that
         ``numpy.random.default_rng`` refuses as a TypeError.
     ValueError
-        ``max_seq_len`` or ``embed_dim`` < 1; an ``init_std`` that is negative,
+        ``max_seq_len`` or ``embed_dim`` < 1, or a table of 2^62 bytes or more
+        (as float64 draws); an ``init_std`` that is negative,
         not finite, a string other than "scaled", or so large that the table
         overflows ``dtype``; ``dropout`` outside [0, 1); a negative ``seed``.
     """
@@ -121,9 +122,14 @@ class LearnedPositionEmbedding:
         self.dropout = v.probability(dropout, "dropout")
         length = v.positive_int(max_seq_len, "max_seq_len")
         dim = v.positive_int(embed_dim, "embed_dim")
+        if length * dim >= v.MAX_PRODUCT // 8:
+            raise ValueError(
+                f"max_seq_len x embed_dim = {length} x {dim} is too large: "
+                "the table's float64 draws would reach 2^62 bytes"
+            )
         std = init_std_value(init_std, dim)
         dt = table_dtype(dtype)
-        rng = np.random.default_rng(seed)
+        rng = v.rng(seed)
         with np.errstate(over="ignore"):  # reported below, with the cause
             table = (rng.standard_normal((length, dim)) * std).astype(dt)
         if not np.isfinite(table.astype(np.float32 if dt.itemsize < 4 else dt)).all():
@@ -163,7 +169,10 @@ class LearnedPositionEmbedding:
         """
         rate = v.probability(dropout, "dropout")
         t = v.as_table(table)
-        table_dtype(t.dtype)
+        if t.dtype.name not in _FLOAT_NAMES:
+            raise TypeError(
+                f"table must have a float dtype ({', '.join(_FLOAT_NAMES)}); got dtype {t.dtype}"
+            )
         if 0 in t.shape:
             raise ValueError(
                 f"table must have at least one row and one column; got shape {t.shape}"

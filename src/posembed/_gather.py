@@ -116,38 +116,38 @@ def gather_backward(
             f"grad must have a float dtype (float16, bfloat16, float32, float64); got {g.dtype}"
         )
     rows = v.non_negative_int(length, "length")
-    p = v.as_positions(positions, rows, "raise", "positions")
+    p = v.as_positions(positions, rows, "raise", "positions", "position", f"length {rows}")
     if g.ndim != p.ndim + 1 or g.shape[:-1] != p.shape:
         raise ValueError(
             f"grad must have shape positions.shape + (d,) = {p.shape} + (d,); got {g.shape}"
         )
     d = g.shape[-1]
     dtype = g.dtype.newbyteorder("=")  # the kernel writes native floats
-    v.check_sizes("gather_backward output", rows, d, g.itemsize)
+    v.check_sizes("length", rows, d, g.itemsize)  # the result, (length, d)
     if out is not None:
         mine = (p, positions) if isinstance(positions, np.ndarray) else p
         result = v.check_out(out, (rows, d), dtype, grad=g, positions=mine)
     else:
         result = np.zeros((rows, d), dtype)
     if rows == 0 or d == 0:
-        v.check_in_range(p, rows, "positions", "position")
+        v.check_in_range(p, rows, "positions", "position", f"length {rows}")
         return result
     if p.size == 0:
         if out is not None:
             result[...] = 0
         return result
-    flat = np.ascontiguousarray(g.reshape(-1, d), dtype=g.dtype.newbyteorder("="))
+    flat = v.kernel_array(g.reshape(-1, d), g.dtype.newbyteorder("="))
     try:
         _core.gather_backward(
             flat,
             kind,
-            np.ascontiguousarray(p.reshape(-1), dtype=np.int64),
+            v.kernel_array(p.reshape(-1), np.int64),
             rows,
             result,
             out is not None,
         )
     except IndexError:
         # checked before anything was written; name the first bad position
-        v.check_in_range(p, rows, "positions", "position")
+        v.check_in_range(p, rows, "positions", "position", f"length {rows}")
         raise
     return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -68,7 +69,9 @@ def interpolate(
     v.check_sizes("length", 4, n, t.shape[0])
     v.check_sizes("the result", n, t.shape[1], t.itemsize)
     if out is not None:
-        out = v.check_out(out, (n, t.shape[1]), t.dtype, table=t)
+        # against the caller's table too: t may be a converted copy
+        mine = (t, table) if isinstance(table, np.ndarray) else t
+        out = v.check_out(out, (n, t.shape[1]), t.dtype, table=mine)
     return _core.interpolate(t, kind, n, a, 0, out)
 
 
@@ -110,14 +113,35 @@ def lerp(table: Any, positions: Any, *, out: np.ndarray | None = None) -> np.nda
     """
     t, kind = v.float_table(table)
     p = positions if type(positions) is np.ndarray else v.as_array(positions, "positions")
+    if p.dtype.kind == "O" and not isinstance(positions, np.ndarray):
+        p = _real_objects(p)  # Python ints past 64 bits: real, and out of range (below)
     if p.dtype.kind not in "fiu":
         raise TypeError(f"positions must be real numbers; got dtype {p.dtype}")
     if p.dtype != np.float64 or not (p.flags.c_contiguous and p.flags.aligned):
-        p = np.asarray(p, dtype=np.float64, order="C")
+        p = v.kernel_array(p, np.float64)
     if out is not None:
         both = (p, positions) if isinstance(positions, np.ndarray) else p
-        out = v.check_out(out, (*p.shape, t.shape[1]), t.dtype, table=t, positions=both)
+        mine = (t, table) if isinstance(table, np.ndarray) else t
+        out = v.check_out(out, (*p.shape, t.shape[1]), t.dtype, table=mine, positions=both)
     return _core.lerp(t, kind, p, out)
+
+
+def _real_objects(p: np.ndarray) -> np.ndarray:
+    """An object array of Python numbers as float64; anything else unchanged."""
+    real = all(
+        isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+        for x in p.flat
+    )
+    if not real:
+        return p
+    return np.array([_float(x) for x in p.flat], np.float64).reshape(p.shape)
+
+
+def _float(x: Any) -> float:
+    try:
+        return float(x)
+    except OverflowError:  # an int past float64's range: out of range all the same
+        return math.inf if x > 0 else -math.inf
 
 
 def extend(
@@ -152,7 +176,7 @@ def extend(
         the standard deviation of all the table's values.
     seed : int or numpy.random.Generator, optional
         Seed of ``init="random"`` only, anything ``numpy.random.default_rng``
-        accepts; default a fresh one.
+        accepts but a bool; default a fresh one.
     align : {"scale", "half_pixel", "corners"}, optional
         Convention of ``init="interpolate"`` only (see :func:`interpolate`);
         default ``"scale"``.
@@ -167,7 +191,8 @@ def extend(
     TypeError
         A table NumPy cannot read as an array or not of a float dtype above, a
         ``length`` that is not an integer, a ``std`` that is not a number, or a
-        ``seed`` that ``numpy.random.default_rng`` refuses as a TypeError.
+        ``seed`` that is a bool or that ``numpy.random.default_rng`` refuses as
+        a TypeError.
     ValueError
         A table that is not 2-D or has no rows; ``length`` < L; an unknown
         ``init`` or ``align``; ``std`` or ``seed`` with an ``init`` other than
@@ -195,6 +220,18 @@ def extend(
     a = v.ALIGNS[v.choice("scale" if align is None else align, "align", v.ALIGNS)]
     if std is not None:
         std = _std_value(std)
+    gen = v.rng(seed) if init == "random" else None  # a bad seed fails before any work
+    if init == "random" and std is None:
+        if t.size == 0:
+            std = 0.0  # rows of no values: nothing to measure, nothing to draw
+        else:
+            with np.errstate(invalid="ignore", over="ignore"):  # reported just below
+                std = float(np.std(t, dtype=np.float64))
+            if not np.isfinite(std):
+                raise ValueError(
+                    "the table's standard deviation is not finite (it holds inf or NaN); "
+                    "pass std= for init='random'"
+                )
 
     out = np.empty((n, d), t.dtype)
     _core.gather(t, np.arange(rows), 0, out[:rows], fresh=True)
@@ -210,17 +247,9 @@ def extend(
     elif init == "zeros":
         new.fill(0)
     else:
-        if std is None and t.size == 0:
-            std = 0.0  # rows of no values: nothing to measure, nothing to draw
-        elif std is None:
-            with np.errstate(invalid="ignore", over="ignore"):  # reported just below
-                std = float(np.std(t, dtype=np.float64))
-            if not np.isfinite(std):
-                raise ValueError(
-                    "the table's standard deviation is not finite (it holds inf or NaN); "
-                    "pass std= for init='random'"
-                )
-        draws = np.random.default_rng(seed).standard_normal((n - rows, d))
+        assert gen is not None
+        assert std is not None
+        draws = gen.standard_normal((n - rows, d))
         new[...] = (draws * std).astype(t.dtype)
     return out
 

@@ -66,7 +66,8 @@ def resample_grid(
     p = v.non_negative_int(prefix, "prefix")
     if p + h * w != t.shape[0]:
         raise ValueError(
-            f"table has {t.shape[0]} rows but prefix + H * W = {p} + {h} * {w} = {p + h * w}"
+            f"table has {t.shape[0]} rows but prefix + H * W = {p} + {h} * {w} = {p + h * w} "
+            f"(prefix {p}, grid ({h}, {w}))"
         )
     v.check_sizes("new_grid", p + h2 * w2, t.shape[1], t.itemsize)
     v.check_sizes("new_grid", 4, h2 * w2, h * w)

@@ -75,7 +75,8 @@ def config() -> dict[str, Any]:
     -------
     dict of str to Any
         A new dict: ``version``, ``python``, the compiled module's facts
-        (``compiler``, ``build_type``, ``openmp``, ``openmp_version``, ``simd``
+        (``compiler``, ``build_type``, ``sanitized`` (an ASan + UBSan build),
+        ``openmp``, ``openmp_version``, ``simd``
         (the level that runs), ``cpu_simd``, ``simd_levels``, ``dropout_rng``,
         ``num_threads``, ``default_num_threads``, ``num_threads_set``,
         ``max_num_threads``, ``forked_child``, ``parallel_min_bytes``,
@@ -96,7 +97,16 @@ def show_config(file: TextIO | None = None) -> None:
     ----------
     file : text stream, optional
         Where to print; default ``sys.stdout``.
+
+    Raises
+    ------
+    TypeError
+        A ``file`` without a ``write`` method.
     """
+    if file is not None and not callable(getattr(file, "write", None)):
+        raise TypeError(
+            f"file must be a text stream (with a write method) or None; got {type(file).__name__}"
+        )
     out = sys.stdout if file is None else file
     facts = config()
     width = max(map(len, facts))

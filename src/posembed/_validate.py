@@ -101,11 +101,19 @@ def index_mode(mode: Any) -> int:
         raise ValueError(f"mode must be 'raise', 'clip' or 'wrap'; got {mode!r}") from None
 
 
-def as_positions(positions: Any, rows: int, mode: str, name: str = "positions") -> np.ndarray:
+def as_positions(
+    positions: Any,
+    rows: int,
+    mode: str,
+    name: str = "positions",
+    noun: str = "position",
+    table: str = "",
+) -> np.ndarray:
     """Integer positions as a C-contiguous, native-order array of their own dtype.
 
     Python ints beyond 64 bits cannot reach the kernel; they are resolved here
-    (clip / wrap) or reported (raise), so that nothing wraps around silently.
+    (clip / wrap) or reported (raise, naming ``table``, the argument that sets
+    ``rows``, as check_in_range does), so that nothing wraps around silently.
     """
     p = positions if type(positions) is np.ndarray else as_array(positions, name)
     kind = p.dtype.kind
@@ -115,7 +123,7 @@ def as_positions(positions: Any, rows: int, mode: str, name: str = "positions") 
             p = np.asarray(positions, dtype=object) if p.size else p.astype(np.intp)
             kind = p.dtype.kind
         if kind == "O":
-            p = _positions_from_ints(p, rows, mode, name)
+            p = _positions_from_ints(p, rows, mode, name, noun, table)
         elif kind == "i" or kind == "u":
             pass
         elif kind == "b":
@@ -127,11 +135,23 @@ def as_positions(positions: Any, rows: int, mode: str, name: str = "positions") 
                 f"{name} must be integers (int8..int64, uint8..uint64); got dtype {p.dtype}"
             )
     if not (p.flags.c_contiguous and p.flags.aligned and p.dtype.isnative):
-        p = np.asarray(p, dtype=p.dtype.newbyteorder("="), order="C")  # keeps 0-d
+        p = kernel_array(p, p.dtype.newbyteorder("="))  # keeps 0-d
     return p
 
 
-def _positions_from_ints(p: np.ndarray, rows: int, mode: str, name: str) -> np.ndarray:
+def kernel_array(a: Any, dtype: Any = None) -> np.ndarray:
+    """``a`` as the kernels read arrays: C-contiguous, aligned for its dtype (a
+    view into a byte buffer at an odd offset is not), in ``dtype``; ``a``
+    itself when it already is, else one copy."""
+    r = np.asarray(a, dtype=dtype, order="C")
+    if not r.flags.aligned:
+        r = r.copy()
+    return r
+
+
+def _positions_from_ints(
+    p: np.ndarray, rows: int, mode: str, name: str, noun: str, table: str
+) -> np.ndarray:
     """Python ints of any size (an object array) as int64 positions."""
     values = []
     for v in p.ravel():
@@ -142,10 +162,10 @@ def _positions_from_ints(p: np.ndarray, rows: int, mode: str, name: str) -> np.n
     if mode == "raise" and bad:
         i = bad[0]
         at = f" at {name}[{', '.join(map(str, np.unravel_index(i, p.shape)))}]" if p.ndim else ""
-        valid = f"valid positions are 0..{rows - 1}" if rows else "it has no valid positions"
-        more = f"; {len(bad)} of {len(values)} positions are out of range" if len(bad) > 1 else ""
+        valid = _valid(rows, noun, table)
+        more = f"; {len(bad)} of {len(values)} {noun}s are out of range" if len(bad) > 1 else ""
         raise IndexError(
-            f"position {values[i]}{at} is out of range for a table of {rows} rows ({valid}){more}"
+            f"{noun} {values[i]}{at} is out of range for a table of {rows} rows ({valid}){more}"
         )
     if mode == "wrap" and rows > 0:
         values = [v % rows for v in values]
@@ -155,10 +175,16 @@ def _positions_from_ints(p: np.ndarray, rows: int, mode: str, name: str) -> np.n
     return np.array(values, dtype=np.int64).reshape(p.shape)
 
 
-def check_in_range(p: np.ndarray, rows: int, name: str, noun: str) -> None:
+def _valid(rows: int, noun: str, table: str) -> str:
+    valid = f"valid {noun}s are 0..{rows - 1}" if rows else f"it has no valid {noun}s"
+    return f"{table}; {valid}" if table else valid
+
+
+def check_in_range(p: np.ndarray, rows: int, name: str, noun: str, table: str = "") -> None:
     """IndexError unless every value of the integer array p is in [0, rows): it
-    names the first bad value, its index in ``name``, the table size and the
-    valid range, and how many are bad."""
+    names the first bad value, its index in ``name``, the table size (and
+    ``table``, the argument that sets it, when given) and the valid range, and
+    how many are bad."""
     if p.size == 0:
         return
     bad = (p < 0) | (p >= rows)
@@ -167,7 +193,7 @@ def check_in_range(p: np.ndarray, rows: int, name: str, noun: str) -> None:
     where = np.flatnonzero(bad.ravel())
     i = int(where[0])
     at = f" at {name}[{', '.join(str(int(k)) for k in np.unravel_index(i, p.shape))}]"
-    valid = f"valid {noun}s are 0..{rows - 1}" if rows else f"it has no valid {noun}s"
+    valid = _valid(rows, noun, table)
     more = f"; {where.size} of {p.size} {noun}s are out of range" if where.size > 1 else ""
     raise IndexError(
         f"{noun} {p.ravel()[i]}{at if p.ndim else ''} is out of range for a table of "
@@ -315,7 +341,7 @@ def float_table(table: Any, name: str = "table") -> tuple[np.ndarray, int]:
     strided_cols = cols > 1 and t.strides[1] != t.itemsize
     repeated_rows = rows > 1 and t.strides[0] == 0  # broadcast: copy the rows it claims
     if rows and (strided_cols or repeated_rows or not t.flags.aligned):
-        t = np.ascontiguousarray(t)
+        t = kernel_array(t)
     return t, kind
 
 
@@ -332,6 +358,18 @@ def check_sizes(what: str, *factors: int) -> None:
     if total >= MAX_PRODUCT:
         sizes = " x ".join(str(f) for f in factors)
         raise ValueError(f"{what} is too large: {sizes} reaches 2^62")
+
+
+def rng(seed: Any, name: str = "seed") -> np.random.Generator:
+    """``numpy.random.default_rng(seed)``, refusing bools (as every other
+    integer argument does), with errors that name the argument."""
+    what = "None, an integer >= 0, a sequence of them, or a numpy.random.Generator"
+    if isinstance(seed, (bool, np.bool_)):
+        raise TypeError(f"{name} must be {what}; got bool {seed!r}")
+    try:
+        return np.random.default_rng(seed)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{name} must be {what}; got {seed!r} ({exc})") from None
 
 
 def grid_shape(value: Any, name: str) -> tuple[int, int]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,14 +83,47 @@ class Windows:
 
         Raises
         ------
+        TypeError
+            (For a ``Windows`` built by hand) ``doc_offsets``, ``starts``,
+            ``lengths`` or ``documents`` that is not a 1-D integer array, or a
+            ``size`` that is not an integer.
         ValueError
             An unknown ``rule``, or (for a ``Windows`` built by hand) arrays
             that do not describe the documents of ``doc_offsets``.
         """
         code = OWNER_RULES[v.choice(rule, "rule", OWNER_RULES)]
-        return _core.window_owner(
-            self.doc_offsets, self.starts, self.lengths, self.documents, self.size, code
+        return _core.window_owner(*_fields(self), code)
+
+
+_FIELDS = ("doc_offsets", "starts", "lengths", "documents")
+
+
+def _fields(w: Windows) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """doc_offsets, starts, lengths, documents and size as the kernels take them.
+    A Windows built by hand with a field of the wrong kind is refused by name;
+    whether the fields describe the documents the kernels check."""
+    arrays = []
+    for name in _FIELDS:
+        a = getattr(w, name)
+        if not (type(a) is np.ndarray and a.dtype == np.int64 and a.ndim == 1):
+            a = v.as_array(a, f"windows.{name}")
+            if a.ndim != 1 or a.dtype.kind not in "iu":
+                raise TypeError(
+                    f"windows.{name} must be a 1-D integer array; got {a.dtype} of shape {a.shape}"
+                )
+        arrays.append(v.kernel_array(a, np.int64))
+    offsets, starts, lengths, documents = arrays
+    if offsets.size == 0 or offsets[0] != 0 or (offsets[1:] < offsets[:-1]).any():
+        raise ValueError(
+            f"windows.doc_offsets must start at 0 and never decrease; got {offsets.tolist()[:8]}"
         )
+    rows = np.shape(w.tokens)[:1]
+    if rows != starts.shape:
+        raise ValueError(
+            f"windows.tokens has {rows[0] if rows else 'no'} rows but windows.starts has "
+            f"{starts.shape[0]} entries: one window per row"
+        )
+    return offsets, starts, lengths, documents, v.positive_int(w.size, "windows.size")
 
 
 def _step(size: int, step: Any, overlap: Any) -> int:
@@ -120,11 +155,11 @@ def _offsets(offsets: Any, n_tokens: int) -> np.ndarray:
             f"offsets must start at 0 and end at len(tokens) = {n_tokens}; "
             f"got {o[:1].tolist()}..{o[-1:].tolist()}"
         )
-    steps = np.diff(o.astype(np.int64))
-    if (steps < 0).any():
-        k = int(np.flatnonzero(steps < 0)[0])
+    down = o[1:] < o[:-1]  # in the offsets' own dtype: uint64 past 2^63 compares right
+    if down.any():
+        k = int(np.flatnonzero(down)[0])
         raise ValueError(f"offsets must not decrease; offsets[{k + 1}] = {o[k + 1]} < {o[k]}")
-    return np.ascontiguousarray(o, dtype=np.int64)
+    return v.kernel_array(o, np.int64)
 
 
 def window_counts(lengths: np.ndarray, size: int, step: int, tail: str) -> np.ndarray:
@@ -197,12 +232,12 @@ def windows(
         integer; ``offsets`` that is not a 1-D integer array; ``out`` that is
         not an ndarray or of another dtype.
     ValueError
-        ``tokens`` that is not 1-D; ``size`` < 1; both ``step`` and
-        ``overlap``; ``step`` outside 1..size or ``overlap`` outside
-        0..size-1; an unknown ``tail``; a ``pad_value`` that does not fit the
-        tokens' dtype; ``offsets`` that do not start at 0 and end at N, or that
-        decrease; ``out`` of the wrong shape, read-only, misaligned,
-        non-contiguous or overlapping ``tokens``.
+        ``tokens`` that is not 1-D; ``size`` < 1, or a window of 2^62 bytes
+        or more; both ``step`` and ``overlap``; ``step`` outside 1..size or
+        ``overlap`` outside 0..size-1; an unknown ``tail``; a ``pad_value``
+        that does not fit the tokens' dtype; ``offsets`` that do not start at
+        0 and end at N, or that decrease; ``out`` of the wrong shape,
+        read-only, misaligned, non-contiguous or overlapping ``tokens``.
     """
     t = v.as_array(tokens, "tokens")
     if t.ndim != 1:
@@ -210,6 +245,7 @@ def windows(
     if t.dtype.kind not in "iu":
         raise TypeError(f"tokens must be integers; got dtype {t.dtype}")
     n = v.positive_int(size, "size")
+    v.check_sizes("size", n, t.itemsize)  # a window's bytes must fit int64
     s = _step(n, step, overlap)
     code = TAILS[v.choice(tail, "tail", TAILS)]
     if isinstance(pad_value, (bool, np.bool_)) or not isinstance(pad_value, (int, np.integer)):
@@ -221,7 +257,7 @@ def windows(
     if out is not None:
         total = int(window_counts(np.diff(o), n, s, tail).sum())
         out = v.check_out(out, (total, n), t.dtype.newbyteorder("="), tokens=t)
-    t = np.asarray(t, dtype=t.dtype.newbyteorder("="), order="C")
+    t = v.kernel_array(t, t.dtype.newbyteorder("="))
     pad = np.array([pad_value], dtype=t.dtype)
     rows, starts, lengths, documents = _core.windows(t, o, n, s, code, pad, out)
     return Windows(rows, starts, lengths, documents, o, n, s, tail)
@@ -272,9 +308,10 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
     Raises
     ------
     TypeError
-        ``windows`` that is not a :class:`Windows`; ``values`` that NumPy
-        cannot read or not of a numeric dtype (complex, object, strings); a
-        ``fill`` that is not a number fitting the result.
+        ``windows`` that is not a :class:`Windows` (or one built by hand with
+        fields of the wrong kind, as for :meth:`Windows.owner`); ``values``
+        that NumPy cannot read or not of a numeric dtype (complex, object,
+        strings); a ``fill`` that is not a number fitting the result.
     ValueError
         An unknown ``reduce``; ``values`` whose leading shape is not
         (n, size); a ``Windows`` built by hand whose arrays do not describe its
@@ -282,34 +319,30 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
     """
     if not isinstance(windows, Windows):
         raise TypeError(f"windows must be a posembed.Windows; got {type(windows).__name__}")
+    offsets, starts, lengths, documents, size = _fields(windows)
     r = v.choice(reduce, "reduce", REDUCES)
     vals = v.as_array(values, "values")
-    lead = (len(windows), windows.size)
+    lead = (starts.shape[0], size)
     if vals.shape[:2] != lead:
         raise ValueError(
             f"values must have leading shape (windows, size) = {lead}; got shape {vals.shape}"
         )
     compute, result = _stitch_types(vals.dtype, r)
     rest = vals.shape[2:]
-    flat = np.asarray(vals, dtype=compute, order="C").reshape(*lead, -1 if lead[0] else 1)
-    if flat.shape[2] == 0 or int(np.prod(rest, dtype=np.int64)) == 0:
-        flat = flat.reshape(*lead, 0)
+    flat = v.kernel_array(vals, compute).reshape(*lead, math.prod(rest))
+    if isinstance(fill, np.ndarray) and fill.ndim == 0:
+        fill = fill[()]
+    if not isinstance(fill, (numbers.Real, np.bool_)):  # not None, a string, an array
+        raise TypeError(f"fill must be a number that fits {result}; got {fill!r}")
     try:
-        fill_value = compute.type(fill)
-    except (TypeError, ValueError, OverflowError):
+        with np.errstate(over="raise", invalid="raise"):  # 1e300 in float32: inf, refused
+            fill_value = compute.type(fill)
+    except (TypeError, ValueError, OverflowError, FloatingPointError):
         raise TypeError(f"fill must be a number that fits {result}; got {fill!r}") from None
     own = windows.owner(r) if r in ("first", "center") else None
     out = _core.stitch(
-        flat,
-        windows.doc_offsets,
-        windows.starts,
-        windows.lengths,
-        windows.documents,
-        windows.size,
-        REDUCES[r],
-        own,
-        fill_value.item(),
+        flat, offsets, starts, lengths, documents, size, REDUCES[r], own, fill_value.item()
     )
-    total = int(windows.doc_offsets[-1])
+    total = int(offsets[-1])
     shaped: np.ndarray = out.reshape(total, *rest).astype(result, copy=False)
     return shaped

@@ -7,29 +7,53 @@ import json
 import sys
 
 
+def _fail(command: str, message: str) -> int:
+    """A runtime error: one line on stderr, exit status 2."""
+    print(f"posembed {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _unwritable(path: str, option: str) -> str | None:
+    """Why ``path`` cannot be written (checked before a long run), or None."""
+    from pathlib import Path
+
+    target = Path(path)
+    if target.is_dir():
+        return f"{option} {path} is a folder; give a file path"
+    if not target.parent.is_dir():
+        return f"{option} {path}: folder {target.parent} does not exist"
+    return None
+
+
 def _bench(args: argparse.Namespace) -> int:
     from posembed import bench, set_num_threads
 
     counts: list[int] = args.threads or []
-    if counts:
-        # the main table runs at the largest count; --threads 1,2 adds the scaling table
-        set_num_threads(max(counts))
     if args.plot:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
             args.parser.error("--plot needs matplotlib: pip install 'posembed[plot]'")
+    kernels = None
+    if args.only is not None:
+        kernels = [k.strip() for k in args.only.split(",") if k.strip()]
+        unknown = [k for k in kernels if k not in bench.BUILDERS]
+        if unknown or not kernels:
+            what = f"unknown kernel {unknown[0]!r}" if unknown else f"no kernel in {args.only!r}"
+            args.parser.error(f"--only: {what}; choose from {', '.join(bench.BUILDERS)}")
+    for path, option in ((args.json, "--json"), (args.plot, "--plot")):
+        problem = None if path is None else _unwritable(path, option)
+        if problem:
+            return _fail("bench", problem)
+    if counts:
+        # the main table runs at the largest count; --threads 1,2 adds the scaling table
+        try:
+            set_num_threads(max(counts))
+        except ValueError as exc:
+            return _fail("bench", f"--threads: {exc}")
     info = bench.machine()
     if args.quick:
         info["run"] = "quick (smaller problems, 3 rounds)"
-    kernels = None
-    if args.only:
-        kernels = [k.strip() for k in args.only.split(",") if k.strip()]
-        unknown = [k for k in kernels if k not in bench.BUILDERS]
-        if unknown:
-            args.parser.error(
-                f"--only: unknown kernel {unknown[0]!r}; choose from {', '.join(bench.BUILDERS)}"
-            )
 
     def progress(s: str) -> None:
         print(f"  measuring {s}", file=sys.stderr)
@@ -52,13 +76,19 @@ def _bench(args: argparse.Namespace) -> int:
         print(targets)
     data = bench.to_dict(results, info, scaling)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(data, f, indent=2)
+        try:
+            with open(args.json, "w") as f:
+                json.dump(data, f, indent=2)
+        except OSError as exc:
+            return _fail("bench", f"--json: cannot write {args.json}: {exc}")
         print(f"\nraw figures written to {args.json}")
     if args.plot:
         from posembed.plot import save_bench_figure
 
-        save_bench_figure(data, args.plot)
+        try:
+            save_bench_figure(data, args.plot)
+        except (OSError, ValueError) as exc:  # ValueError: an image format matplotlib lacks
+            return _fail("bench", f"--plot: cannot write {args.plot}: {exc}")
         print(f"chart written to {args.plot}")
     return 0
 
@@ -77,12 +107,14 @@ def _plot_similarity(args: argparse.Namespace) -> int:
 
     try:
         table = np.load(args.table, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty file
         args.parser.error(f"cannot read {args.table}: {exc}")
     try:
         save_similarity_figure(table, args.output, args.length, align=args.align)
     except (TypeError, ValueError) as exc:
         args.parser.error(f"{args.table}: {exc}")
+    except MemoryError as exc:
+        args.parser.error(f"{args.table}: not enough memory for --length {args.length}: {exc}")
     except OSError as exc:
         args.parser.error(f"cannot write {args.output}: {exc}")
     print(f"wrote {args.output}")
@@ -99,8 +131,14 @@ def _chunk(args: argparse.Namespace) -> int:
     try:
         set_num_threads(args.threads)
     except ValueError as exc:
-        print(f"posembed chunk: error: --threads: {exc}", file=sys.stderr)
-        return 2
+        return _fail("chunk", f"--threads: {exc}")
+    if args.size >= MAX_WINDOW:
+        return _fail(
+            "chunk", f"--size {args.size} is too large: a window must stay below 2^59 tokens"
+        )
+    problem = _holds_input(args.output, [args.input, args.offsets])
+    if problem:
+        return _fail("chunk", problem)
     try:
         meta = chunk_file(
             args.input,
@@ -116,14 +154,42 @@ def _chunk(args: argparse.Namespace) -> int:
             quiet=args.quiet,
         )
     except (ChunkError, OSError) as exc:
-        print(f"posembed chunk: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail("chunk", str(exc))
+    except EOFError:
+        # numpy.load of an empty file, which chunk_file does not catch: the
+        # input (read first) or the --offsets file
+        import os
+
+        if os.path.getsize(args.input) == 0:
+            return _fail("chunk", f"{args.input}: not a readable .npy file (it is empty)")
+        return _fail("chunk", f"--offsets {args.offsets}: not a readable .npy file (it is empty)")
+    except MemoryError as exc:
+        return _fail("chunk", f"not enough memory for windows of --size {args.size}: {exc}")
     if not args.quiet:
         print(
             f"{meta['windows']} windows of {meta['size']} from {meta['tokens']} tokens in "
             f"{meta['documents']} documents -> {args.output}"
         )
     return 0
+
+
+# A window of --size tokens, 8 bytes each at most, must stay below 2^62 bytes
+# (the sizes the kernels index with int64).
+MAX_WINDOW = 2**59
+
+
+def _holds_input(output: str, inputs: list[str | None]) -> str | None:
+    """Why writing ``output`` (replaced with --force) would destroy an input, or None."""
+    from pathlib import Path
+
+    out = Path(output).resolve()
+    for given in inputs:
+        if given is None:
+            continue
+        source = Path(given).resolve()
+        if out == source or out in source.parents:
+            return f"output {output} would replace the input {given}; write to a new path"
+    return None
 
 
 def _resize(args: argparse.Namespace) -> int:
@@ -168,6 +234,17 @@ def _positive(text: str) -> int:
     return n
 
 
+MAX_REPEAT = 1000
+
+
+def _repeat(text: str) -> int:
+    """A round count in 1..MAX_REPEAT: a larger one is a typo, not a benchmark."""
+    n = _positive(text)
+    if n > MAX_REPEAT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_REPEAT}; got {n}")
+    return n
+
+
 def _non_negative(text: str) -> int:
     n = int(text)
     if n < 0:
@@ -208,7 +285,9 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("bench", help="time every kernel against NumPy, PyTorch and the roofline")
     p.add_argument("--quick", action="store_true", help="smaller problems, 3 rounds (under 30 s)")
-    p.add_argument("--repeat", type=_positive, help="timed rounds per implementation")
+    p.add_argument(
+        "--repeat", type=_repeat, help=f"timed rounds per implementation (1..{MAX_REPEAT})"
+    )
     p.add_argument(
         "--threads",
         type=_thread_counts,

@@ -96,7 +96,7 @@ def gather(
         dtype.
     ValueError
         A table that is not 2-D, an unknown mode, or ``out`` of the wrong
-        shape, read-only, non-contiguous or overlapping an input.
+        shape, read-only, non-contiguous, misaligned or overlapping an input.
     """
     table = _array(table, "table")
     if table.ndim != 2:
@@ -114,8 +114,8 @@ def gather(
             raise TypeError(f"out must have dtype {table.dtype}")
         if out.shape != (*p.shape, table.shape[1]):
             raise ValueError("out must have shape positions.shape + (d,)")
-        if not out.flags.writeable or not out.flags.c_contiguous:
-            raise ValueError("out must be writeable and C-contiguous")
+        if not (out.flags.writeable and out.flags.c_contiguous and out.flags.aligned):
+            raise ValueError("out must be writeable, C-contiguous and aligned")
         if np.shares_memory(out, table) or np.shares_memory(out, _array(positions, "positions")):
             raise ValueError("out must not overlap table or positions")
 
@@ -171,6 +171,17 @@ def _count(value: Any, name: str, minimum: int) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}")
     return int(value)
+
+
+def _check_size(what: str, *factors: int) -> None:
+    """ValueError when a result or index range would reach 2^62 (as the kernels refuse)."""
+    if math.prod(max(int(f), 1) for f in factors) >= 2**62:
+        raise ValueError(f"{what} is too large")
+
+
+def _check_seed(seed: Any) -> None:
+    if isinstance(seed, (bool, np.bool_)):
+        raise TypeError("seed must not be a bool")
 
 
 def _source(i: int, in_size: int, out_size: int, align: str) -> tuple[int, float]:
@@ -229,8 +240,8 @@ def _into(out: Any, result: np.ndarray, *inputs: Any) -> np.ndarray:
         raise TypeError(f"out must have dtype {result.dtype}")
     if out.shape != result.shape:
         raise ValueError(f"out must have shape {result.shape}")
-    if not out.flags.writeable or not out.flags.c_contiguous:
-        raise ValueError("out must be writeable and C-contiguous")
+    if not (out.flags.writeable and out.flags.c_contiguous and out.flags.aligned):
+        raise ValueError("out must be writeable, C-contiguous and aligned")
     if any(np.shares_memory(out, np.asarray(x)) for x in inputs):
         raise ValueError("out must not overlap an input")
     out[...] = result
@@ -269,7 +280,8 @@ def interpolate(
         dtype.
     ValueError
         A table that is not 2-D or has no rows, ``length`` < 1, an unknown
-        ``align``, or ``out`` of the wrong shape, read-only, non-contiguous or overlapping an input.
+        ``align``, or ``out`` of the wrong shape, read-only, non-contiguous,
+        misaligned or overlapping an input.
     """
     t = _float_table(table)
     if t.shape[0] == 0:
@@ -277,11 +289,13 @@ def interpolate(
     n = _count(length, "length", 1)
     if align not in ("scale", "half_pixel", "corners"):
         raise ValueError(f"align must be 'scale', 'half_pixel' or 'corners'; got {align!r}")
+    _check_size("length", 4, n, t.shape[0])
+    _check_size("the result", n, t.shape[1], t.itemsize)
     taps = _linear_taps(t.shape[0], n, align)
     lo = np.array([k[0] for k in taps], dtype=np.int64)
     hi = np.array([k[1] for k in taps], dtype=np.int64)
     w = np.array([k[2] for k in taps], dtype=np.float64)
-    return _into(out, _blend(t, lo, hi, w), t)
+    return _into(out, _blend(t, lo, hi, w), t, table)
 
 
 def lerp(table: Any, positions: Any, *, out: np.ndarray | None = None) -> np.ndarray:
@@ -311,10 +325,16 @@ def lerp(table: Any, positions: Any, *, out: np.ndarray | None = None) -> np.nda
         another dtype.
     ValueError
         A table that is not 2-D, a position that is NaN, infinite or out of
-        range, or ``out`` of the wrong shape, read-only, non-contiguous or overlapping an input.
+        range, or ``out`` of the wrong shape, read-only, non-contiguous,
+        misaligned or overlapping an input.
     """
     t = _float_table(table)
     p = _array(positions, "positions")
+    if p.dtype.kind == "O" and not isinstance(positions, np.ndarray):
+        # Python ints past 64 bits are real numbers (and out of range)
+        ok = (isinstance(x, (int, float)) and not isinstance(x, bool) for x in p.flat)
+        if all(ok):
+            p = np.array([_float(x) for x in p.flat], dtype=np.float64).reshape(p.shape)
     if p.dtype.kind not in "fiu":
         raise TypeError(f"positions must be real numbers; got dtype {p.dtype}")
     p = p.astype(np.float64)
@@ -324,7 +344,14 @@ def lerp(table: Any, positions: Any, *, out: np.ndarray | None = None) -> np.nda
         raise ValueError(f"position {p[where]} at positions{list(where)} is out of range")
     lo = np.floor(p).astype(np.int64)
     result = _blend(t, lo, np.minimum(lo + 1, t.shape[0] - 1), p - np.floor(p))
-    return _into(out, result, t, positions)
+    return _into(out, result, t, table, positions)
+
+
+def _float(x: float) -> float:
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
 
 
 def extend(
@@ -380,6 +407,8 @@ def extend(
     n = _count(length, "length", 1)
     if n < rows:
         raise ValueError("length must be at least the table's row count")
+    _check_size("length", 4, n, rows)
+    _check_size("the result", n, t.shape[1], t.itemsize)
     if init not in ("interpolate", "tile", "edge", "random", "zeros"):
         raise ValueError(f"unknown init {init!r}")
     if init != "random" and (std is not None or seed is not None):
@@ -394,6 +423,8 @@ def extend(
             raise TypeError("std must be a number")
         if not math.isfinite(std) or std < 0:
             raise ValueError("std must be finite and >= 0")
+    _check_seed(seed)
+    gen = np.random.default_rng(seed) if init == "random" else None
     new_rows = np.arange(rows, n)
     if init == "interpolate":
         new = interpolate(t, n, align=align)[rows:]
@@ -413,7 +444,8 @@ def extend(
                 scale = float(np.std(t, dtype=np.float64))
         if not math.isfinite(scale):
             raise ValueError("the table's standard deviation is not finite; pass std=")
-        draws = np.random.default_rng(seed).standard_normal((n - rows, t.shape[1]))
+        assert gen is not None
+        draws = gen.standard_normal((n - rows, t.shape[1]))
         new = (draws * scale).astype(t.dtype)
     return np.concatenate([t, new]).astype(t.dtype)
 
@@ -492,16 +524,19 @@ def resample_grid(
         rows other than ``prefix + H * W``; an unknown ``method`` or ``align``.
     """
     t = _float_table(table)
+    sides = []
     for name, pair in (("grid", grid), ("new_grid", new_grid)):
         try:
             _, _ = pair
         except (TypeError, ValueError):
             raise TypeError(f"{name} must be a pair (H, W)") from None
-    h, w = (_count(x, "grid", 1) for x in grid)
-    h2, w2 = (_count(x, "new_grid", 1) for x in new_grid)
+        sides += [_count(x, name, 1) for x in pair]
+    h, w, h2, w2 = sides
     p = _count(prefix, "prefix", 0)
     if p + h * w != t.shape[0]:
         raise ValueError("table rows do not match prefix + H * W")
+    _check_size("new_grid", p + h2 * w2, t.shape[1], t.itemsize)
+    _check_size("new_grid", 4, h2 * w2, h * w)
     if method not in ("bilinear", "bicubic"):
         raise ValueError(f"unknown method {method!r}")
     if align not in ("half_pixel", "corners"):
@@ -666,7 +701,7 @@ def windows(
         ``overlap``; ``step`` outside 1..size or ``overlap`` outside
         0..size-1; an unknown ``tail``; a ``pad_value`` that does not fit;
         ``offsets`` that do not run from 0 to N or decrease; ``out`` of the
-        wrong shape, read-only, non-contiguous or overlapping an input.
+        wrong shape, read-only, non-contiguous, misaligned or overlapping an input.
     """
     t = _array(tokens, "tokens")
     if t.ndim != 1:
@@ -784,9 +819,14 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
         result = np.dtype(compute) if reduce in ("mean", "sum") else dt
     else:
         raise TypeError("values must be numbers")
+    if isinstance(fill, np.ndarray) and fill.ndim == 0:
+        fill = fill[()]
+    if not isinstance(fill, (int, float, np.integer, np.floating, np.bool_)):
+        raise TypeError("fill must be a number that fits the result")
     try:
-        fill_value = compute(fill)
-    except (TypeError, ValueError, OverflowError):
+        with np.errstate(over="raise", invalid="raise"):
+            fill_value = compute(fill)
+    except (TypeError, ValueError, OverflowError, FloatingPointError):
         raise TypeError("fill must be a number that fits the result") from None
     x = vals.astype(compute)
     total = int(windows.doc_offsets[-1])
@@ -982,12 +1022,12 @@ def dropout_mask(shape: Any, p: float, seed: int) -> np.ndarray:
         0..2**64-1.
     """
     dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    for k in dims:
-        _count(k, "shape", 0)
+    sizes = [_count(k, "shape", 0) for k in dims]
+    _check_size("shape", *sizes)
     rate = _rate(p, "p")
     if seed is None:
         raise TypeError("dropout_mask needs a seed")
-    n = int(np.prod(dims, dtype=np.int64))
+    n = math.prod(sizes)
     keep: np.ndarray = (uniform_bits(seed, n) >= int(rate * 2**32)).reshape(dims)
     return keep
 
@@ -1057,7 +1097,7 @@ def embed(
         1-D or 2-D; ``dropout`` outside [0, 1); a negative ``offset``, or
         ``positions`` with a non-zero ``offset``; positions that do not
         broadcast to the ids' shape; ``seed`` outside 0..2**64-1; ``out`` of
-        the wrong shape, read-only, non-contiguous or overlapping an input.
+        the wrong shape, read-only, non-contiguous, misaligned or overlapping an input.
     """
     tok = _float_table(token_table)
     pos = _float_table(pos_table)
@@ -1086,7 +1126,9 @@ def embed(
             raise TypeError("the reference needs an explicit seed")
         keep = dropout_mask(total.shape, rate, _seed_value(seed))
         total = np.where(keep, total * compute(1.0 / (1.0 - rate)), compute(0))
-    return _into(out, total.astype(tok.dtype), tok, pos, ids)
+    return _into(
+        out, total.astype(tok.dtype), tok, pos, token_table, pos_table, token_ids, positions
+    )
 
 
 def gather_backward(
@@ -1123,7 +1165,8 @@ def gather_backward(
         an ndarray or of another dtype.
     ValueError
         A negative ``length``, ``grad`` not of shape ``positions.shape + (d,)``,
-        or ``out`` of the wrong shape, read-only, non-contiguous or overlapping an input.
+        or ``out`` of the wrong shape, read-only, non-contiguous, misaligned or
+        overlapping an input.
     """
     g = _array(grad, "grad")
     if g.dtype.name not in ("float16", "bfloat16", "float32", "float64"):
@@ -1135,8 +1178,8 @@ def gather_backward(
     p = _checked_ids(p, rows, "position")
     compute = np.float64 if g.dtype.name == "float64" else np.float32  # any byte order
     total = np.zeros((rows, g.shape[-1]), dtype=compute)
-    np.add.at(total, p.reshape(-1), g.reshape(-1, g.shape[-1]).astype(compute))
-    return _into(out, total.astype(g.dtype.newbyteorder("=")), g)
+    np.add.at(total, p.reshape(-1), g.reshape(p.size, g.shape[-1]).astype(compute))
+    return _into(out, total.astype(g.dtype.newbyteorder("=")), g, positions)
 
 
 class LearnedPositionEmbedding:
@@ -1177,6 +1220,7 @@ class LearnedPositionEmbedding:
         dt = np.dtype(dtype)
         if dt.name not in ("float16", "bfloat16", "float32", "float64"):
             raise TypeError("dtype must be a float dtype")
+        _check_seed(seed)
         draws = np.random.default_rng(seed).standard_normal((int(max_seq_len), int(embed_dim)))
         with np.errstate(over="ignore"):
             self.embeddings = (draws * std).astype(dt)
@@ -1199,7 +1243,120 @@ class LearnedPositionEmbedding:
         seed: int | None = None,
         offset: int = 0,
     ) -> np.ndarray:
+        if not isinstance(training, (bool, np.bool_)):
+            raise TypeError("training must be True or False")
         rate = self.dropout if training else 0.0
         return embed(
             token_table, token_ids, self.embeddings, offset=offset, dropout=rate, seed=seed
         )
+
+
+def resize_checkpoint(
+    src: Any,
+    dst: Any,
+    key: str,
+    length: int | None = None,
+    *,
+    init: str | None = None,
+    align: str | None = None,
+    prefix: int = 0,
+    seed: int | None = None,
+    grid: tuple[int, int] | None = None,
+    new_grid: tuple[int, int] | None = None,
+    method: str | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Twin of :func:`posembed.resize_checkpoint`: the whole file read into
+    memory, the table resized by the twins above, the whole file written.
+
+    Parameters
+    ----------
+    src, dst : path
+        The safetensors file to read and the one to write.
+    key : str
+        The table's name; shape (rows, d) or (1, ..., 1, rows, d).
+    length : int, optional
+        Position rows after the ``prefix`` rows (or ``new_grid``).
+    init, align, prefix, seed, grid, new_grid, method, overwrite
+        As :func:`posembed.resize_checkpoint`.
+
+    Returns
+    -------
+    dict
+        ``old_shape`` and ``new_shape`` of the table.
+
+    Raises
+    ------
+    FileExistsError
+        ``dst`` exists and ``overwrite`` is false.
+    KeyError
+        ``key`` is not in the file.
+    TypeError
+        A table dtype other than F16, BF16, F32, F64.
+    ValueError
+        A shape, prefix, length or grid the resize cannot use.
+    """
+    import json
+    import os
+
+    if os.path.exists(dst) and not overwrite:
+        raise FileExistsError(f"{dst} exists")
+    with open(src, "rb") as f:
+        blob = f.read()
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8 : 8 + n])
+    data = blob[8 + n :]
+    entry = header[key]
+    dtypes = {"F16": np.dtype("<f2"), "F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
+    if entry["dtype"] == "BF16":
+        import ml_dtypes
+
+        dt = np.dtype(ml_dtypes.bfloat16)
+    elif entry["dtype"] in dtypes:
+        dt = dtypes[entry["dtype"]]
+    else:
+        raise TypeError(f"unsupported dtype {entry['dtype']}")
+    shape = tuple(entry["shape"])
+    if len(shape) < 2 or any(s != 1 for s in shape[:-2]):
+        raise ValueError(f"shape {shape} is not a table")
+    rows, d = shape[-2:]
+    if not 0 <= prefix < rows:
+        raise ValueError("prefix must leave position rows")
+    begin, end = entry["data_offsets"]
+    table = np.frombuffer(data[begin:end], dtype=dt).reshape(rows, d)
+    positions = table[prefix:]
+    if new_grid is not None:
+        if grid is None:
+            side = math.isqrt(rows - prefix)
+            grid = (side, side)
+        new = resample_grid(
+            positions, grid, new_grid, method=method or "bicubic", align=align or "half_pixel"
+        )
+    elif init is None:
+        if length is None:
+            raise ValueError("give length or new_grid")
+        new = interpolate(positions, length, align=align or "scale")
+    else:
+        if length is None:
+            raise ValueError("give length or new_grid")
+        new = extend(positions, length, init=init, align=align, seed=seed)
+    resized = np.concatenate([table[:prefix], new]).astype(dt)
+    new_shape = (*shape[:-2], *resized.shape)
+    pieces = []
+    at = 0
+    names = sorted(
+        (h["data_offsets"][0], h["data_offsets"][1], name)
+        for name, h in header.items()
+        if name != "__metadata__"
+    )
+    for b, e, name in names:
+        raw = resized.tobytes() if name == key else data[b:e]
+        header[name] = dict(header[name], data_offsets=[at, at + len(raw)])
+        pieces.append(raw)
+        at += len(raw)
+    header[key]["shape"] = list(new_shape)
+    text = json.dumps(header).encode("utf-8")
+    text += b" " * (-(8 + len(text)) % 8)
+    with open(dst, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(pieces))
+    return {"old_shape": shape, "new_shape": new_shape}

@@ -1,0 +1,179 @@
+"""Repeated calls, succeeding and failing, keep the process's memory and open
+files flat: nothing the kernels, the bindings or the error paths allocate
+outlives the call.
+
+Each function runs in one fresh Python process: a warm-up (caches, the
+thread pool, NumPy's allocator), then thousands of calls; the anonymous
+resident memory (the heap, not mapped files) and the count of open file
+descriptors must not grow.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from .conftest import skip_if_sanitized
+
+# Each entry: (name, setup code, one call that succeeds, one that fails).
+CASES = {
+    "gather": (
+        "t = np.ones((64, 64), np.float32); p = np.arange(256) % 64; "
+        "o = np.empty((256, 64), np.float32)",
+        "posembed.gather(t, p); posembed.gather(t, p, out=o)",
+        "posembed.gather(t, p + 64, out=o)",  # IndexError from the kernel's check
+    ),
+    "gather_backward": (
+        "g = np.ones((512, 64), np.float32); p = np.arange(512) % 64",
+        "posembed.gather_backward(g, p, 64)",
+        "posembed.gather_backward(g, p, 63)",
+    ),
+    "interpolate": (
+        "t = np.ones((64, 64), np.float32)",
+        "posembed.interpolate(t, 256)",
+        "posembed.interpolate(t, 0)",
+    ),
+    "lerp": (
+        "t = np.ones((64, 64), np.float32); q = np.linspace(0, 63, 300)",
+        "posembed.lerp(t, q)",
+        "posembed.lerp(t, q + 1)",  # ValueError from the kernel's range check
+    ),
+    "extend": (
+        "t = np.ones((64, 64), np.float32)",
+        "posembed.extend(t, 256, init='random', seed=1)",
+        "posembed.extend(t, 10)",
+    ),
+    "resample_grid": (
+        "t = np.ones((1 + 8 * 8, 128), np.float32)",
+        "posembed.resample_grid(t, (8, 8), (16, 16), prefix=1)",
+        "posembed.resample_grid(t, (8, 9), (16, 16), prefix=1)",
+    ),
+    "embed": (
+        "tok = np.ones((1000, 256), np.float32); pos = np.ones((64, 256), np.float32); "
+        "ids = np.arange(4 * 64).reshape(4, 64) % 1000",
+        "posembed.embed(tok, ids, pos, dropout=0.1, seed=3)",
+        "posembed.embed(tok, ids + 999, pos)",  # IndexError from the kernel's check
+    ),
+    "dropout_mask": (
+        "",
+        "posembed.dropout_mask((64, 256), 0.1, 5)",
+        "posembed.dropout_mask((64, 256), 1.0, 5)",
+    ),
+    "windows": (
+        "x = np.arange(20000, dtype=np.int32); off = np.array([0, 7000, 20000])",
+        "posembed.windows(x, 512, step=384, offsets=off)",
+        "posembed.windows(x, 512, step=384, offsets=off[::-1])",
+    ),
+    "stitch": (
+        "w = posembed.windows(np.arange(5000), 256, step=192); v = np.ones(w.tokens.shape)",
+        "posembed.stitch(v, w, reduce='mean')",
+        "posembed.stitch(v, w, reduce='median')",
+    ),
+    "similarity": (
+        "t = np.ones((128, 64), np.float32)",
+        "posembed.similarity(t)",
+        "posembed.similarity(t[0])",
+    ),
+    "resize_checkpoint": (
+        "import os, tempfile\n"
+        "d = tempfile.mkdtemp()\n"
+        "src = os.path.join(d, 'a.safetensors')\n"
+        'h = b\'{"pos":{"dtype":"F32","shape":[16,8],"data_offsets":[0,512]}}\'\n'
+        "open(src, 'wb').write(len(h).to_bytes(8, 'little') + h + bytes(512))",
+        "posembed.resize_checkpoint(src, os.path.join(d, 'b.safetensors'), 'pos', 40,"
+        " overwrite=True)",
+        "posembed.resize_checkpoint(src, os.path.join(d, 'c.safetensors'), 'nope', 40)",
+    ),
+}
+
+PROBE = """
+import gc, json, os
+import numpy as np
+import posembed
+from posembed import _core
+
+# small arrays, but every call above 4 KiB of output runs on a thread team,
+# as large calls do
+_core._set_thresholds(4096, -1)
+
+def anon_kb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+
+def fds():
+    return len(os.listdir("/proc/self/fd"))
+
+{setup}
+
+def ok():
+    {ok}
+
+def bad():
+    try:
+        {bad}
+    except (TypeError, ValueError, IndexError, FileNotFoundError):
+        return
+    raise AssertionError("the failing call did not fail")
+
+def rounds(n):
+    for _ in range(n):
+        ok()
+        bad()
+
+rounds(200)  # warm-up
+gc.collect()
+before = (anon_kb(), fds())
+rounds({calls})
+gc.collect()
+after = (anon_kb(), fds())
+print(json.dumps({{"anon_kb": [before[0], after[0]], "fds": [before[1], after[1]]}}))
+"""
+
+
+def measure(setup: str, ok: str, bad: str) -> dict[str, list[int]]:
+    code = PROBE.format(setup=setup, ok=ok, bad=bad, calls=2000)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, list[int]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+@skip_if_sanitized
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_repeated_calls_keep_memory_flat(name):
+    result = measure(*CASES[name])
+    before, after = result["anon_kb"]
+    # 4000 calls: a leak of even 512 bytes a call would add 2 MB; allocator
+    # noise (fragmentation, NumPy's caches) stays well within 1 MB
+    assert after - before < 1024, f"{name}: anonymous memory grew by {after - before} KB"
+    assert result["fds"][1] == result["fds"][0], f"{name}: open files {result['fds']}"
+
+
+def test_every_public_function_is_covered():
+    import posembed
+
+    not_functions = {"LearnedPositionEmbedding", "Windows", "__version__", "reference"}
+    # runtime controls: no arrays, nothing allocated per call
+    controls = {"config", "get_num_threads", "last_seed", "set_num_threads", "show_config"}
+    assert set(posembed.__all__) - not_functions - controls == set(CASES)
+
+
+@skip_if_sanitized
+def test_the_probe_sees_a_planted_leak():
+    # 512 bytes kept per call, and one file left open per failing call
+    result = measure(
+        "kept = []",
+        "kept.append(bytearray(512))",
+        "kept.append(open(os.devnull)); raise ValueError",
+    )
+    before, after = result["anon_kb"]
+    assert after - before >= 1024
+    assert result["fds"][1] - result["fds"][0] == 2000
