@@ -1,0 +1,204 @@
+"""The fuzz harness (fuzz/fuzz_posembed.py): a fixed corpus through the ordinary
+suite, and proof that the harness catches the bugs it is there to catch."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+import posembed
+
+HARNESS = Path(__file__).resolve().parents[1] / "fuzz" / "fuzz_posembed.py"
+CORPUS_SEED = 20261129
+SUMMARY = re.compile(r"^fuzz: (\d+) inputs in [0-9.]+ s, no failures$")
+
+
+@pytest.fixture(scope="module")
+def fuzz() -> Iterator[ModuleType]:
+    spec = importlib.util.spec_from_file_location("fuzz_posembed", HARNESS)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+def test_fixed_corpus_passes_and_reaches_every_function(fuzz):
+    before = fuzz.STATS.outcomes.copy()
+    for _, data in itertools.islice(fuzz.plain_inputs(CORPUS_SEED), 1000):
+        fuzz.TestOneInput(data)
+    seen = fuzz.STATS.outcomes - before
+    assert sum(seen.values()) == 1000
+    kinds = {key.rsplit(": ", 1)[1] for key in seen}
+    # results compared with the twins, and every kind of refusal
+    assert {"ok", "TypeError", "ValueError", "IndexError"} <= kinds
+    called = {key.rsplit(": ", 1)[0] for key in seen}
+    public = {"gather", "gather_backward", "interpolate", "lerp", "extend", "resample_grid"}
+    public |= {"embed", "dropout_mask", "windows", "stitch", "similarity", "Windows.owner"}
+    public |= {"LearnedPositionEmbedding", "set_num_threads"}
+    assert public <= called
+    assert any(name.startswith("LearnedPositionEmbedding.from_table(...).") for name in called)
+
+
+def test_each_target_is_reached_by_its_first_byte(fuzz):
+    for name in fuzz.TARGET_NAMES:
+        call, _ = fuzz.decode(fuzz.input_for(name, b"\x01\x02\x03"))
+        if name in ("Windows(by hand)", "LearnedPositionEmbedding methods"):
+            continue  # these name the method they call
+        assert call.name == name
+
+
+def test_the_same_input_is_the_same_call(fuzz):
+    _, data = next(fuzz.plain_inputs(CORPUS_SEED, 7))
+    first, second = fuzz.decode(data)[0], fuzz.decode(data)[0]
+    assert first.describe() == second.describe()
+
+
+# ------------------------------------------------------------ planted bugs
+
+
+def _flip_last_byte(real: Callable[..., Any]) -> Callable[..., Any]:
+    def wrong(*args: Any, **kw: Any) -> Any:
+        result = real(*args, **kw)
+        if result.size:
+            result.reshape(-1).view(np.uint8)[-1] ^= 0x55
+        return result
+
+    return wrong
+
+
+def _raise_runtime_error(real: Callable[..., Any]) -> Callable[..., Any]:
+    def crash(*args: Any, **kw: Any) -> Any:
+        real(*args, **kw)
+        raise RuntimeError("planted")
+
+    return crash
+
+
+def _overwrite_table(real: Callable[..., Any]) -> Callable[..., Any]:
+    def scribble(table: Any, *args: Any, **kw: Any) -> Any:
+        result = real(table, *args, **kw)
+        t = table
+        if isinstance(t, np.ndarray) and t.flags.writeable and t.flags.c_contiguous and t.size:
+            t.view(np.uint8).reshape(-1)[0] ^= 0xFF  # normalised in place, say
+        return result
+
+    return scribble
+
+
+def _write_out_then_fail(real: Callable[..., Any]) -> Callable[..., Any]:
+    def half_done(*args: Any, out: Any = None, **kw: Any) -> Any:
+        if isinstance(out, np.ndarray) and out.flags.writeable and out.size:
+            out.reshape(-1).view(np.uint8)[:1] = 0
+            raise ValueError("planted, after writing out=")
+        return real(*args, out=out, **kw)
+
+    return half_done
+
+
+def _other_error_kind(real: Callable[..., Any]) -> Callable[..., Any]:
+    def retyped(*args: Any, **kw: Any) -> Any:
+        try:
+            return real(*args, **kw)
+        except IndexError as exc:
+            raise ValueError(str(exc)) from None
+
+    return retyped
+
+
+PLANTED = {
+    "wrong result": ("interpolate", _flip_last_byte, "values differ"),
+    "foreign exception": ("lerp", _raise_runtime_error, "posembed raised RuntimeError"),
+    "input changed": ("similarity", _overwrite_table, "changed its input 'table'"),
+    # (an out= that aliases an input shows as a changed input)
+    "out= written before an error": (
+        "gather",
+        _write_out_then_fail,
+        "wrote to out=|changed its input",
+    ),
+    "another exception kind": ("gather_backward", _other_error_kind, "the twin IndexError"),
+}
+
+
+def _fuzz(fuzz: ModuleType, name: str, count: int) -> None:
+    """count inputs that all call the public function ``name``."""
+    for _, data in itertools.islice(fuzz.plain_inputs(CORPUS_SEED), count):
+        fuzz.TestOneInput(fuzz.input_for(name, data))
+
+
+@pytest.mark.parametrize("case", sorted(PLANTED))
+def test_planted_bug_is_caught(fuzz, monkeypatch, case):
+    name, plant, message = PLANTED[case]
+    monkeypatch.setattr(posembed, name, plant(getattr(posembed, name)))
+    with pytest.raises(fuzz.FuzzFailure, match=message):
+        _fuzz(fuzz, name, 400)
+
+
+def test_a_known_bug_is_tolerated_only_where_it_matches(fuzz, monkeypatch):
+    # a planted "bug" that a KNOWN_BUGS entry claims is counted, not raised
+    seen = []
+    bug = fuzz.KnownBug("planted", "test", lambda o: seen.append(o.problem) or True)
+    monkeypatch.setattr(fuzz, "KNOWN_BUGS", [bug])
+    monkeypatch.setattr(posembed, "interpolate", _flip_last_byte(posembed.interpolate))
+    before = fuzz.STATS.known["planted"]
+    _fuzz(fuzz, "interpolate", 100)
+    assert fuzz.STATS.known["planted"] > before
+    assert "mismatch" in seen
+
+
+# ------------------------------------------------------------ the command line
+
+
+def _run(*args: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, str(HARNESS), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return done.stdout.splitlines()
+
+
+def test_plain_driver_prints_the_count(tmp_path):
+    lines = _run("--engine", "plain", "--runs", "40", "--artifact-prefix", f"{tmp_path}/")
+    match = SUMMARY.match(lines[-1])
+    assert match is not None, lines[-1]
+    assert match.group(1) == "40"
+    assert list(tmp_path.iterdir()) == []  # no failing input saved
+
+
+def test_atheris_driver_prints_the_count(tmp_path):
+    # a CI job that installs atheris sets POSEMBED_REQUIRE_ATHERIS=1: a missing
+    # atheris then fails here instead of skipping
+    if os.environ.get("POSEMBED_REQUIRE_ATHERIS") == "1":
+        import atheris  # noqa: F401
+    else:
+        pytest.importorskip("atheris")
+    lines = _run("--engine", "atheris", "--runs", "300", "--artifact-prefix", f"{tmp_path}/")
+    match = SUMMARY.match(lines[-1])
+    assert match is not None, lines[-1]
+    assert match.group(1) == "300"
+
+
+def test_saved_inputs_are_rerun(tmp_path):
+    paths = []
+    for i, data in zip(range(3), [b"", b"\x05\x01\x02", bytes(range(200))], strict=True):
+        path = tmp_path / f"crash-{i}"
+        path.write_bytes(data)
+        paths.append(str(path))
+    lines = _run("--engine", "plain", *paths)
+    assert SUMMARY.match(lines[-1]).group(1) == "3"
