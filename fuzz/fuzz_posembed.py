@@ -1484,60 +1484,7 @@ KNOWN_BUGS: list[KnownBug] = [
         "twin the Fortran-ordered table (a C-ordered table matches)",
         lambda o: "extend" in o.call.name and o.problem == "mismatch" and _last_bits_of_draws(o),
     ),
-    KnownBug(
-        "positions: an empty float array that is not an ndarray is accepted (the rule for lists)",
-        "posembed.gather(np.zeros((4, 2)), torch.zeros(0)) returns shape (0, 2) where "
-        "np.zeros(0) raises TypeError (positions must be integers): as_positions reads any "
-        "non-ndarray as a list, and NumPy makes [] float64. The twin does the same for a "
-        "memoryview; the harness gives it DLPack inputs as ndarrays",
-        lambda o: (
-            any(
-                isinstance(o.fast_args.get(k), DLPackBox)
-                and _arg(o, k).dtype.kind == "f"
-                and _arg(o, k).size == 0
-                for k in ("positions", "token_ids")
-            )
-            and "must be integers" in _text(o.slow_exc)
-        ),
-    ),
     # ---- the twins (posembed.reference)
-    KnownBug(
-        "reference.gather: out= must be an ndarray (posembed takes DLPack producers)",
-        "reference.gather(t, [0], out=torch.empty(1, t.shape[1])) raises TypeError('out must be "
-        "a numpy.ndarray'); posembed.gather writes the tensor, as every other twin's _into does",
-        lambda o: (
-            isinstance(o.fast_args.get("out"), DLPackBox)
-            and "out must be a numpy.ndarray" in _text(o.slow_exc)
-        ),
-    ),
-    KnownBug(
-        "reference: an out= that DLPack cannot export raises BufferError",
-        "a bfloat16 DLPack producer as embed's out=: reference._into calls np.from_dlpack(out) "
-        "unguarded and raises BufferError; posembed raises TypeError('out must be memory NumPy "
-        "can write in place ...')",
-        lambda o: isinstance(o.slow_exc, BufferError),
-    ),
-    KnownBug(
-        "reference: NumPy's RuntimeError on an unreadable buffer is not made a TypeError",
-        "reference.similarity(memoryview(np.zeros((0, 3), [('a', '<i4'), ('b', '<f2')]))) raises "
-        "RuntimeError('Item size 6 for PEP 3118 buffer format string ...'): reference._array "
-        "converts TypeError and ValueError only; posembed raises TypeError",
-        lambda o: type(o.slow_exc) is RuntimeError and isinstance(o.fast_exc, TypeError),
-    ),
-    KnownBug(
-        "reference.gather: big-endian uint64 positions >= 2**63 become negative",
-        "reference.gather(np.arange(14.0).reshape(7, 2), np.array([2**64 - 2], '>u8'), "
-        "mode='wrap') takes row (-2) % 7 = 5, posembed row (2**64 - 2) % 7 = 0 (clip: row 0, "
-        "not 6): reference._int_positions keeps native uint64 only",
-        lambda o: _big_endian_u64_beyond_int64(_arg(o, "positions")),
-    ),
-    KnownBug(
-        "reference.embed: an offset of 2**63 or more with empty token_ids",
-        "reference.embed(np.zeros((3, 2), np.float32), np.zeros(0, int), np.zeros((2, 2), "
-        "np.float32), offset=2**63) raises OverflowError (start + np.arange(0)); posembed "
-        "returns shape (0, 2), as both do for offset=2**62",
-        lambda o: "embed" in o.call.name and isinstance(o.slow_exc, OverflowError),
-    ),
     # ---- both: validation order
     KnownBug(
         "validation order: index ranges checked last by posembed, early by the twins",

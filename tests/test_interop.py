@@ -335,3 +335,13 @@ def test_pytorch_out_untouched_on_error(torch):
     param = torch.nn.Parameter(torch.zeros(2, 3, 12))
     with pytest.raises(TypeError, match=r"out must be memory NumPy can write.*detach"):
         posembed.gather(_table(), [[0, 1, 2], [2, 3, 4]], out=param)
+
+
+def test_an_empty_float_buffer_is_not_positions():
+    # only lists and tuples follow the rule for Python ints (an empty list is
+    # no positions); an array of floats, empty or not, is refused
+    table = _table()
+    for positions in (memoryview(np.zeros(0)), Producer(np.zeros(0)), np.zeros(0)):
+        with pytest.raises(TypeError, match="positions must be integers"):
+            posembed.gather(table, positions)
+    assert posembed.gather(table, []).shape == (0, 12)

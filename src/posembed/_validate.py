@@ -118,7 +118,7 @@ def as_positions(
     p = positions if type(positions) is np.ndarray else as_array(positions, name)
     kind = p.dtype.kind
     if kind != "i" and kind != "u":
-        if kind == "f" and not isinstance(positions, np.ndarray):
+        if kind == "f" and isinstance(positions, (list, tuple)):
             # a list: empty, or ints that NumPy could not fit in one integer type
             p = np.asarray(positions, dtype=object) if p.size else p.astype(np.intp)
             kind = p.dtype.kind

@@ -38,7 +38,7 @@ def _array(obj: Any, name: str) -> np.ndarray:
         raise TypeError(f"{name}: masked arrays are not accepted")
     try:
         return np.asarray(obj)
-    except (TypeError, ValueError) as exc:
+    except (BufferError, RuntimeError, TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be array-like: {exc}") from None
 
 
@@ -46,7 +46,7 @@ def _int_positions(positions: Any) -> np.ndarray:
     """Positions as int64, or uint64 (kept, so huge values compare correctly),
     or an object array of Python ints when they do not fit 64 bits."""
     p = _array(positions, "positions")
-    if p.dtype.kind == "f" and not isinstance(positions, np.ndarray):
+    if p.dtype.kind == "f" and isinstance(positions, (list, tuple)):
         # a list: empty, or of ints too large for one NumPy integer type
         p = np.asarray(positions, dtype=object) if p.size else p.astype(np.int64)
     if p.dtype.kind == "O":
@@ -56,8 +56,8 @@ def _int_positions(positions: Any) -> np.ndarray:
         return np.array([int(x) for x in p.flat], dtype=object).reshape(p.shape)
     if p.dtype.kind not in "iu":
         raise TypeError(f"positions must be integers; got dtype {p.dtype}")
-    if p.dtype == np.uint64:
-        return p
+    if p.dtype.kind == "u" and p.dtype.itemsize == 8:
+        return p.astype(np.uint64)  # any byte order; huge values stay positive
     return p.astype(np.int64)
 
 
@@ -108,8 +108,7 @@ def gather(
     p = _int_positions(positions)
     rows = table.shape[0]
     if out is not None:
-        if not isinstance(out, np.ndarray):
-            raise TypeError("out must be a numpy.ndarray")
+        out = _writable_out(out)
         if out.dtype != table.dtype:
             raise TypeError(f"out must have dtype {table.dtype}")
         if out.shape != (*p.shape, table.shape[1]):
@@ -225,16 +224,27 @@ def _blend(table: np.ndarray, lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> 
     return out
 
 
+def _writable_out(out: Any) -> np.ndarray:
+    """out= as an ndarray: itself, or a view of a DLPack producer's memory."""
+    if isinstance(out, np.ndarray):
+        return out
+    if not hasattr(type(out), "__dlpack__"):
+        raise TypeError("out must be a numpy.ndarray or a DLPack producer")
+    try:
+        view: np.ndarray = np.from_dlpack(out)
+    except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+        raise TypeError(f"out must be memory NumPy can write: {exc}") from None
+    return view
+
+
 def _into(out: Any, result: np.ndarray, *inputs: Any) -> np.ndarray:
     """result, or result written into out after the same checks as the kernels."""
     if out is None:
         return result
     if isinstance(out, np.ndarray):
         dest: np.ndarray = out
-    elif hasattr(type(out), "__dlpack__"):
-        dest = np.from_dlpack(out)
     else:
-        raise TypeError("out must be a numpy.ndarray or a DLPack producer")
+        dest = _writable_out(out)
     out = dest
     if out.dtype != result.dtype:
         raise TypeError(f"out must have dtype {result.dtype}")
@@ -1114,7 +1124,10 @@ def embed(
         start = _count(offset, "offset", 0)
         if ids.size and start + t > pos.shape[0]:
             raise IndexError("positions go past the position table")
-        where = np.broadcast_to(start + np.arange(t), ids.shape)
+        if ids.size:
+            where = np.broadcast_to(start + np.arange(t), ids.shape)
+        else:  # no rows taken: the offset need not fit int64
+            where = np.zeros(ids.shape, np.int64)
     else:
         if offset != 0:
             raise ValueError("give positions or offset, not both")
