@@ -2994,12 +2994,16 @@ def test_every_public_function_and_method_is_in_the_table():
     assert set(NOT_CALLABLE) <= set(posembed.__all__)
 
 
-def commands(words: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """The commands `posembed --help` lists, and those of each command group."""
+def help_text(words: tuple[str, ...]) -> str:
     text = io.StringIO()
     with contextlib.redirect_stdout(text), pytest.raises(SystemExit):
         cli.main([*words, "--help"])
-    usage = text.getvalue().split("\n\n")[0]
+    return text.getvalue()
+
+
+def commands(words: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The commands `posembed --help` lists, and those of each command group."""
+    usage = help_text(words).split("\n\n")[0]
     found = re.search(r"\{([\w,]+)\} \.\.\.", usage)  # a group's commands, not choices
     if found is None:
         return [words]
@@ -3028,6 +3032,11 @@ def test_every_command_is_in_the_table():
             assert target.command == tuple(name.split()[1:])
 
 
+def test_every_target_says_which_kinds_cannot_arise():
+    assert set(NOT_APPLICABLE) == set(TARGETS)
+    assert {c.target for c in CASES} == set(TARGETS)
+
+
 @pytest.mark.parametrize("name", list(TARGETS))
 def test_every_kind_is_covered_or_ruled_out(name: str, tmp_path: Path):
     covered = {c.kind for c in CASES if c.target == name}
@@ -3043,13 +3052,6 @@ def test_every_kind_is_covered_or_ruled_out(name: str, tmp_path: Path):
         assert all(ruled_out.get(k) for k in OUT_KINDS), f"{name} takes no out="
 
 
-def option_names(words: tuple[str, ...]) -> str:
-    text = io.StringIO()
-    with contextlib.redirect_stdout(text), pytest.raises(SystemExit):
-        cli.main([*words, "--help"])
-    return text.getvalue()
-
-
 @pytest.mark.parametrize("name", list(TARGETS))
 def test_cases_name_real_arguments_and_their_messages_name_them(name: str, tmp_path: Path):
     target = TARGETS[name]
@@ -3061,9 +3063,9 @@ def test_cases_name_real_arguments_and_their_messages_name_them(name: str, tmp_p
             ok = key in params or any_keyword or key == "self"  # self: a method's instance
             assert ok, f"{name}: {key} is no parameter"
     else:
-        help_text = option_names(target.command)
+        options = help_text(target.command)
         for key in valid:
-            assert key in help_text, f"{name}: {key} is no option of the command"
+            assert key in options, f"{name}: {key} is no option of the command"
     for case in (c for c in CASES if c.target == name):
         assert case.arg in valid or case.kind == "unknown", case
         names = {case.arg, case.arg.lstrip("-"), case.arg.lstrip("-").replace("-", "_")}
