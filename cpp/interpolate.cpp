@@ -129,8 +129,11 @@ void lerp(const RowsView& table, FloatKind kind, const double* pos, int64_t n, c
   const int64_t last = table.rows - 1;
   auto tap = [&](int64_t i) {
     // Checked before; the clamp (which also maps NaN to 0) only keeps memory
-    // safe should another thread rewrite the positions meanwhile.
-    const double p = pos[i] >= 0.0 ? std::min(pos[i], static_cast<double>(last)) : 0.0;
+    // safe should another thread rewrite the positions meanwhile. The value is
+    // read once (volatile): two reads could see a check pass and then a NaN
+    // (found by UBSan in the racing-writer test).
+    const double v = *static_cast<const volatile double*>(pos + i);
+    const double p = v >= 0.0 ? (v < static_cast<double>(last) ? v : static_cast<double>(last)) : 0.0;
     const double fl = std::floor(p);
     const auto lo = static_cast<int64_t>(fl);
     return LinearTap{lo, std::min(lo + 1, last), p - fl};
