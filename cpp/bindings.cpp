@@ -349,11 +349,20 @@ py::array stitch_typed(const py::array& values, const I64& doc_offsets, const I6
   const T fill_value = fill.cast<T>();
   const T* src = static_cast<const T*>(values.data());
   T* dst = out.mutable_data();
+  int64_t unfit = -1;
   {
     py::gil_scoped_release nogil;
-    posembed::stitch<T>(src, f, doc_offsets.data(), ndocs, win.data(), starts.data(),
-                        lengths.data(), size, static_cast<posembed::Reduce>(reduce), own,
-                        fill_value, dst);
+    unfit = posembed::stitch<T>(src, f, doc_offsets.data(), ndocs, win.data(), starts.data(),
+                                lengths.data(), size, static_cast<posembed::Reduce>(reduce),
+                                own, fill_value, dst);
+  }
+  if (unfit >= 0) {
+    PyErr_Format(PyExc_OverflowError,
+                 "values: the sum over windows of token %lld lies outside %s's range "
+                 "(reduce='sum' adds integers exactly); sum in float64 "
+                 "(values.astype(numpy.float64)) or use reduce='mean'",
+                 static_cast<long long>(unfit), std::is_signed_v<T> ? "int64" : "uint64");
+    throw py::error_already_set();
   }
   return out;
 }

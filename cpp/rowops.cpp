@@ -1,5 +1,6 @@
 #include "rowops.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -104,11 +105,11 @@ void accumulate(float* dst, const float* x, int64_t d) { POSEMBED_DISPATCH(accum
 void accumulate(double* dst, const double* x, int64_t d) { POSEMBED_DISPATCH(accumulate(dst, x, d)); }
 void accumulate(float* dst, const f16* x, int64_t d) { POSEMBED_DISPATCH(accumulate(dst, x, d)); }
 void accumulate(float* dst, const bf16* x, int64_t d) { POSEMBED_DISPATCH(accumulate(dst, x, d)); }
-void accumulate(int64_t* dst, const int64_t* x, int64_t d) {
-  POSEMBED_DISPATCH(accumulate(dst, x, d));
+bool accumulate_wraps(int64_t* dst, const int64_t* x, int64_t d) {
+  POSEMBED_DISPATCH(accumulate_wraps(dst, x, d));
 }
-void accumulate(uint64_t* dst, const uint64_t* x, int64_t d) {
-  POSEMBED_DISPATCH(accumulate(dst, x, d));
+bool accumulate_wraps(uint64_t* dst, const uint64_t* x, int64_t d) {
+  POSEMBED_DISPATCH(accumulate_wraps(dst, x, d));
 }
 
 void store(f16* dst, const float* x, int64_t d) { POSEMBED_DISPATCH(store(dst, x, d)); }

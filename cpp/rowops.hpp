@@ -43,8 +43,9 @@ void accumulate(float* dst, const float* x, int64_t d);
 void accumulate(double* dst, const double* x, int64_t d);
 void accumulate(float* dst, const f16* x, int64_t d);
 void accumulate(float* dst, const bf16* x, int64_t d);
-void accumulate(int64_t* dst, const int64_t* x, int64_t d);
-void accumulate(uint64_t* dst, const uint64_t* x, int64_t d);
+// dst = dst + x modulo 2^64; true when some element's sum wrapped
+bool accumulate_wraps(int64_t* dst, const int64_t* x, int64_t d);
+bool accumulate_wraps(uint64_t* dst, const uint64_t* x, int64_t d);
 // dst = x rounded to nearest even
 void store(f16* dst, const float* x, int64_t d);
 void store(bf16* dst, const float* x, int64_t d);

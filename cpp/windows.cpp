@@ -1,6 +1,7 @@
 #include "windows.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <type_traits>
 
@@ -153,14 +154,47 @@ inline int64_t first_window_where(int64_t a, int64_t b, Pred pred) {
   return a;
 }
 
+// The first of values [0, m) whose exact sum over windows [lo, hi) (block(w)
+// gives window w's values) lies outside T's range; m when every one fits. The
+// sum runs modulo 2^64 counting its wraps (+1 up, -1 down): the exact sum is
+// the wrapped one plus 2^64 times that count, so it fits when the count is 0.
+template <class T, class Block>
+int64_t first_unfit(int64_t lo, int64_t hi, const Block& block, int64_t m) {
+  for (int64_t j = 0; j < m; ++j) {
+    uint64_t sum = 0;
+    int64_t wraps = 0;
+    for (int64_t w = lo; w < hi; ++w) {
+      const auto x = static_cast<uint64_t>(block(w)[j]);
+      const uint64_t r = sum + x;
+      if constexpr (std::is_signed_v<T>) {
+        if (((sum ^ r) & (x ^ r)) >> 63) wraps += (x >> 63) ? -1 : 1;
+      } else {
+        wraps += r < x ? 1 : 0;
+      }
+      sum = r;
+    }
+    if (wraps != 0) return j;
+  }
+  return m;
+}
+
+// first = min(first, token), -1 meaning none: the smallest token, whichever
+// thread finds it first.
+inline void note_overflow(std::atomic<int64_t>& first, int64_t token) {
+  int64_t seen = first.load();
+  while ((seen < 0 || token < seen) && !first.compare_exchange_weak(seen, token)) {
+  }
+}
+
 }  // namespace
 
 template <class T>
-void stitch(const T* values, int64_t f, const int64_t* doc_offsets, int64_t ndocs,
+int64_t stitch(const T* values, int64_t f, const int64_t* doc_offsets, int64_t ndocs,
             const int64_t* win_offsets, const int64_t* starts, const int64_t* lengths,
             int64_t size, Reduce reduce, const bool* own, T fill, T* out) {
   const int64_t tokens = doc_offsets[ndocs];
   const auto bytes = static_cast<int64_t>(sizeof(T)) * f;
+  std::atomic<int64_t> first_overflow{-1};
   // Each output token pulls the slots that hold it, in window order, so a
   // token's reduction is the same sum on any number of threads, and threads
   // split the tokens (one long document uses them all). Within a document
@@ -191,6 +225,7 @@ void stitch(const T* values, int64_t f, const int64_t* doc_offsets, int64_t ndoc
         if (lo < hi) q = std::min(q, starts[lo] + lengths[lo]);
         if (hi < w1) q = std::min(q, starts[hi]);
         const int64_t m = (q - p) * f;  // values in this segment
+        [[maybe_unused]] bool wrapped = false;
         T* dst = out + t * f;
         auto block = [&](int64_t w) { return values + (w * size + (p - starts[w])) * f; };
         if (lo == hi) {
@@ -210,8 +245,18 @@ void stitch(const T* values, int64_t f, const int64_t* doc_offsets, int64_t ndoc
             const T* src = block(w);
             if (reduce == Reduce::max) {
               maximum(dst, src, m);
+            } else if constexpr (std::is_integral_v<T>) {
+              wrapped |= accumulate_wraps(dst, src, m);
             } else {
               accumulate(dst, src, m);
+            }
+          }
+          if constexpr (std::is_integral_v<T>) {
+            // A wrapped partial sum is exact modulo 2^64: only a whole sum
+            // past T's range is an error. Rare, so found by summing again.
+            if (wrapped) {
+              const int64_t j = first_unfit<T>(lo, hi, block, m);
+              if (j < m) note_overflow(first_overflow, t + j / f);
             }
           }
           if (reduce == Reduce::mean && hi - lo > 1) divide(dst, static_cast<T>(hi - lo), m);
@@ -221,18 +266,19 @@ void stitch(const T* values, int64_t f, const int64_t* doc_offsets, int64_t ndoc
       }
     }
   }, 64);
+  return first_overflow.load();
 }
 
-template void stitch<float>(const float*, int64_t, const int64_t*, int64_t, const int64_t*,
+template int64_t stitch<float>(const float*, int64_t, const int64_t*, int64_t, const int64_t*,
                             const int64_t*, const int64_t*, int64_t, Reduce, const bool*, float,
                             float*);
-template void stitch<double>(const double*, int64_t, const int64_t*, int64_t, const int64_t*,
+template int64_t stitch<double>(const double*, int64_t, const int64_t*, int64_t, const int64_t*,
                              const int64_t*, const int64_t*, int64_t, Reduce, const bool*, double,
                              double*);
-template void stitch<int64_t>(const int64_t*, int64_t, const int64_t*, int64_t, const int64_t*,
+template int64_t stitch<int64_t>(const int64_t*, int64_t, const int64_t*, int64_t, const int64_t*,
                               const int64_t*, const int64_t*, int64_t, Reduce, const bool*,
                               int64_t, int64_t*);
-template void stitch<uint64_t>(const uint64_t*, int64_t, const int64_t*, int64_t, const int64_t*,
+template int64_t stitch<uint64_t>(const uint64_t*, int64_t, const int64_t*, int64_t, const int64_t*,
                                const int64_t*, const int64_t*, int64_t, Reduce, const bool*,
                                uint64_t, uint64_t*);
 

@@ -49,9 +49,11 @@ enum class Reduce : int { mean = 0, sum = 1, max = 2, owned = 3 };
 // reduced over the slots that hold it, in window order: mean, sum, max (NaN
 // wins, as numpy.maximum), or `owned` (the slot own marks). Tokens no slot
 // holds get `fill`. Within each document, window starts and ends must not
-// decrease (as windows() makes them).
+// decrease (as windows() makes them). Integer sums are exact: returns the
+// first token whose sum lies outside T's range (its row then holds the sum
+// modulo 2^64), or -1 when every sum fits.
 template <class T>
-void stitch(const T* values, int64_t f, const int64_t* doc_offsets, int64_t ndocs,
+int64_t stitch(const T* values, int64_t f, const int64_t* doc_offsets, int64_t ndocs,
             const int64_t* win_offsets, const int64_t* starts, const int64_t* lengths,
             int64_t size, Reduce reduce, const bool* own, T fill, T* out);
 

@@ -89,6 +89,8 @@ import posembed
 from posembed import _core, reference
 
 ALLOWED = (TypeError, ValueError, IndexError)
+# stitch(reduce="sum") raises OverflowError for an integer sum past int64's or
+# uint64's range (never wraps): allowed there and only there (Call.overflows).
 NAN, INF = float("nan"), float("inf")
 SMALL_RESULT = 1 << 20  # bytes: what a huge-size call may still return (an empty window set)
 HUGE = 2**62  # sizes from here on must be refused (posembed's guard, _validate.MAX_PRODUCT)
@@ -482,6 +484,7 @@ class Call:
     huge: dict[str, Arg] = field(default_factory=dict)  # size args >= 2^62 -> small stand-ins
     twin_errors: bool = True  # False: the twin does not validate (hand-built Windows)
     seed_label: str | None = None  # a seed=None the twin must get from last_seed()
+    overflows: bool = False  # OverflowError is a valid answer (integer sums)
 
     def add(self, label: str, arg: Arg, keyword: bool = False) -> None:
         self.args.append((label, arg, keyword))
@@ -914,6 +917,7 @@ def _stitch(b: Builder) -> Call:
     made = _build(inner, Context("slow", {}))
     w = reference.windows(*made[0], **made[1])
     call = _plain("stitch")
+    call.overflows = True
     rest = b.dims(2, 3)
     shape: tuple[int, ...] = (len(w), w.size, *rest)
     if r.chance(10):
@@ -1000,6 +1004,7 @@ def _hand_built_windows(b: Builder) -> Call:
         call.add("rule", Value(r.pick(["first", "center"])))
     else:
         call = Call("stitch", _fn(posembed, "stitch"), _fn(reference, "stitch"), twin_errors=False)
+        call.overflows = True
         size = fields["size"] if _is_int(fields["size"]) else 1
         dims = (len(w), max(min(int(size), 12), 0), *b.dims(1, 2))
         call.add("values", b.array(r.pick(FLOAT_DTYPES + INT_DTYPES), dims, "ints", -5, 5, "c"))
@@ -1055,7 +1060,7 @@ class TwinEmbedding:
             raise TypeError("table: masked arrays are not accepted")
         try:
             t = np.asarray(table)
-        except (TypeError, ValueError) as exc:
+        except (BufferError, RuntimeError, TypeError, ValueError) as exc:  # as reference._array
             raise TypeError(f"table must be array-like: {exc}") from None
         if t.ndim != 2:
             raise ValueError("table must be 2-D")
@@ -1378,13 +1383,6 @@ def _non_finite_or_negative_zero(obj: Any) -> bool:
     return not np.isfinite(values).all() or bool((np.signbit(values) & (values == 0)).any())
 
 
-def _only_zero_signs(fast: Any, slow: Any) -> bool:
-    """Equal but for the sign of some zeros."""
-    if not isinstance(fast, np.ndarray) or fast.shape != slow.shape or fast.dtype != slow.dtype:
-        return False
-    return bool(np.array_equal(fast.astype(np.float64), slow.astype(np.float64), equal_nan=True))
-
-
 def _last_bits_of_draws(o: Outcome) -> bool:
     """The table's own rows identical, the drawn ones equal to a few units in the
     last place."""
@@ -1452,18 +1450,6 @@ KNOWN_BUGS: list[KnownBug] = [
         ),
     ),
     KnownBug(
-        "stitch(reduce='max'): of -0.0 and 0.0 posembed keeps the first, numpy.maximum the second",
-        "v = np.zeros((2, 2)); v[0, 1] = -0.0; posembed.stitch(v, posembed.windows(np.arange(3), "
-        "2, step=1), reduce='max')[1] is -0.0, the twin's np.maximum(-0.0, 0.0) is 0.0 (and the "
-        "other way round for 0.0 then -0.0)",
-        lambda o: (
-            o.call.name == "stitch"
-            and o.problem == "mismatch"
-            and _arg(o, "reduce") == "max"
-            and _only_zero_signs(o.fast_result, o.slow_result)
-        ),
-    ),
-    KnownBug(
         "Windows.owner('center') on hand-built windows unlike any windows() makes",
         "w = posembed.Windows(np.zeros((3, 3), np.int64), np.array([0, 0, 1]), np.array([3, 3, "
         "3]), np.zeros(3, np.int64), np.array([0, 6]), 3, 1, 'pad'); w.owner('center') gives "
@@ -1517,7 +1503,7 @@ def _kind(exc: BaseException | None) -> str:
     """ "ok", or which of TypeError / ValueError / IndexError the exception is."""
     if exc is None:
         return "ok"
-    kinds = [c.__name__ for c in ALLOWED if isinstance(exc, c)]
+    kinds = [c.__name__ for c in (*ALLOWED, OverflowError) if isinstance(exc, c)]
     return "/".join(kinds) if kinds else f"other:{type(exc).__name__}"
 
 
@@ -1597,7 +1583,8 @@ def execute(call: Call) -> str:
         if label != out_label and before[label] is not None and _fingerprint(obj) != before[label]:
             outcome.problem = "input-modified"
             _failure(outcome, f"posembed changed its input {label!r}")
-    if fast_exc is not None and not isinstance(fast_exc, ALLOWED):
+    allowed = (*ALLOWED, OverflowError) if call.overflows else ALLOWED
+    if fast_exc is not None and not isinstance(fast_exc, allowed):
         outcome.problem = "exception"
         _failure(outcome, f"posembed raised {type(fast_exc).__name__}")
         return "known"
@@ -1650,6 +1637,9 @@ def execute(call: Call) -> str:
         elif _kind(slow_exc) != _kind(fast_exc):
             outcome.problem = "type"
             _failure(outcome, f"posembed raised {_kind(fast_exc)}, the twin {_kind(slow_exc)}")
+        elif isinstance(fast_exc, OverflowError) and _token(fast_exc) != _token(slow_exc):
+            outcome.problem = "mismatch"
+            _failure(outcome, f"posembed refused {_token(fast_exc)}, the twin {_token(slow_exc)}")
         return _kind(fast_exc)
     if slow_exc is not None:
         if not call.twin_errors:
@@ -1667,6 +1657,12 @@ def execute(call: Call) -> str:
         outcome.fast_result, outcome.slow_result = result, slow_result
         _failure(outcome, str(exc))
     return "ok"
+
+
+def _token(exc: BaseException | None) -> str:
+    """The token an OverflowError names ("token 12")."""
+    found = re.search(r"token \d+", _text(exc))
+    return found.group() if found else "no token"
 
 
 def _returns_out(result: Any, out: np.ndarray) -> bool:

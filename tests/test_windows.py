@@ -419,3 +419,83 @@ def test_stitch_unusable_fill_is_a_type_error(module, fill):
     full = module.windows(np.arange(8), 4, step=4)  # every token covered: still refused
     with pytest.raises(TypeError, match="fill must be a number that fits"):
         module.stitch(np.zeros((len(full), 4), np.int32), full, reduce="sum", fill=fill)
+
+
+@pytest.mark.parametrize("module", [posembed, reference])
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64])
+def test_stitch_integer_sum_is_exact_or_refused(module, dtype, restore_threads):
+    info = np.iinfo(dtype)
+    lo, hi = int(info.min), int(info.max)
+    w = module.windows(np.arange(300), 4, step=1)  # token p in windows p-3..p, slot p - window
+
+    def put(values, token, column, addends):
+        last = min(token, len(w) - 1)
+        for k, a in enumerate(addends):
+            values[last - k, token - last + k, column] = a
+
+    values = np.zeros((len(w), 4, 2), dtype)
+    put(values, 6, 1, [hi - 5, 5])  # exactly the largest value
+    if dtype == np.int64:
+        put(values, 3, 0, [hi, 1, -2])  # the partial sum wraps up, the whole fits
+        put(values, 4, 1, [lo, -1, 3, 0])  # wraps down, then back
+    want = {(6, 1): hi, (3, 0): hi - 1 if lo else 0, (4, 1): lo + 2 if lo else 0}
+    got = module.stitch(values, w, reduce="sum")
+    assert got.dtype == dtype
+    assert {key: int(got[key]) for key in want} == want
+    # A sum past the range is refused, naming the first such token whatever
+    # the thread count (token 280 overflows too, in the other thread's part).
+    over = values.copy()
+    put(over, 7, 0, [hi, 1])
+    put(over, 280, 1, [hi, hi])
+    kept = over.copy()
+    if module is posembed:
+        from posembed import _core
+
+        _core._set_thresholds(64, -1)
+        try:
+            for n in (1, 2):
+                posembed.set_num_threads(n)
+                with pytest.raises(OverflowError, match=rf"values: .*token 7 .*{info.dtype}"):
+                    module.stitch(over, w, reduce="sum")
+                assert _core._last_team_size() == n
+        finally:
+            _core._set_thresholds(-1, -1)
+    else:
+        with pytest.raises(OverflowError, match=rf"values: .*token 7 .*{info.dtype}"):
+            module.stitch(over, w, reduce="sum")
+    assert_same(over, kept)  # input untouched
+    if dtype == np.int64:
+        under = values.copy()
+        put(under, 5, 0, [lo, -1, 0, 0])
+        with pytest.raises(OverflowError, match="token 5 "):
+            module.stitch(under, w, reduce="sum")
+    # mean sums in float64; max never overflows
+    assert module.stitch(over, w, reduce="mean").dtype == np.float64
+    assert int(module.stitch(over, w, reduce="max")[280, 1]) == hi
+
+
+def test_stitch_integer_overflow_matches_reference_on_generated_inputs(rng):
+    info = np.iinfo(np.int64)
+    w = posembed.windows(np.arange(60), 8, step=3)
+    for _ in range(30):
+        values = rng.choice([info.min, info.max, -1, 0, 1, 2**62], size=(len(w), 8, 3))
+        values = values.astype(np.int64)
+        try:
+            want = reference.stitch(values, w, reduce="sum")
+        except OverflowError as exc:
+            token = str(exc).split("token ")[1].split()[0]
+            with pytest.raises(OverflowError, match=f"token {token} "):
+                posembed.stitch(values, w, reduce="sum")
+        else:
+            assert_same(posembed.stitch(values, w, reduce="sum"), want)
+
+
+@pytest.mark.parametrize("module", [posembed, reference])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_stitch_max_counts_negative_zero_below_zero(module, dtype):
+    w = module.windows(np.arange(3), 2, step=1)  # token 1 in both windows
+    for a, b, want in [(-0.0, 0.0, 0.0), (0.0, -0.0, 0.0), (-0.0, -0.0, -0.0), (0.0, 0.0, 0.0)]:
+        values = np.array([[5, a], [b, 5]], dtype)
+        got = module.stitch(values, w, reduce="max")[1]
+        assert got == 0
+        assert bool(np.signbit(got)) == bool(np.signbit(want)), (a, b, got)

@@ -293,7 +293,8 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
     reduce : {"mean", "sum", "max", "first", "center"}
         How the slots that hold the same token combine: "first" and "center"
         take the slot :meth:`Windows.owner` marks; the others reduce every slot
-        in window order (max: NaN wins, as ``numpy.maximum``).
+        in window order (max: NaN wins, as ``numpy.maximum``, and -0.0
+        counts as below 0.0).
     fill : scalar
         Value for tokens no window holds (only ``tail="drop"`` leaves any).
 
@@ -316,6 +317,10 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
         An unknown ``reduce``; ``values`` whose leading shape is not
         (n, size); a ``Windows`` built by hand whose arrays do not describe its
         documents.
+    OverflowError
+        An integer sum (``reduce="sum"``) outside the range of int64 (uint64
+        for unsigned values): sums are exact, never wrapped around; the
+        message names the first such token.
     """
     if not isinstance(windows, Windows):
         raise TypeError(f"windows must be a posembed.Windows; got {type(windows).__name__}")

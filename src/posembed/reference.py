@@ -810,6 +810,8 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
     ValueError
         An unknown ``reduce``; ``values`` whose leading shape is not
         (n, size).
+    OverflowError
+        An integer sum (``reduce="sum"``) outside int64's or uint64's range.
     """
     if not hasattr(windows, "owner"):
         raise TypeError("windows must be a Windows object")
@@ -838,9 +840,11 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
             fill_value = compute(fill)
     except (TypeError, ValueError, OverflowError, FloatingPointError):
         raise TypeError("fill must be a number that fits the result") from None
-    x = vals.astype(compute)
+    exact = reduce == "sum" and dt.kind in "biu"  # Python ints: no wrap-around
+    work = object if exact else compute
+    x = vals.astype(compute).astype(work)
     total = int(windows.doc_offsets[-1])
-    acc = np.zeros((total, *vals.shape[2:]), dtype=compute)
+    acc = np.zeros((total, *vals.shape[2:]), dtype=work)
     count = np.zeros(total, dtype=np.int64)
     own = windows.owner(reduce) if reduce in ("first", "center") else None
     for w in range(len(windows)):
@@ -852,7 +856,9 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
             if count[t] == 0 or own is not None:
                 acc[t] = x[w, j]
             elif reduce == "max":
-                acc[t] = np.maximum(acc[t], x[w, j])
+                # NaN wins; of two zeros, -0.0 only if both are (their IEEE sum)
+                zeros = (acc[t] == 0) & (x[w, j] == 0)
+                acc[t] = np.where(zeros, acc[t] + x[w, j], np.maximum(acc[t], x[w, j]))
             else:
                 acc[t] = acc[t] + x[w, j]
             count[t] += 1
@@ -861,6 +867,12 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
             acc[t] = fill_value
         elif reduce == "mean":
             acc[t] = acc[t] / compute(count[t])
+        elif exact:
+            info = np.iinfo(compute)
+            if any(not info.min <= int(s) <= info.max for s in np.ravel(acc[t])):
+                raise OverflowError(
+                    f"values: the sum over windows of token {t} lies outside {info.dtype}'s range"
+                )
     return acc.astype(result)
 
 
