@@ -108,12 +108,17 @@ void axis_taps(int64_t in_size, int64_t out_size, GridMethod method, Align align
     AxisTaps& t = taps[i];
     const SourceCoord c = source_coord(i, in_size, out_size, align);
     if (method == GridMethod::bilinear) {
-      const LinearTap k = linear_tap(c, in_size);
-      t.idx[0] = k.lo;
-      t.idx[1] = k.hi;
-      t.w[0] = 1.0 - k.w;
-      t.w[1] = k.w;
-      t.idx[2] = t.idx[3] = k.lo;  // unused: bilinear sums two taps
+      // Both taps are always summed, as PyTorch's bilinear does: a source
+      // clamped at 0 (half_pixel) still reads its neighbour with weight 0, so
+      // an infinity there gives NaN (0 * inf) and -0.0 + 0 * x gives 0.0.
+      // (interpolate and lerp, by contrast, copy a row exactly at weight 0.)
+      const int64_t lo = std::min(std::max(c.q, int64_t{0}), in_size - 1);
+      t.idx[0] = lo;
+      t.idx[1] = std::min(lo + 1, in_size - 1);
+      const double frac = c.q < 0 ? 0.0 : c.frac;
+      t.w[0] = 1.0 - frac;
+      t.w[1] = frac;
+      t.idx[2] = t.idx[3] = lo;  // unused: bilinear sums two taps
       t.w[2] = t.w[3] = 0.0;
     } else {
       for (int k = 0; k < 4; ++k) t.idx[k] = clamp_index(c.q - 1 + k, in_size);

@@ -1369,20 +1369,6 @@ def _text(exc: BaseException | None) -> str:
     return "" if exc is None else str(exc)
 
 
-def _floats(obj: Any) -> np.ndarray | None:
-    try:
-        return np.asarray(obj).astype(np.float64)
-    except (TypeError, ValueError):
-        return None
-
-
-def _non_finite_or_negative_zero(obj: Any) -> bool:
-    values = _floats(obj)
-    if values is None:
-        return False
-    return not np.isfinite(values).all() or bool((np.signbit(values) & (values == 0)).any())
-
-
 def _last_bits_of_draws(o: Outcome) -> bool:
     """The table's own rows identical, the drawn ones equal to a few units in the
     last place."""
@@ -1435,20 +1421,6 @@ def _checked_in_another_order(o: Outcome) -> bool:
 
 KNOWN_BUGS: list[KnownBug] = [
     # ---- posembed
-    KnownBug(
-        "resample_grid bilinear: a clamped source skips its tap of weight 0",
-        "g = np.zeros((12, 1), np.float32); g[1] = np.inf; posembed.resample_grid(g, (3, 4), "
-        "(5, 5), method='bilinear')[:3, 0] is [0, nan, nan], the twin's [nan, inf, inf] (every "
-        "tap summed, 0 * inf = NaN, as the docstring and PyTorch say); and with "
-        "t = np.array([[-0.0], [1.0]], np.float32), resample_grid(t, (2, 1), (3, 1), "
-        "method='bilinear')[0] is -0.0, the twin's 0.0 (-0.0 + 0 * 1.0)",
-        lambda o: (
-            o.call.name == "resample_grid"
-            and o.problem == "mismatch"
-            and _arg(o, "method") == "bilinear"
-            and _non_finite_or_negative_zero(_arg(o, "table"))
-        ),
-    ),
     KnownBug(
         "Windows.owner('center') on hand-built windows unlike any windows() makes",
         "w = posembed.Windows(np.zeros((3, 3), np.int64), np.array([0, 0, 1]), np.array([3, 3, "

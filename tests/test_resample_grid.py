@@ -86,6 +86,39 @@ def test_matches_pytorch(rng, method, align, grid, new_grid):
     assert_same(got[:1], table[:1])
 
 
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("align", ALIGNS)
+@pytest.mark.parametrize("special", [np.inf, -np.inf, np.nan, -0.0])
+def test_every_tap_is_summed_even_at_weight_zero(rng, method, align, special):
+    """A source clamped at the edge still reads its neighbour with weight 0, as
+    PyTorch does: an infinity or NaN there gives NaN (0 * inf), and a -0.0
+    edge row plus 0 * neighbour gives 0.0, not -0.0."""
+    grid, new_grid = (3, 4), (5, 7)
+    table = np.zeros((grid[0] * grid[1], 2), np.float32)
+    table[[1, 4, rng.integers(12)]] = special  # rows 1 and 4: neighbours of the corner
+    if special == 0:
+        table[:] = -0.0
+        table[[1, 4, 7]] = rng.standard_normal((3, 2))
+    got = posembed.resample_grid(table, grid, new_grid, method=method, align=align)
+    with np.errstate(invalid="ignore"):  # NumPy warns of 0 * inf; the result is the point
+        want = reference.resample_grid(table, grid, new_grid, method=method, align=align)
+    assert_same(got, want)
+    torch = pytest.importorskip("torch")  # PyTorch is optional; the twin is checked above
+    src = torch.from_numpy(table).reshape(*grid, 2).permute(2, 0, 1)[None]
+    ref = (
+        torch.nn.functional.interpolate(
+            src, size=new_grid, mode=method, align_corners=align == "corners"
+        )[0]
+        .permute(1, 2, 0)
+        .reshape(-1, 2)
+        .numpy()
+    )
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    exact = (got == 0) & (ref == 0)  # PyTorch's weights differ in the last bits elsewhere
+    np.testing.assert_array_equal(np.signbit(got[exact]), np.signbit(ref[exact]))
+
+
 BAD = [
     (
         "rows do not match",
