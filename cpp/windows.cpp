@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "parallel.hpp"
 #include "rowops.hpp"
@@ -95,6 +96,38 @@ inline int64_t center_score(int64_t p, int64_t start, int64_t len) {
   return 100 * std::min(p - start, start + len - 1 - p) + len;
 }
 
+// The layouts windows() makes: starts strictly rising, every window of one
+// length but the last, which may be shorter.
+inline bool regular_layout(const int64_t* starts, const int64_t* lengths, int64_t w0,
+                           int64_t w1) {
+  for (int64_t w = w0 + 1; w < w1; ++w) {
+    if (starts[w] <= starts[w - 1]) return false;
+    if (w + 1 < w1 ? lengths[w] != lengths[w0] : lengths[w] > lengths[w0]) return false;
+  }
+  return true;
+}
+
+// A sliding-window maximum over window indices pushed in increasing order:
+// the front is the best index, the earliest of equals (a later index evicts
+// only strictly worse ones). `buf` holds as many indices as will be pushed.
+struct MaxDeque {
+  int64_t* buf;
+  int64_t head = 0;
+  int64_t tail = 0;
+
+  bool empty() const { return head == tail; }
+  int64_t front() const { return buf[head]; }
+  template <class Score>
+  void push(int64_t w, const Score& score) {
+    const int64_t s = score(w);
+    while (tail > head && score(buf[tail - 1]) < s) --tail;
+    buf[tail++] = w;
+  }
+  void drop_before(int64_t w) {
+    while (head < tail && buf[head] < w) ++head;
+  }
+};
+
 }  // namespace
 
 void window_owner(const int64_t* doc_offsets, int64_t ndocs, const int64_t* win_offsets,
@@ -104,6 +137,7 @@ void window_owner(const int64_t* doc_offsets, int64_t ndocs, const int64_t* win_
   std::memset(own, 0, static_cast<size_t>(total * size));
   // Documents are independent: each thread takes a range of them.
   parallel_for(ndocs, threads_for_bytes(total * size), [&](int64_t begin, int64_t end, int) {
+    std::vector<int64_t> left, right;  // the deques' room (rule "center")
     for (int64_t doc = begin; doc < end; ++doc) {
       const int64_t w0 = win_offsets[doc];
       const int64_t w1 = win_offsets[doc + 1];
@@ -117,21 +151,59 @@ void window_owner(const int64_t* doc_offsets, int64_t ndocs, const int64_t* win_
         }
         continue;
       }
-      // Starts and ends both increase window by window, so the score of a
-      // token is unimodal over the windows containing it and its best window
-      // never moves left as the token moves right: one sweep per document.
       if (w0 == w1) continue;
       const int64_t n = doc_offsets[doc + 1] - doc_offsets[doc];
       const int64_t covered_end = starts[w1 - 1] + lengths[w1 - 1];
-      int64_t best = w0;
-      for (int64_t p = 0; p < std::min(n, covered_end); ++p) {
-        while (best < w1 && starts[best] + lengths[best] <= p) ++best;
-        if (best == w1 || starts[best] > p) continue;  // not covered (tail="drop")
-        while (best + 1 < w1 && starts[best + 1] <= p &&
-               center_score(p, starts[best + 1], lengths[best + 1]) >
-                   center_score(p, starts[best], lengths[best])) {
-          ++best;
+      if (regular_layout(starts, lengths, w0, w1)) {
+        // Equal lengths and rising starts: over the windows holding a token
+        // the score rises, then falls (a tie at most at the top), and a
+        // shorter last window scores below the one before it. So the best
+        // window is where the climb stops, and never moves left as the token
+        // moves right: one sweep.
+        int64_t best = w0;
+        for (int64_t p = 0; p < std::min(n, covered_end); ++p) {
+          while (best < w1 && starts[best] + lengths[best] <= p) ++best;
+          if (best == w1 || starts[best] > p) continue;  // not covered (tail="drop")
+          while (best + 1 < w1 && starts[best + 1] <= p &&
+                 center_score(p, starts[best + 1], lengths[best + 1]) >
+                     center_score(p, starts[best], lengths[best])) {
+            ++best;
+          }
+          own[best * size + (p - starts[best])] = true;
         }
+        continue;
+      }
+      // Any other layout that passes the checks (a Windows built by hand:
+      // repeated starts, short windows mid-document) takes the general way.
+      // The windows holding token p are a run [lo, hi), since starts and ends
+      // never decrease. Split it at m, the first window whose centre
+      // (start + end - 1) is at or past 2p: before m the right context is the
+      // smaller, from m on the left one. Within each part two windows' scores
+      // differ by the same amount for every p they share (100 * (end - end')
+      // + (len - len') before m, -100 * (start - start') + (len - len') from
+      // m on), and lo, m and hi only move right as p does: so each part's
+      // best window is a sliding-window maximum, kept in a deque whose front
+      // is the earliest of its best. O(tokens + windows) per document, and
+      // exact for any windows that pass the checks.
+      left.assign(static_cast<size_t>(w1 - w0), 0);
+      right.assign(static_cast<size_t>(w1 - w0), 0);
+      MaxDeque lq{left.data()};
+      MaxDeque rq{right.data()};
+      int64_t lo = w0, hi = w0, centre = w0, lnext = w0, rnext = w0;
+      for (int64_t p = 0; p < std::min(n, covered_end); ++p) {
+        auto score = [&](int64_t w) { return center_score(p, starts[w], lengths[w]); };
+        while (lo < w1 && starts[lo] + lengths[lo] <= p) ++lo;
+        while (hi < w1 && starts[hi] <= p) ++hi;
+        if (lo >= hi) continue;  // not covered (tail="drop")
+        while (centre < w1 && 2 * starts[centre] + lengths[centre] - 1 < 2 * p) ++centre;
+        const int64_t m = std::min(std::max(centre, lo), hi);
+        lq.drop_before(lo);
+        rq.drop_before(m);
+        for (lnext = std::max(lnext, lo); lnext < m; ++lnext) lq.push(lnext, score);
+        for (rnext = std::max(rnext, m); rnext < hi; ++rnext) rq.push(rnext, score);
+        int64_t best = -1;
+        if (!lq.empty()) best = lq.front();
+        if (!rq.empty() && (best < 0 || score(rq.front()) > score(best))) best = rq.front();
         own[best * size + (p - starts[best])] = true;
       }
     }

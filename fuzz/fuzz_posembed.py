@@ -1422,19 +1422,6 @@ def _checked_in_another_order(o: Outcome) -> bool:
 KNOWN_BUGS: list[KnownBug] = [
     # ---- posembed
     KnownBug(
-        "Windows.owner('center') on hand-built windows unlike any windows() makes",
-        "w = posembed.Windows(np.zeros((3, 3), np.int64), np.array([0, 0, 1]), np.array([3, 3, "
-        "3]), np.zeros(3, np.int64), np.array([0, 6]), 3, 1, 'pad'); w.owner('center') gives "
-        "token 2 to window 0 (score 0.03), the twin to window 2 (1.03); likewise starts (0, 1, 2) "
-        "with lengths (4, 3, 3) in a 5-token document. The checks accept repeated starts and "
-        "short windows mid-document; the kernel's search assumes windows()' layouts",
-        lambda o: (
-            not o.call.twin_errors
-            and o.problem == "mismatch"
-            and "center" in (_arg(o, "rule"), _arg(o, "reduce"))
-        ),
-    ),
-    KnownBug(
         "extend(init='random') without std: the measured std depends on the table's layout",
         "t = np.asfortranarray(np.random.default_rng(0).standard_normal((10, 4))); "
         "posembed.extend(t, 20, init='random', seed=1) differs from the twin in the last bit of "

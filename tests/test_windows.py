@@ -271,6 +271,53 @@ def test_owner_marks_every_covered_token_exactly_once(lengths, size, data, tail,
     )
 
 
+def hand_built_windows(rng, module, docs=4, size=6):
+    """A Windows built by hand that passes the checks but is unlike any layout
+    windows() makes: repeated starts, short windows mid-document, ends that
+    stand still, empty windows, uncovered stretches."""
+    lengths = rng.integers(0, 25, docs)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    starts, lens, documents = [], [], []
+    for doc, n in enumerate(lengths):
+        k = int(rng.integers(0, 3 * n // size + 3))
+        s = np.sort(rng.integers(0, n + 1, k))
+        for i in range(1, k):
+            if rng.random() < 0.3:
+                s[i] = s[i - 1]  # a repeated start
+        end = 0
+        for start in s:
+            end = max(min(int(start) + int(rng.integers(0, size + 1)), int(n)), end)
+            starts.append(int(start))
+            lens.append(end - int(start))
+            documents.append(doc)
+    starts_a = np.array(starts, np.int64)
+    lens_a = np.array(lens, np.int64)
+    tokens = np.zeros((len(starts), size), np.int64)
+    for w, (s0, m, doc) in enumerate(zip(starts, lens, documents, strict=True)):
+        tokens[w, :m] = offsets[doc] + s0 + np.arange(m)
+    return module.Windows(
+        tokens, starts_a, lens_a, np.array(documents, np.int64), offsets, size, 1, "pad"
+    )
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_owner_and_stitch_on_hand_built_windows_match_reference(seed, restore_threads):
+    rng = np.random.default_rng(seed)
+    fast = hand_built_windows(rng, posembed)
+    slow = reference.Windows(**{f.name: getattr(fast, f.name) for f in dataclasses.fields(fast)})
+    values = rng.integers(-9, 9, (len(fast), fast.size, 2))
+    for threads in (1, 2):
+        posembed.set_num_threads(threads)
+        for rule in ("first", "center"):
+            own = fast.owner(rule)
+            assert_same(own, slow.owner(rule))
+            held = fast.tokens[own]  # each covered token once
+            assert len(held) == len(np.unique(held))
+        for reduce in REDUCES:
+            want = reference.stitch(values, slow, reduce=reduce, fill=-100)
+            assert_same(posembed.stitch(values, fast, reduce=reduce, fill=-100), want)
+
+
 def test_owner_rules_on_a_worked_example():
     # size 6, step 2 over 10 tokens: windows start 0, 2, 4 (the last reaches the end).
     w = posembed.windows(np.arange(10), 6, step=2)

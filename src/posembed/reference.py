@@ -648,12 +648,13 @@ class Windows:
                 if rule == "first":
                     best = containing[0]
                 else:
-                    best, best_score = -1, -1.0
+                    best, best_score = -1, -1
                     for w in containing:
                         left = p - int(self.starts[w])
                         right = int(self.starts[w] + self.lengths[w]) - 1 - p
-                        score = min(left, right) + 0.01 * int(self.lengths[w])
-                        if score > best_score + 1e-9:  # strictly better: the first max wins
+                        # min(left, right) + 0.01 * length, times 100: exact integers
+                        score = 100 * min(left, right) + int(self.lengths[w])
+                        if score > best_score:  # strictly better: the first max wins
                             best, best_score = w, score
                 own[best, p - self.starts[best]] = True
         return own
