@@ -173,7 +173,9 @@ def extend(
         drawn in float64 and rounded. ``"zeros"``.
     std : float, optional
         Standard deviation (finite, >= 0) of ``init="random"`` only; default
-        the standard deviation of all the table's values.
+        the standard deviation of all the table's values (``numpy.std`` of
+        the table as native float64 in C order, so the same for any layout
+        or byte order).
     seed : int or numpy.random.Generator, optional
         Seed of ``init="random"`` only, anything ``numpy.random.default_rng``
         accepts but a bool; default a fresh one.
@@ -226,7 +228,8 @@ def extend(
             std = 0.0  # rows of no values: nothing to measure, nothing to draw
         else:
             with np.errstate(invalid="ignore", over="ignore"):  # reported just below
-                std = float(np.std(t, dtype=np.float64))
+                # in float64, C order, native: the same sum whatever the layout
+                std = float(np.std(np.ascontiguousarray(t, dtype=np.float64)))
             if not np.isfinite(std):
                 raise ValueError(
                     "the table's standard deviation is not finite (it holds inf or NaN); "

@@ -451,7 +451,7 @@ def extend(
             scale = 0.0  # no values to measure or draw
         else:
             with np.errstate(invalid="ignore", over="ignore"):
-                scale = float(np.std(t, dtype=np.float64))
+                scale = float(np.std(np.ascontiguousarray(t, dtype=np.float64)))
         if not math.isfinite(scale):
             raise ValueError("the table's standard deviation is not finite; pass std=")
         assert gen is not None
