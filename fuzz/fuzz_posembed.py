@@ -1359,66 +1359,12 @@ class KnownBug:
     matches: Callable[[Outcome], bool]
 
 
-def _arg(o: Outcome, label: str) -> Any:
-    """An argument posembed got (a DLPack producer's array)."""
-    value = o.fast_args.get(label)
-    return value.array if isinstance(value, DLPackBox) else value
-
-
 def _text(exc: BaseException | None) -> str:
     return "" if exc is None else str(exc)
 
 
-def _big_endian_u64_beyond_int64(obj: Any) -> bool:
-    a = np.asarray(obj) if isinstance(obj, (np.ndarray, memoryview)) else None
-    return (
-        a is not None
-        and a.dtype.kind == "u"
-        and a.dtype.itemsize == 8
-        and not a.dtype.isnative
-        and bool((a >= 2**63).any())
-    )
-
-
-# A message of posembed's own argument checks ("out must have dtype ...", "give
-# positions or offset, not both"), not one from the binding or NumPy.
-_OWN_CHECK = re.compile(r"^([\w\[\]]+( and \w+)? must |give |positions of shape )")
-
-
-def _range_error(exc: BaseException | None) -> bool:
-    text = _text(exc)
-    return "out of range" in text or " go past " in text
-
-
-def _checked_in_another_order(o: Outcome) -> bool:
-    """Two things wrong at once, one an index or position out of range, the other
-    refused by posembed's own checks: posembed checks ranges where it reads them
-    (in the kernel, after the other arguments), the twins where they convert
-    them (often before the others)."""
-    if o.problem not in ("type", "huge-type"):
-        return False
-    if _range_error(o.fast_exc) == _range_error(o.slow_exc):
-        return False
-    other = o.slow_exc if _range_error(o.fast_exc) else o.fast_exc
-    return bool(_OWN_CHECK.match(_text(other)))
-
-
-KNOWN_BUGS: list[KnownBug] = [
-    # ---- posembed
-    # ---- the twins (posembed.reference)
-    # ---- both: validation order
-    KnownBug(
-        "validation order: index ranges checked last by posembed, early by the twins",
-        "posembed.embed(np.zeros((3, 2), np.float32), [[-2]], np.zeros((3, 2), np.float32), "
-        "dropout=None) raises TypeError (dropout), the twin IndexError (token id -2); likewise "
-        "lerp(table, [5.0], out=<wrong dtype>) TypeError against ValueError (position 5.0), "
-        "gather_backward(grad, [9], 3, out=[]) TypeError against IndexError, embed with 0-d "
-        "token_ids for a 0-row table ValueError against IndexError; and the other way round "
-        "gather(table, [2**70], out=<wrong dtype>) IndexError (Python ints are resolved "
-        "first) against TypeError",
-        _checked_in_another_order,
-    ),
-]
+# None at present: every discrepancy found so far is fixed (see CHANGELOG.md).
+KNOWN_BUGS: list[KnownBug] = []
 
 
 # ---------------------------------------------------------------- running

@@ -3074,3 +3074,46 @@ def test_cases_name_real_arguments_and_their_messages_name_them(name: str, tmp_p
         plain = case.match.replace("\\", "")
         assert any(n in plain for n in names), f"{case}: the pattern does not name {names}"
         assert case.kind in KINDS + EXTRA_KINDS
+
+
+def _table(rows: int = 3) -> np.ndarray:
+    return np.zeros((rows, 2), np.float32)
+
+
+# Two things wrong at once: posembed and its twin must name the same one (the
+# arguments' kinds, shapes and dtypes, out= among them, before value ranges;
+# Python ints past 64 bits and ids for an empty table as soon as they are read).
+TWO_ERRORS: list[tuple[str, Callable[[Any], Any], type[Exception], str]] = [
+    ("embed", lambda m: m.embed(_table(), [[-2]], _table(), dropout=None), TypeError, "dropout"),
+    (
+        "embed",
+        lambda m: m.embed(_table(), [9], _table(), out=np.zeros((1, 2))),
+        TypeError,
+        "out",
+    ),
+    ("embed", lambda m: m.embed(_table(0), np.array(0), _table()), ValueError, "token_ids"),
+    ("embed", lambda m: m.embed(_table(0), [1], _table(), out=[]), IndexError, "token id"),
+    ("embed", lambda m: m.embed(_table(), [0], _table(), offset=5, out=[]), IndexError, "past"),
+    ("lerp", lambda m: m.lerp(_table(), [5.0], out=np.zeros((1, 2))), TypeError, "out"),
+    (
+        "gather_backward",
+        lambda m: m.gather_backward(np.zeros((1, 2), np.float32), [9], 3, out=[]),
+        TypeError,
+        "out",
+    ),
+    ("gather", lambda m: m.gather(_table(), [9], out=np.zeros((1, 2))), TypeError, "out"),
+    ("gather", lambda m: m.gather(_table(), [2**70], out=np.zeros((1, 2))), IndexError, "position"),
+    (
+        "gather_backward",
+        lambda m: m.gather_backward(np.zeros((2, 2), np.float32), [2**70], 3),
+        IndexError,
+        "position",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "call", "exc", "text"), TWO_ERRORS)
+def test_two_errors_at_once_give_the_same_exception_as_the_twin(name, call, exc, text):
+    for module in (posembed, reference):
+        with pytest.raises(exc, match=text):
+            call(module)

@@ -107,6 +107,8 @@ def gather(
         raise ValueError(f"mode must be 'raise', 'clip' or 'wrap'; got {mode!r}")
     p = _int_positions(positions)
     rows = table.shape[0]
+    if mode == "raise" and p.dtype == object:  # Python ints past 64 bits: refused as read
+        _checked_ids(p, rows, "position")
     if out is not None:
         out = _writable_out(out)
         if out.dtype != table.dtype:
@@ -237,6 +239,22 @@ def _writable_out(out: Any) -> np.ndarray:
     return view
 
 
+def _check_out(out: Any, dtype: np.dtype[Any], shape: tuple[int, ...], *inputs: Any) -> None:
+    """The checks of out= alone, before any value is checked (posembed's order:
+    every argument's kind, shape and dtype, out= among them, then ranges)."""
+    if out is None:
+        return
+    dest = _writable_out(out)
+    if dest.dtype != dtype:
+        raise TypeError(f"out must have dtype {dtype}")
+    if dest.shape != shape:
+        raise ValueError(f"out must have shape {shape}")
+    if not (dest.flags.writeable and dest.flags.c_contiguous and dest.flags.aligned):
+        raise ValueError("out must be writeable, C-contiguous and aligned")
+    if any(np.shares_memory(dest, np.asarray(x)) for x in inputs if x is not None):
+        raise ValueError("out must not overlap an input")
+
+
 def _into(out: Any, result: np.ndarray, *inputs: Any) -> np.ndarray:
     """result, or result written into out after the same checks as the kernels."""
     if out is None:
@@ -348,6 +366,7 @@ def lerp(table: Any, positions: Any, *, out: np.ndarray | None = None) -> np.nda
     if p.dtype.kind not in "fiu":
         raise TypeError(f"positions must be real numbers; got dtype {p.dtype}")
     p = p.astype(np.float64)
+    _check_out(out, t.dtype, (*p.shape, t.shape[1]), t, table, positions)
     bad = ~((p >= 0) & (p <= t.shape[0] - 1))
     if bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -1128,28 +1147,59 @@ def embed(
         raise TypeError("token_table and pos_table must share a dtype")
     if tok.shape[1] != pos.shape[1]:
         raise ValueError("token_table and pos_table must share embed_dim")
-    ids = _checked_ids(token_ids, tok.shape[0], "token id")
+    # posembed's order: each argument's kind, shape and dtype (out= last),
+    # then the ranges of ids and positions; Python ints past 64 bits, empty
+    # tables and positions past the table's end are refused as they are met.
+    ids = _int_positions(token_ids)
+    if ids.dtype == object:
+        _checked_ids(ids, tok.shape[0], "token id")
     if ids.ndim not in (1, 2):
         raise ValueError("token_ids must be (T,) or (B, T)")
+    if tok.shape[0] == 0:
+        _checked_ids(ids, 0, "token id")
     rate = _rate(dropout, "dropout")
     t = ids.shape[-1]
+    given = None
     if positions is None:
         start = _count(offset, "offset", 0)
         if ids.size and start + t > pos.shape[0]:
             raise IndexError("positions go past the position table")
+    else:
+        if offset != 0:
+            raise ValueError("give positions or offset, not both")
+        given = _int_positions(positions)
+        if given.dtype == object or pos.shape[0] == 0 or ids.size == 0:
+            _checked_ids(given, pos.shape[0], "position")
+        try:
+            np.broadcast_to(given, ids.shape)
+        except ValueError:
+            raise ValueError("positions do not broadcast to token_ids' shape") from None
+    if rate > 0:
+        if seed is None:
+            raise TypeError("the reference needs an explicit seed")
+        _seed_value(seed)
+    _check_out(
+        out,
+        tok.dtype,
+        (*ids.shape, tok.shape[1]),
+        tok,
+        pos,
+        token_table,
+        pos_table,
+        token_ids,
+        positions,
+    )
+    ids = _checked_ids(ids, tok.shape[0], "token id")
+    if given is None:
         if ids.size:
             where = np.broadcast_to(start + np.arange(t), ids.shape)
         else:  # no rows taken: the offset need not fit int64
             where = np.zeros(ids.shape, np.int64)
     else:
-        if offset != 0:
-            raise ValueError("give positions or offset, not both")
-        where = np.broadcast_to(_checked_ids(positions, pos.shape[0], "position"), ids.shape)
+        where = np.broadcast_to(_checked_ids(given, pos.shape[0], "position"), ids.shape)
     compute = _compute_dtype(tok)
     total = tok[ids].astype(compute) + pos[where].astype(compute)
     if rate > 0:
-        if seed is None:
-            raise TypeError("the reference needs an explicit seed")
         keep = dropout_mask(total.shape, rate, _seed_value(seed))
         total = np.where(keep, total * compute(1.0 / (1.0 - rate)), compute(0))
     return _into(
@@ -1199,8 +1249,11 @@ def gather_backward(
         raise TypeError("grad must have a float dtype")
     rows = _count(length, "length", 0)
     p = _int_positions(positions)
+    if p.dtype == object:  # Python ints past 64 bits: refused as read, as posembed does
+        _checked_ids(p, rows, "position")
     if g.ndim != p.ndim + 1 or g.shape[:-1] != p.shape:
         raise ValueError("grad must have shape positions.shape + (d,)")
+    _check_out(out, g.dtype.newbyteorder("="), (rows, g.shape[-1]), g, grad, positions)
     p = _checked_ids(p, rows, "position")
     compute = np.float64 if g.dtype.name == "float64" else np.float32  # any byte order
     total = np.zeros((rows, g.shape[-1]), dtype=compute)
