@@ -357,7 +357,7 @@ py::array stitch_typed(const py::array& values, const I64& doc_offsets, const I6
                                 own, fill_value, dst);
   }
   if (unfit >= 0) {
-    PyErr_Format(PyExc_OverflowError,
+    PyErr_Format(PyExc_ValueError,
                  "values: the sum over windows of token %lld lies outside %s's range "
                  "(reduce='sum' adds integers exactly); sum in float64 "
                  "(values.astype(numpy.float64)) or use reduce='mean'",

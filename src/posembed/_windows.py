@@ -317,10 +317,9 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
         An unknown ``reduce``; ``values`` whose leading shape is not
         (n, size); a ``Windows`` built by hand whose arrays do not describe its
         documents.
-    OverflowError
-        An integer sum (``reduce="sum"``) outside the range of int64 (uint64
-        for unsigned values): sums are exact, never wrapped around; the
-        message names the first such token.
+        Also an integer sum (``reduce="sum"``) outside the range of int64
+        (uint64 for unsigned values): sums are exact, never wrapped around;
+        the message names the first such token.
     """
     if not isinstance(windows, Windows):
         raise TypeError(f"windows must be a posembed.Windows; got {type(windows).__name__}")

@@ -830,8 +830,8 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
     ValueError
         An unknown ``reduce``; ``values`` whose leading shape is not
         (n, size).
-    OverflowError
-        An integer sum (``reduce="sum"``) outside int64's or uint64's range.
+        Also an integer sum (``reduce="sum"``) outside int64's or uint64's
+        range.
     """
     if not hasattr(windows, "owner"):
         raise TypeError("windows must be a Windows object")
@@ -890,7 +890,7 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
         elif exact:
             info = np.iinfo(compute)
             if any(not info.min <= int(s) <= info.max for s in np.ravel(acc[t])):
-                raise OverflowError(
+                raise ValueError(
                     f"values: the sum over windows of token {t} lies outside {info.dtype}'s range"
                 )
     return acc.astype(result)
