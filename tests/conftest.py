@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,6 +51,38 @@ SANITIZED = bool(posembed.config()["sanitized"])
 skip_if_sanitized = pytest.mark.skipif(
     SANITIZED, reason="measures memory use, which AddressSanitizer changes (see conftest)"
 )
+
+
+# The probe: a fresh parent whose only child is the command, so that its
+# RUSAGE_CHILDREN peak is the command's alone (the test process's earlier
+# children, forks included, would count in the test process's own).
+_PEAK_PROBE = """
+import json, resource, subprocess, sys
+done = subprocess.run(json.loads(sys.argv[1]), capture_output=True, text=True)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+if sys.platform == "darwin":
+    peak //= 1024  # bytes there, KiB on Linux
+print(json.dumps([done.returncode, done.stdout, done.stderr, peak]))
+"""
+
+
+def run_peak_rss(argv: list[str]) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Run ``argv`` as the only child of a fresh Python parent and measure it.
+
+    Returns the child's completed process (returncode, and stdout and stderr
+    as text) and its peak resident set size in KiB (``ru_maxrss`` of the
+    parent's RUSAGE_CHILDREN, which counts this one child alone). The caller
+    checks the return code.
+    """
+    probe = subprocess.run(
+        [sys.executable, "-c", _PEAK_PROBE, json.dumps(argv)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert probe.returncode == 0, probe.stderr
+    rc, out, err, peak_kib = json.loads(probe.stdout.strip().splitlines()[-1])
+    return subprocess.CompletedProcess(argv, rc, out, err), int(peak_kib)
 
 
 def random_table(rng: np.random.Generator, rows: int, cols: int, dtype: Any) -> np.ndarray:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import os
-import subprocess
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from .conftest import (
     FLOAT_TABLE_DTYPES,
     assert_same,
     normal_table,
+    run_peak_rss,
     skip_if_sanitized,
     torch_or_skip,
 )
@@ -366,6 +367,34 @@ def test_overwrite_replaces_an_existing_output(model, tmp_path):
     assert listing(tmp_path) == {"model.safetensors", "out.safetensors"}
 
 
+@pytest.mark.parametrize("bad", [1, 0, "no", "", [], None], ids=repr)
+def test_overwrite_must_be_a_bool(model, tmp_path, bad):
+    # "no" or 1 would replace the output silently; 0 or None would keep it
+    src, key, _ = model
+    out = tmp_path / "out.safetensors"
+    for exists in (False, True):
+        if exists:
+            out.write_bytes(b"old")
+        with pytest.raises(
+            TypeError, match=rf"^overwrite must be True or False; got {re.escape(repr(bad))}$"
+        ):
+            resize_checkpoint(src, out, key, 20, prefix=2, overwrite=bad)
+        assert listing(tmp_path) == {"model.safetensors"} | (
+            {"out.safetensors"} if exists else set()
+        )
+    assert out.read_bytes() == b"old"
+
+
+def test_overwrite_takes_numpy_bools(model, tmp_path):
+    src, key, _ = model
+    out = tmp_path / "out.safetensors"
+    out.write_bytes(b"old")
+    with pytest.raises(FileExistsError, match="exists"):
+        resize_checkpoint(src, out, key, 20, prefix=2, overwrite=np.False_)
+    resize_checkpoint(src, out, key, 20, prefix=2, overwrite=np.True_)
+    assert_rest_unchanged(src, out, key)
+
+
 def test_a_failure_while_writing_leaves_nothing(model, tmp_path, monkeypatch):
     src, key, _ = model
 
@@ -512,6 +541,19 @@ def test_bf16_round_trip_through_safetensors_torch(tmp_path):
 
 
 # -- errors --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["nope", "__metadata__"])
+def test_the_twin_refuses_a_missing_key_and_a_non_bool_overwrite_alike(tmp_path, rng, key):
+    t = tensor("pos", normal_table(rng, 4, 2, np.float32))
+    src = write_st(tmp_path / "a.safetensors", [t])
+    for module in (posembed, reference):
+        out = tmp_path / f"{module.__name__}.safetensors"
+        with pytest.raises(ValueError, match="no tensor named"):
+            module.resize_checkpoint(src, out, key, 8)
+        with pytest.raises(TypeError, match="overwrite must be True or False"):
+            module.resize_checkpoint(src, out, "pos", 8, overwrite="yes")
+        assert not out.exists()
 
 
 def test_a_missing_key_lists_near_and_position_names(tmp_path, rng):
@@ -847,7 +889,7 @@ def test_command_help_explains_prefix_and_length(capsys):
 @skip_if_sanitized
 def test_a_large_checkpoint_in_bounded_memory(tmp_path):
     # 256 MB of other tensors around a small table, copied by the installed command
-    # in a fresh parent whose only child is the command (as test_chunk does): the
+    # (measured alone, in a fresh parent: see conftest.run_peak_rss): the
     # command's peak memory stays far below the checkpoint.
     table = np.arange((2 + 1024) * 16, dtype=np.float32).reshape(-1, 16)
     block = np.arange(1 << 20, dtype=np.uint8).tobytes()
@@ -871,14 +913,8 @@ def test_a_large_checkpoint_in_bounded_memory(tmp_path):
         for _ in range(big // len(block)):
             f.write(block[::-1])
     args = [SCRIPT, "resize", str(src), "--key", "pos", "--length", "4096", "--prefix", "2"]
-    probe = (
-        "import resource, subprocess\n"
-        f"rc = subprocess.run({[*args, '-o', str(out)]!r}).returncode\n"
-        "print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    rc, peak_kb = map(int, done.stdout.split()[-2:])
-    assert rc == 0, done.stderr
+    done, peak_kb = run_peak_rss([*args, "-o", str(out)])
+    assert done.returncode == 0, done.stderr
     assert peak_kb / 1024 < 100, f"peak {peak_kb / 1024:.0f} MB for a 256 MB checkpoint"
     header, _, order, start = read_st_header(out)
     assert order == ["layer.0", "pos", "layer.1"]

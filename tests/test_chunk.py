@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import posembed
 import posembed._chunk as chunk_module
 from posembed._chunk import ChunkError, chunk_file
 
-from .conftest import skip_if_sanitized
+from .conftest import run_peak_rss, skip_if_sanitized
 
 SCRIPT = str(Path(sys.executable).parent / "posembed")
 
@@ -159,6 +160,44 @@ def test_chunk_file_errors_are_chunk_errors(tmp_path):
         chunk_file(tmp_path / "nope.bin", tmp_path / "out", size=4, dtype="uint16")
 
 
+def test_chunk_file_refuses_an_empty_npy_file(tmp_path):
+    # numpy.load of an empty file raises EOFError; chunk_file names the file instead
+    empty = tmp_path / "empty.npy"
+    empty.write_bytes(b"")
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=r"empty\.npy: not a readable \.npy file \(it is empty\)"):
+        chunk_file(empty, out, size=4)
+    with pytest.raises(ChunkError, match=r"the input must be a 1-D integer \.npy file"):
+        chunk_file(empty, out, size=4)
+    np.save(tmp_path / "tokens.npy", np.arange(10, dtype=np.int32))
+    with pytest.raises(ValueError, match=r"--offsets .*empty\.npy: not a readable \.npy file"):
+        chunk_file(tmp_path / "tokens.npy", out, size=4, offsets_path=empty)
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.npy", "tokens.npy"]
+
+
+@pytest.mark.parametrize("flag", ["force", "quiet"])
+@pytest.mark.parametrize("bad", [1, 0, "no", "", [], None], ids=repr)
+def test_chunk_file_flags_must_be_bools(tmp_path, flag, bad):
+    np.save(tmp_path / "tokens.npy", np.arange(10, dtype=np.int32))
+    out = tmp_path / "out"
+    with pytest.raises(
+        TypeError, match=rf"^{flag} must be True or False; got {re.escape(repr(bad))}$"
+    ):
+        chunk_file(tmp_path / "tokens.npy", out, size=4, **{flag: bad})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tokens.npy"]
+    chunk_file(tmp_path / "tokens.npy", out, size=4, **{flag: np.True_})
+    assert load(out)["windows"].shape == (3, 4)
+
+
+def test_chunk_file_takes_an_empty_raw_file_as_no_tokens(tmp_path):
+    # a raw file has no header: empty is zero tokens, one empty document
+    (tmp_path / "empty.bin").write_bytes(b"")
+    meta = chunk_file(tmp_path / "empty.bin", tmp_path / "out", size=4, dtype="uint16")
+    assert (meta["tokens"], meta["windows"], meta["documents"]) == (0, 0, 1)
+    assert load(tmp_path / "out")["windows"].shape == (0, 4)
+
+
 @skip_if_sanitized
 def test_a_large_corpus_in_bounded_memory(tmp_path):
     # 320 MB of uint16 tokens, memory-mapped in and written out batch by batch:
@@ -170,8 +209,6 @@ def test_a_large_corpus_in_bounded_memory(tmp_path):
         for _ in range(n // block.size):
             block.tofile(f)
         block[: n % block.size].tofile(f)
-    # A fresh parent whose only child is the command: its RUSAGE_CHILDREN peak is
-    # the command's alone (this process's earlier children, forks included, would count).
     args = [
         SCRIPT,
         "chunk",
@@ -186,14 +223,8 @@ def test_a_large_corpus_in_bounded_memory(tmp_path):
         "2048",
         "--quiet",
     ]
-    probe = (
-        "import resource, subprocess\n"
-        f"rc = subprocess.run({args!r}).returncode\n"
-        "print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    rc, peak_kb = map(int, done.stdout.split()[-2:])
-    assert rc == 0, done.stderr
+    done, peak_kb = run_peak_rss(args)  # the command's own peak (see conftest)
+    assert done.returncode == 0, done.stderr
     assert peak_kb / 1024 < 150, f"peak {peak_kb / 1024:.0f} MB for a 320 MB corpus"
     out = load(tmp_path / "out")
     assert out["windows"].shape == (-(-n // 2048), 2048)

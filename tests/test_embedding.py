@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -137,6 +138,41 @@ def test_from_table_copies_unless_asked_not_to():
         posembed.LearnedPositionEmbedding.from_table(np.zeros(4, np.float32))
     with pytest.raises(ValueError, match="at least one row"):
         posembed.LearnedPositionEmbedding.from_table(np.zeros((0, 4), np.float32))
+
+
+# Truthy and falsy stand-ins for a bool: each would switch the flag silently.
+NOT_BOOLS = [1, 0, 1.0, "no", "", [], None, np.int64(1)]
+
+
+@pytest.mark.parametrize("bad", NOT_BOOLS, ids=repr)
+def test_from_table_copy_must_be_a_bool(bad):
+    trained = np.zeros((4, 3), np.float32)
+    with pytest.raises(
+        TypeError, match=rf"^copy must be True or False; got {re.escape(repr(bad))}$"
+    ):
+        posembed.LearnedPositionEmbedding.from_table(trained, copy=bad)
+
+
+def test_from_table_copy_takes_numpy_bools():
+    trained = np.zeros((4, 3), np.float32)
+    assert (
+        posembed.LearnedPositionEmbedding.from_table(trained, copy=np.False_).embeddings is trained
+    )
+    copied = posembed.LearnedPositionEmbedding.from_table(trained, copy=np.True_).embeddings
+    assert not np.shares_memory(copied, trained)
+
+
+@pytest.mark.parametrize("bad", NOT_BOOLS, ids=repr)
+def test_embed_training_must_be_a_bool(bad):
+    emb = posembed.LearnedPositionEmbedding(8, 3, seed=0)
+    tokens, ids = np.ones((5, 3), np.float32), np.array([1, 2])
+    with pytest.raises(
+        TypeError, match=rf"^training must be True or False; got {re.escape(repr(bad))}$"
+    ):
+        emb.embed(tokens, ids, training=bad)
+    with pytest.raises(TypeError, match="training must be True or False"):
+        reference.LearnedPositionEmbedding(8, 3, seed=0).embed(tokens, ids, training=bad)
+    assert_same(emb.embed(tokens, ids, training=np.False_), tokens[ids] + emb.embeddings[:2])
 
 
 def test_call_with_out():

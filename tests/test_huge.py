@@ -8,35 +8,23 @@ checks the values at both ends, where a 32-bit index would wrap.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from .conftest import SANITIZED
+from .conftest import SANITIZED, run_peak_rss
 
 MB = 1 << 20
 
 
 def run_case(code: str) -> dict[str, int]:
-    """Run code in a fresh interpreter whose only child it is; code ends by
-    printing a JSON object; add the process's peak RSS in MB."""
-    probe = textwrap.dedent(
-        f"""
-        import json, resource, subprocess, sys
-        done = subprocess.run([sys.executable, "-c", {textwrap.dedent(code)!r}],
-                              capture_output=True, text=True)
-        if done.returncode:
-            sys.exit(done.stderr)
-        result = json.loads(done.stdout.strip().splitlines()[-1])
-        result["peak_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
-        print(json.dumps(result))
-        """
-    )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    result: dict[str, int] = json.loads(out.stdout.strip().splitlines()[-1])
+    """Run code in a fresh interpreter, measured alone (conftest.run_peak_rss);
+    code ends by printing a JSON object; add the process's peak RSS in MB."""
+    done, peak_kb = run_peak_rss([sys.executable, "-c", textwrap.dedent(code)])
+    assert done.returncode == 0, done.stderr
+    result: dict[str, int] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["peak_mb"] = peak_kb // 1024
     return result
 
 

@@ -183,7 +183,7 @@ def resize_checkpoint(
         ``"interpolate"``, ``seed`` without ``init="random"``.
     TypeError
         The table's dtype is not F16, BF16, F32 or F64; an argument of the
-        wrong type.
+        wrong type (an ``overwrite`` that is not a bool included).
     ImportError
         The table is BF16 and ``ml_dtypes`` is not installed.
 
@@ -207,6 +207,7 @@ def resize_checkpoint(
             raise TypeError(f"{name} must be a path (str or os.PathLike); got {kind}")
     if not isinstance(key, str):
         raise TypeError(f"key must be a str; got {type(key).__name__} {key!r}")
+    overwrite = v.flag(overwrite, "overwrite")
     p = v.non_negative_int(prefix, "prefix")
     if new_grid is None:
         if grid is not None or method is not None:

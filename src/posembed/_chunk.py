@@ -24,8 +24,11 @@ from posembed._windows import TAILS, Windows, _offsets, _step, window_counts, wi
 BATCH_BYTES = 16 << 20
 
 
-class ChunkError(Exception):
-    """A problem with the command's input or parameters: reported in one line."""
+class ChunkError(ValueError):
+    """A problem with the command's input or parameters: reported in one line.
+
+    A ValueError, so that callers of :func:`chunk_file` can catch it as one.
+    """
 
 
 class _TokenFile:
@@ -71,6 +74,11 @@ def _open_tokens(path: Path, dtype: str | None) -> _TokenFile:
     if path.suffix == ".npy":
         if dtype is not None:
             raise ChunkError("--dtype applies to raw token files; a .npy file names its own")
+        if path.stat().st_size == 0:
+            raise ChunkError(
+                f"{path}: not a readable .npy file (it is empty); the input must be a 1-D "
+                "integer .npy file, header included (numpy.save writes one even for no tokens)"
+            )
         try:
             mapped = np.load(path, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError) as exc:
@@ -189,17 +197,19 @@ def chunk_file(
     ChunkError
         Any problem with the input or the parameters, in one line: a bad
         ``size``, ``step``, ``overlap`` or ``tail``; ``output_dir`` exists
-        without ``force``; a missing or unreadable input, one that is not 1-D
-        integers in native byte order, a raw file without ``dtype`` (or not a
+        without ``force``; a missing, empty or unreadable ``.npy`` input, one
+        that is not 1-D integers in native byte order, a raw file without ``dtype`` (or not a
         whole number of its tokens), ``dtype`` with a ``.npy`` file; a
-        ``pad_value`` that does not fit; unreadable or invalid offsets; an
-        input that shrinks while it is read.
+        ``pad_value`` that does not fit; empty, unreadable or invalid offsets;
+        an input that shrinks while it is read. A ChunkError is a ValueError.
     TypeError
-        A ``pad_value`` that is not an integer.
+        A ``pad_value`` that is not an integer; a ``force`` or ``quiet`` that
+        is not a bool.
     OSError
         Writing the outputs fails (the temporary folder is removed).
     """
     src, out = Path(input_path), Path(output_dir)
+    force, quiet = v.flag(force, "force"), v.flag(quiet, "quiet")
     try:
         n = v.positive_int(size, "--size")
         s = _step(n, step, overlap)
@@ -217,6 +227,11 @@ def chunk_file(
     else:
         try:
             offsets = _offsets(np.load(offsets_path, allow_pickle=False), tokens.shape[0])
+        except EOFError:  # numpy.load of an empty file
+            raise ChunkError(
+                f"--offsets {offsets_path}: not a readable .npy file (it is empty); offsets "
+                "must be a 1-D integer .npy file, from 0 to the token count"
+            ) from None
         except (OSError, TypeError, ValueError) as exc:
             raise ChunkError(f"--offsets {offsets_path}: {exc}") from None
     counts = window_counts(np.diff(offsets), n, s, tail)

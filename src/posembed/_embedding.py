@@ -162,11 +162,12 @@ class LearnedPositionEmbedding:
         ------
         TypeError
             A table NumPy cannot read or not of a float dtype above; a
-            ``dropout`` that is not a number.
+            ``copy`` that is not a bool; a ``dropout`` that is not a number.
         ValueError
             A table that is not 2-D or has no rows or no columns; ``dropout``
             outside [0, 1).
         """
+        copy = v.flag(copy, "copy")
         rate = v.probability(dropout, "dropout")
         t = v.as_table(table)
         if t.dtype.name not in _FLOAT_NAMES:
@@ -352,9 +353,7 @@ class LearnedPositionEmbedding:
             another ``embed_dim``, ids that are not 1-D or 2-D, a negative
             ``offset``, a ``seed`` outside 0..2**64-1.
         """
-        if not isinstance(training, (bool, np.bool_)):
-            raise TypeError(f"training must be True or False; got {training!r}")
-        rate = self.dropout if training else 0.0
+        rate = self.dropout if v.flag(training, "training") else 0.0
         return embed(
             token_table, token_ids, self.embeddings, offset=offset, dropout=rate, seed=seed
         )

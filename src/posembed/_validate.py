@@ -213,6 +213,19 @@ def probability(value: Any, name: str) -> float:
     return p
 
 
+def flag(value: Any, name: str) -> bool:
+    """A True/False switch: a Python bool or numpy.bool_, as a Python bool.
+
+    Anything else is a TypeError, truthy or not: 1, "no", [] and None would
+    otherwise switch it silently (``copy="no"`` would copy).
+    """
+    if value is True or value is False:
+        return value  # the common case, checked cheaply
+    if isinstance(value, np.bool_):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False; got {value!r}")
+
+
 def check_out(
     out: Any,
     shape: tuple[int, ...],

@@ -153,16 +153,8 @@ def _chunk(args: argparse.Namespace) -> int:
             force=args.force,
             quiet=args.quiet,
         )
-    except (ChunkError, OSError) as exc:
+    except (ChunkError, OSError) as exc:  # an empty input or --offsets file included
         return _fail("chunk", str(exc))
-    except EOFError:
-        # numpy.load of an empty file, which chunk_file does not catch: the
-        # input (read first) or the --offsets file
-        import os
-
-        if os.path.getsize(args.input) == 0:
-            return _fail("chunk", f"{args.input}: not a readable .npy file (it is empty)")
-        return _fail("chunk", f"--offsets {args.offsets}: not a readable .npy file (it is empty)")
     except MemoryError as exc:
         return _fail("chunk", f"not enough memory for windows of --size {args.size}: {exc}")
     if not args.quiet:

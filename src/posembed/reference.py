@@ -1368,16 +1368,18 @@ def resize_checkpoint(
     ------
     FileExistsError
         ``dst`` exists and ``overwrite`` is false.
-    KeyError
-        ``key`` is not in the file.
     TypeError
-        A table dtype other than F16, BF16, F32, F64.
+        A table dtype other than F16, BF16, F32, F64; an ``overwrite`` that
+        is not a bool.
     ValueError
-        A shape, prefix, length or grid the resize cannot use.
+        ``key`` is not in the file; a shape, prefix, length or grid the resize
+        cannot use.
     """
     import json
     import os
 
+    if not isinstance(overwrite, (bool, np.bool_)):
+        raise TypeError("overwrite must be True or False")
     if os.path.exists(dst) and not overwrite:
         raise FileExistsError(f"{dst} exists")
     with open(src, "rb") as f:
@@ -1385,6 +1387,8 @@ def resize_checkpoint(
     n = int.from_bytes(blob[:8], "little")
     header = json.loads(blob[8 : 8 + n])
     data = blob[8 + n :]
+    if key not in header or key == "__metadata__":
+        raise ValueError(f"no tensor named {key!r} in the checkpoint")
     entry = header[key]
     dtypes = {"F16": np.dtype("<f2"), "F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
     if entry["dtype"] == "BF16":
