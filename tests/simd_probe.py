@@ -76,7 +76,10 @@ def cases(lib: Any = posembed) -> dict[str, Callable[[], np.ndarray]]:
     found["windows"] = lambda: lib.windows(tokens, 64, step=40, offsets=offsets).tokens
     for vdtype in (np.float32, np.float64, np.int64, np.uint64):
         for f in (1, 3, 16):
-            values = (rng.standard_normal((win.tokens.shape[0], 64, f)) * 100).astype(vdtype)
+            values = rng.standard_normal((win.tokens.shape[0], 64, f)) * 100
+            if vdtype == np.uint64:  # negatives would wrap to ~2^64, whose sums do not fit
+                values = np.abs(values)
+            values = values.astype(vdtype)
             for reduce in ("sum", "mean", "max", "first", "center"):
                 name = f"stitch-{reduce}-{np.dtype(vdtype).name}-f{f}"
                 found[name] = lambda v=values, r=reduce: lib.stitch(v, win, reduce=r)

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import posembed
-from posembed import _validate
+from posembed import _validate, reference
 
-from .conftest import torch_or_skip
+from .conftest import assert_same, torch_or_skip
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 FLOATS = [np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.float64)]
@@ -345,3 +345,42 @@ def test_an_empty_float_buffer_is_not_positions():
         with pytest.raises(TypeError, match="positions must be integers"):
             posembed.gather(table, positions)
     assert posembed.gather(table, []).shape == (0, 12)
+
+
+def _aliases(buf: np.ndarray) -> list[Any]:
+    """The ways a caller may hand over buf's memory without it being an ndarray."""
+    return [Producer(buf), memoryview(buf)]
+
+
+@pytest.mark.parametrize("wrap", [0, 1], ids=["dlpack", "memoryview"])
+def test_out_aliasing_an_input_that_is_converted_first_is_refused(wrap):
+    """Inputs posembed converts before the kernel (int positions for lerp, a
+    float32 table for interpolate at another dtype, ...) are still checked for
+    overlap with out= through the caller's own memory, whatever kind of object
+    handed it over; nothing is written (found by the fuzzer under ASan)."""
+    table = _table(7, 1, np.dtype(np.float64))
+    # the twins read positions with numpy.asarray: a memoryview, not a producer
+    for module in (posembed, reference) if wrap else (posembed,):
+        buf = np.arange(24, dtype=np.int64).reshape(2, 4, 3) % 7
+        before = buf.copy()
+        out = buf.view(np.float64).reshape(2, 4, 3, 1)  # the same bytes
+        with pytest.raises(ValueError, match="overlap"):
+            module.lerp(table, _aliases(buf)[wrap], out=out)
+        assert_same(buf, before)
+        ids = np.zeros(6, np.int32)
+        before = ids.copy()
+        out32 = ids.view(np.float32).reshape(6, 1)
+        small = table.astype(np.float32)
+        with pytest.raises(ValueError, match="overlap"):
+            module.embed(small, _aliases(ids)[wrap], small, out=out32)
+        assert_same(ids, before)
+        offsets_buf = np.array([0, 4, 8, 12], np.int64)
+        kept = offsets_buf.copy()
+        with pytest.raises(ValueError, match="overlap"):
+            module.gather_backward(
+                np.ones((4, 1)),
+                _aliases(offsets_buf)[wrap],
+                4,
+                out=offsets_buf.view(np.float64)[:, None],
+            )
+        assert_same(offsets_buf, kept)

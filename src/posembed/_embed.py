@@ -219,14 +219,12 @@ def embed(
     s = _seed(seed) if rate > 0 else 0
     if out is not None:
         # against the caller's arrays too: tt, pt and ids may be converted copies
-        mine = tuple(x for x in (token_ids, positions) if isinstance(x, np.ndarray))
-        tables = tuple(x for x in (token_table, pos_table) if isinstance(x, np.ndarray))
         out = v.check_out(
             out,
             (*ids.shape, tt.shape[1]),
             tt.dtype,
-            tables=(tt, pt, *tables),
-            indices=(ids, *mine),
+            tables=(tt, pt, token_table, pos_table),
+            indices=(ids, token_ids, positions),
         )
     threshold, scale = _dropout_args(rate) if rate > 0 else (0, 1.0)
     period = max(t if pos is None else pos.size, 1)

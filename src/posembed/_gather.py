@@ -57,9 +57,10 @@ def gather(
     code = v.index_mode(mode)
     p = v.as_positions(positions, t.shape[0], mode)
     if out is not None:
-        # against the caller's positions too: p may be a converted copy
-        both = (p, positions) if isinstance(positions, np.ndarray) else p
-        out = v.check_out(out, (*p.shape, t.shape[1]), t.dtype, table=t, positions=both)
+        # against the caller's objects too: t and p may be converted copies
+        out = v.check_out(
+            out, (*p.shape, t.shape[1]), t.dtype, table=(t, table), positions=(p, positions)
+        )
     return _core.gather(t, p, code, out)
 
 
@@ -125,8 +126,7 @@ def gather_backward(
     dtype = g.dtype.newbyteorder("=")  # the kernel writes native floats
     v.check_sizes("length", rows, d, g.itemsize)  # the result, (length, d)
     if out is not None:
-        mine = (p, positions) if isinstance(positions, np.ndarray) else p
-        result = v.check_out(out, (rows, d), dtype, grad=g, positions=mine)
+        result = v.check_out(out, (rows, d), dtype, grad=(g, grad), positions=(p, positions))
     else:
         result = np.zeros((rows, d), dtype)
     if rows == 0 or d == 0:

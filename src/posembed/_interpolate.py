@@ -70,8 +70,7 @@ def interpolate(
     v.check_sizes("the result", n, t.shape[1], t.itemsize)
     if out is not None:
         # against the caller's table too: t may be a converted copy
-        mine = (t, table) if isinstance(table, np.ndarray) else t
-        out = v.check_out(out, (n, t.shape[1]), t.dtype, table=mine)
+        out = v.check_out(out, (n, t.shape[1]), t.dtype, table=(t, table))
     return _core.interpolate(t, kind, n, a, 0, out)
 
 
@@ -120,9 +119,9 @@ def lerp(table: Any, positions: Any, *, out: np.ndarray | None = None) -> np.nda
     if p.dtype != np.float64 or not (p.flags.c_contiguous and p.flags.aligned):
         p = v.kernel_array(p, np.float64)
     if out is not None:
-        both = (p, positions) if isinstance(positions, np.ndarray) else p
-        mine = (t, table) if isinstance(table, np.ndarray) else t
-        out = v.check_out(out, (*p.shape, t.shape[1]), t.dtype, table=mine, positions=both)
+        out = v.check_out(
+            out, (*p.shape, t.shape[1]), t.dtype, table=(t, table), positions=(p, positions)
+        )
     return _core.lerp(t, kind, p, out)
 
 

@@ -230,11 +230,16 @@ def check_out(
     out: Any,
     shape: tuple[int, ...],
     dtype: np.dtype[Any],
-    **inputs: np.ndarray | tuple[np.ndarray, ...],
+    **inputs: Any,
 ) -> np.ndarray:
     """``out`` as the ndarray the kernel writes: exactly what the kernel would
     allocate, and disjoint from its inputs. A DLPack producer (a CPU
-    torch.Tensor, ...) is viewed in place, so the kernel writes its memory."""
+    torch.Tensor, ...) is viewed in place, so the kernel writes its memory.
+
+    ``inputs`` maps each argument's name to what the kernel reads (a converted
+    copy, perhaps) and what the caller passed, alone or in a tuple: the
+    caller's objects are viewed as :func:`as_array` views them (a DLPack
+    producer, a memoryview, ...), so out= cannot alias their memory either."""
     if not isinstance(out, np.ndarray):
         if not hasattr(type(out), "__dlpack__"):
             raise TypeError(
@@ -259,12 +264,26 @@ def check_out(
         raise ValueError(
             f"out must be C-contiguous; got a non-contiguous array (strides {out.strides})"
         )
-    for name, arrays in inputs.items():
-        for arr in arrays if isinstance(arrays, tuple) else (arrays,):
-            if np.may_share_memory(out, arr) and _shares(out, arr):
+    for name, given in inputs.items():
+        for obj in given if isinstance(given, tuple) else (given,):
+            arr = _memory_of(obj, name)
+            if arr is not None and np.may_share_memory(out, arr) and _shares(out, arr):
                 raise ValueError(f"out must not overlap {name}: they share memory")
     viewed: np.ndarray = out
     return viewed
+
+
+def _memory_of(obj: Any, name: str) -> np.ndarray | None:
+    """The memory an argument holds, as as_array views it; None for objects
+    that hold none of their own (lists, numbers, None) or cannot be read."""
+    if isinstance(obj, np.ndarray):
+        return obj
+    if obj is None or isinstance(obj, (list, tuple, int, float, complex, str, bytes)):
+        return None
+    try:
+        return as_array(obj, name)
+    except TypeError:
+        return None
 
 
 def _shares(a: np.ndarray, b: np.ndarray) -> bool:

@@ -256,7 +256,9 @@ def windows(
     o = _offsets(offsets, t.shape[0])
     if out is not None:
         total = int(window_counts(np.diff(o), n, s, tail).sum())
-        out = v.check_out(out, (total, n), t.dtype.newbyteorder("="), tokens=t)
+        out = v.check_out(
+            out, (total, n), t.dtype.newbyteorder("="), tokens=(t, tokens), offsets=(o, offsets)
+        )
     t = v.kernel_array(t, t.dtype.newbyteorder("="))
     pad = np.array([pad_value], dtype=t.dtype)
     rows, starts, lengths, documents = _core.windows(t, o, n, s, code, pad, out)

@@ -117,7 +117,7 @@ def gather(
             raise ValueError("out must have shape positions.shape + (d,)")
         if not (out.flags.writeable and out.flags.c_contiguous and out.flags.aligned):
             raise ValueError("out must be writeable, C-contiguous and aligned")
-        if np.shares_memory(out, table) or np.shares_memory(out, _array(positions, "positions")):
+        if np.shares_memory(out, table) or np.shares_memory(out, _memory(positions)):
             raise ValueError("out must not overlap table or positions")
 
     if mode == "raise":
@@ -239,6 +239,22 @@ def _writable_out(out: Any) -> np.ndarray:
     return view
 
 
+def _memory(x: Any) -> np.ndarray:
+    """An input's memory: a DLPack producer's viewed in place, else NumPy's view
+    (a list or a number: a fresh array, sharing nothing)."""
+    if x is None or isinstance(x, np.ndarray):
+        return np.asarray(x)
+    if hasattr(type(x), "__dlpack__"):
+        try:
+            return np.from_dlpack(x)
+        except (BufferError, RuntimeError, TypeError, ValueError):
+            pass
+    try:
+        return np.asarray(x)
+    except (BufferError, RuntimeError, TypeError, ValueError):
+        return np.asarray(None)
+
+
 def _check_out(out: Any, dtype: np.dtype[Any], shape: tuple[int, ...], *inputs: Any) -> None:
     """The checks of out= alone, before any value is checked (posembed's order:
     every argument's kind, shape and dtype, out= among them, then ranges)."""
@@ -251,7 +267,7 @@ def _check_out(out: Any, dtype: np.dtype[Any], shape: tuple[int, ...], *inputs: 
         raise ValueError(f"out must have shape {shape}")
     if not (dest.flags.writeable and dest.flags.c_contiguous and dest.flags.aligned):
         raise ValueError("out must be writeable, C-contiguous and aligned")
-    if any(np.shares_memory(dest, np.asarray(x)) for x in inputs if x is not None):
+    if any(np.shares_memory(dest, _memory(x)) for x in inputs):
         raise ValueError("out must not overlap an input")
 
 
@@ -270,7 +286,7 @@ def _into(out: Any, result: np.ndarray, *inputs: Any) -> np.ndarray:
         raise ValueError(f"out must have shape {result.shape}")
     if not (out.flags.writeable and out.flags.c_contiguous and out.flags.aligned):
         raise ValueError("out must be writeable, C-contiguous and aligned")
-    if any(np.shares_memory(out, np.asarray(x)) for x in inputs):
+    if any(np.shares_memory(out, _memory(x)) for x in inputs):
         raise ValueError("out must not overlap an input")
     out[...] = result
     return dest
