@@ -208,32 +208,10 @@ def chunk_file(
     OSError
         Writing the outputs fails (the temporary folder is removed).
     """
-    src, out = Path(input_path), Path(output_dir)
-    force, quiet = v.flag(force, "force"), v.flag(quiet, "quiet")
-    try:
-        n = v.positive_int(size, "--size")
-        s = _step(n, step, overlap)
-        v.choice(tail, "--tail", TAILS)
-    except (TypeError, ValueError) as exc:
-        raise ChunkError(str(exc)) from None
-    if out.exists() and not force:
-        raise ChunkError(f"{out} exists; pass --force to replace it")
-    tokens = _open_tokens(src, dtype)
-    info = np.iinfo(tokens.dtype)
-    if not info.min <= pad_value <= info.max:
-        raise ChunkError(f"--pad-value {pad_value} does not fit {tokens.dtype}")
-    if offsets_path is None:
-        offsets = np.array([0, tokens.shape[0]], dtype=np.int64)
-    else:
-        try:
-            offsets = _offsets(np.load(offsets_path, allow_pickle=False), tokens.shape[0])
-        except EOFError:  # numpy.load of an empty file
-            raise ChunkError(
-                f"--offsets {offsets_path}: not a readable .npy file (it is empty); offsets "
-                "must be a 1-D integer .npy file, from 0 to the token count"
-            ) from None
-        except (OSError, TypeError, ValueError) as exc:
-            raise ChunkError(f"--offsets {offsets_path}: {exc}") from None
+    quiet = v.flag(quiet, "quiet")
+    src, out, n, s, tokens, offsets = _prepare(
+        input_path, output_dir, size, step, overlap, tail, dtype, offsets_path, pad_value, force
+    )
     counts = window_counts(np.diff(offsets), n, s, tail)
     first = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     total = int(first[-1])
@@ -278,6 +256,49 @@ def chunk_file(
     finally:
         tokens.close()
     return meta
+
+
+def _prepare(
+    input_path: str | os.PathLike[str],
+    output_dir: str | os.PathLike[str],
+    size: int,
+    step: int | None,
+    overlap: int | None,
+    tail: str,
+    dtype: str | None,
+    offsets_path: str | os.PathLike[str] | None,
+    pad_value: int,
+    force: bool,
+) -> tuple[Path, Path, int, int, _TokenFile, np.ndarray]:
+    """The checks of chunk_file (and of posembed.dask.chunk_parts): the paths,
+    size, step, the token file (opened lazily) and the document offsets."""
+    src, out = Path(input_path), Path(output_dir)
+    force = v.flag(force, "force")
+    try:
+        n = v.positive_int(size, "--size")
+        s = _step(n, step, overlap)
+        v.choice(tail, "--tail", TAILS)
+    except (TypeError, ValueError) as exc:
+        raise ChunkError(str(exc)) from None
+    if out.exists() and not force:
+        raise ChunkError(f"{out} exists; pass --force to replace it")
+    tokens = _open_tokens(src, dtype)
+    info = np.iinfo(tokens.dtype)
+    if not info.min <= pad_value <= info.max:
+        raise ChunkError(f"--pad-value {pad_value} does not fit {tokens.dtype}")
+    if offsets_path is None:
+        offsets = np.array([0, tokens.shape[0]], dtype=np.int64)
+    else:
+        try:
+            offsets = _offsets(np.load(offsets_path, allow_pickle=False), tokens.shape[0])
+        except EOFError:  # numpy.load of an empty file
+            raise ChunkError(
+                f"--offsets {offsets_path}: not a readable .npy file (it is empty); offsets "
+                "must be a 1-D integer .npy file, from 0 to the token count"
+            ) from None
+        except (OSError, TypeError, ValueError) as exc:
+            raise ChunkError(f"--offsets {offsets_path}: {exc}") from None
+    return src, out, n, s, tokens, offsets
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,39 @@ def _plot_similarity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _chunk_on_dask(args: argparse.Namespace) -> int:
+    from posembed._chunk import ChunkError
+
+    try:
+        from posembed.dask import chunk_parts
+    except ImportError as exc:
+        return _fail("chunk", f"--dask: {exc}")
+    try:
+        meta = chunk_parts(
+            args.input,
+            args.output,
+            size=args.size,
+            step=args.step,
+            overlap=args.overlap,
+            tail=args.tail,
+            dtype=args.dtype,
+            offsets_path=args.offsets,
+            pad_value=args.pad_value,
+            part_tokens=args.part_tokens,
+            scheduler=args.dask,
+            force=args.force,
+        )
+    except (ChunkError, OSError) as exc:
+        return _fail("chunk", str(exc))
+    if not args.quiet:
+        print(
+            f"{meta['windows']} windows of {meta['size']} from {meta['tokens']} tokens in "
+            f"{meta['documents']} documents -> {args.output} ({meta['parts']} parts, on "
+            f"{args.dask})"
+        )
+    return 0
+
+
 def _chunk(args: argparse.Namespace) -> int:
     from posembed import set_num_threads
     from posembed._chunk import ChunkError, chunk_file
@@ -139,6 +172,8 @@ def _chunk(args: argparse.Namespace) -> int:
     problem = _holds_input(args.output, [args.input, args.offsets])
     if problem:
         return _fail("chunk", problem)
+    if args.dask is not None:
+        return _chunk_on_dask(args)
     try:
         meta = chunk_file(
             args.input,
@@ -311,6 +346,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     p.add_argument(
         "--threads", type=_positive, default=1, help="threads of the windows kernel (default 1)"
+    )
+    p.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="run on the Dask cluster at ADDRESS (tcp://host:8786): one output part per "
+        "partition plus index.json; read back with posembed.dask.read_parts (needs the dask "
+        "extra and a file system the workers share)",
+    )
+    p.add_argument(
+        "--part-tokens",
+        type=_positive,
+        default=1 << 26,
+        help="tokens per partition with --dask (default 2^26)",
     )
     p.set_defaults(func=_chunk)
 
