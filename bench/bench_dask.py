@@ -29,6 +29,7 @@ from posembed.dask import chunk_parts  # noqa: E402
 TOKENS = int(os.environ.get("BENCH_DASK_TOKENS", 1 << 26))
 SIZE, STEP = 1024, 768
 PART = 1 << 23  # 8 partitions of the default input
+GROUP = f"chunk {TOKENS} uint16 tokens, size {SIZE} step {STEP}"
 
 
 @pytest.fixture(scope="module")
@@ -53,43 +54,21 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
         yield c
 
 
-def bench_chunk_one_process(benchmark: Any, corpus: tuple[Path, Path], tmp_path: Path) -> None:
+def _time(benchmark: Any, fn: Any, corpus: tuple[Path, Path], out: Path, **kw: Any) -> None:
     raw, offsets = corpus
-    benchmark.group = f"chunk {TOKENS} uint16 tokens, size {SIZE} step {STEP}"
+    benchmark.group = GROUP
+    common = {"size": SIZE, "step": STEP, "dtype": "uint16", "offsets_path": offsets}
     benchmark.pedantic(
-        chunk_file,
-        args=(raw, tmp_path / "out"),
-        kwargs={
-            "size": SIZE,
-            "step": STEP,
-            "dtype": "uint16",
-            "offsets_path": offsets,
-            "force": True,
-            "quiet": True,
-        },
-        rounds=3,
-        warmup_rounds=1,
+        fn, args=(raw, out), kwargs={**common, "force": True, **kw}, rounds=3, warmup_rounds=1
     )
+
+
+def bench_chunk_one_process(benchmark: Any, corpus: tuple[Path, Path], tmp_path: Path) -> None:
+    _time(benchmark, chunk_file, corpus, tmp_path / "out", quiet=True)
 
 
 def bench_chunk_dask(
     benchmark: Any, corpus: tuple[Path, Path], cluster: Any, tmp_path: Path
 ) -> None:
-    raw, offsets = corpus
-    benchmark.group = f"chunk {TOKENS} uint16 tokens, size {SIZE} step {STEP}"
     with distributed.Client(cluster) as client:
-        benchmark.pedantic(
-            chunk_parts,
-            args=(raw, tmp_path / "out"),
-            kwargs={
-                "size": SIZE,
-                "step": STEP,
-                "dtype": "uint16",
-                "offsets_path": offsets,
-                "part_tokens": PART,
-                "scheduler": client,
-                "force": True,
-            },
-            rounds=3,
-            warmup_rounds=1,
-        )
+        _time(benchmark, chunk_parts, corpus, tmp_path / "out", part_tokens=PART, scheduler=client)

@@ -121,39 +121,6 @@ def _plot_similarity(args: argparse.Namespace) -> int:
     return 0
 
 
-def _chunk_on_dask(args: argparse.Namespace) -> int:
-    from posembed._chunk import ChunkError
-
-    try:
-        from posembed.dask import chunk_parts
-    except ImportError as exc:
-        return _fail("chunk", f"--dask: {exc}")
-    try:
-        meta = chunk_parts(
-            args.input,
-            args.output,
-            size=args.size,
-            step=args.step,
-            overlap=args.overlap,
-            tail=args.tail,
-            dtype=args.dtype,
-            offsets_path=args.offsets,
-            pad_value=args.pad_value,
-            part_tokens=args.part_tokens,
-            scheduler=args.dask,
-            force=args.force,
-        )
-    except (ChunkError, OSError) as exc:
-        return _fail("chunk", str(exc))
-    if not args.quiet:
-        print(
-            f"{meta['windows']} windows of {meta['size']} from {meta['tokens']} tokens in "
-            f"{meta['documents']} documents -> {args.output} ({meta['parts']} parts, on "
-            f"{args.dask})"
-        )
-    return 0
-
-
 def _chunk(args: argparse.Namespace) -> int:
     from posembed import set_num_threads
     from posembed._chunk import ChunkError, chunk_file
@@ -172,30 +139,40 @@ def _chunk(args: argparse.Namespace) -> int:
     problem = _holds_input(args.output, [args.input, args.offsets])
     if problem:
         return _fail("chunk", problem)
-    if args.dask is not None:
-        return _chunk_on_dask(args)
+    common = {
+        "size": args.size,
+        "step": args.step,
+        "overlap": args.overlap,
+        "tail": args.tail,
+        "dtype": args.dtype,
+        "offsets_path": args.offsets,
+        "pad_value": args.pad_value,
+        "force": args.force,
+    }
     try:
-        meta = chunk_file(
-            args.input,
-            args.output,
-            size=args.size,
-            step=args.step,
-            overlap=args.overlap,
-            tail=args.tail,
-            dtype=args.dtype,
-            offsets_path=args.offsets,
-            pad_value=args.pad_value,
-            force=args.force,
-            quiet=args.quiet,
-        )
+        if args.dask is None:
+            meta = chunk_file(args.input, args.output, quiet=args.quiet, **common)
+        else:
+            try:
+                from posembed.dask import chunk_parts
+            except ImportError as exc:
+                return _fail("chunk", f"--dask: {exc}")
+            meta = chunk_parts(
+                args.input,
+                args.output,
+                part_tokens=args.part_tokens,
+                scheduler=args.dask,
+                **common,
+            )
     except (ChunkError, OSError) as exc:  # an empty input or --offsets file included
         return _fail("chunk", str(exc))
     except MemoryError as exc:
         return _fail("chunk", f"not enough memory for windows of --size {args.size}: {exc}")
     if not args.quiet:
+        parted = "" if args.dask is None else f" ({meta['parts']} parts, on {args.dask})"
         print(
             f"{meta['windows']} windows of {meta['size']} from {meta['tokens']} tokens in "
-            f"{meta['documents']} documents -> {args.output}"
+            f"{meta['documents']} documents -> {args.output}{parted}"
         )
     return 0
 
