@@ -408,7 +408,8 @@ bool all_in_range(const int64_t* p, int64_t n, int64_t rows) {
 
 py::array embed(const py::array& tokens, const py::array& pos, int kind, const I64& ids,
                 const py::object& positions_obj, int64_t offset, int64_t period, bool active,
-                uint64_t seed, uint32_t threshold, double scale, const py::object& out_obj) {
+                uint64_t seed, uint32_t threshold, double scale, const py::object& out_obj,
+                int64_t first_row) {
   const posembed::RowsView tv = float_rows(tokens, kind);
   const posembed::RowsView pv = float_rows(pos, kind);
   const auto rows = static_cast<int64_t>(ids.size());
@@ -431,7 +432,11 @@ py::array embed(const py::array& tokens, const py::array& pos, int kind, const I
   std::vector<py::ssize_t> shape(ids.shape(), ids.shape() + ids.ndim());
   shape.push_back(tokens.shape(1));
   py::array out = output_for(tokens, shape, out_obj);
-  const posembed::DropoutSpec drop{active, posembed::random_key(seed), threshold, scale};
+  if (first_row < 0 || first_row > (int64_t{1} << 62) / std::max<int64_t>(tv.cols, 1)) {
+    throw py::value_error("embed: first_row must be in 0..2^62 / d");
+  }
+  const posembed::DropoutSpec drop{active, posembed::random_key(seed), threshold, scale,
+                                   first_row};
   char* dst = static_cast<char*>(out.mutable_data());
   bool ids_ok = true;
   bool pos_ok = true;
@@ -596,7 +601,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("resample_grid", &resample_grid, "table"_a, "kind"_a, "prefix"_a, "h"_a, "w"_a, "h2"_a,
         "w2"_a, "method"_a, "align"_a);
   m.def("embed", &embed, "tokens"_a, "pos"_a, "kind"_a, "ids"_a, "positions"_a, "offset"_a,
-        "period"_a, "active"_a, "seed"_a, "threshold"_a, "scale"_a, "out"_a = py::none());
+        "period"_a, "active"_a, "seed"_a, "threshold"_a, "scale"_a, "out"_a = py::none(),
+        "first_row"_a = 0);
   m.def("dropout_mask", &dropout_mask, "n"_a, "seed"_a, "threshold"_a);
   m.def("gather_backward", &gather_backward, "grad"_a, "kind"_a, "positions"_a, "length"_a,
         "out"_a, "zero_unused"_a);

@@ -46,7 +46,7 @@ void embed_t(const RowsView& tokens, const int64_t* ids, int64_t rows, const Row
         const auto row_bytes = cols * static_cast<int64_t>(sizeof(S));
         for (int64_t k = 0; k < row_bytes; k += 64) __builtin_prefetch(row + k);
       }
-      if (drop.active) random_bits(drop.key, r * cols, cols, u.data());
+      if (drop.active) random_bits(drop.key, (drop.first_row + r) * cols, cols, u.data());
       if constexpr (std::is_same_v<S, float>) {
         if (stream && drop.active) {
           dropout_add_stream(dst, a, b, u.data(), drop.threshold, scale, cols);

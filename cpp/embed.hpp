@@ -25,6 +25,8 @@ struct DropoutSpec {
   RandomKey key;       // random_key(seed)
   uint32_t threshold;  // floor(p * 2^32)
   double scale;        // 1 / (1 - p), rounded to the compute type by the kernel
+  int64_t first_row;   // out's row 0 is this row of the whole output (the mask's
+                       // counter): a block of a larger batch gets the whole's mask
 };
 
 // `rows` rows of out (rows x cols, C-contiguous, storage type of `kind`).

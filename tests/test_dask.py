@@ -310,3 +310,71 @@ def test_chunk_parts_refuses_bad_input(tmp_path):
         pdask.chunk_parts(raw, tmp_path / "o", size=8, dtype="uint16")
     with pytest.raises(ValueError, match="not a parted chunk output"):
         pdask.read_parts(tmp_path / "o")
+
+
+# ---------------------------------------------------------------- embed
+
+
+EMBED_CASES = [
+    ((37, 50), 5, {}),
+    ((37, 50), 1, {"dropout": 0.3, "seed": 9}),
+    ((37, 50), 37, {"offset": 3, "dropout": 0.5, "seed": 1}),
+    ((300,), 7, {"dropout": 0.2, "seed": 4}),
+    ((300,), 300, {"offset": 17}),
+    ((10, 64), 3, {"positions": "row", "dropout": 0.1, "seed": 2}),
+    ((120,), 11, {"positions": "row", "dropout": 0.25, "seed": 3}),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "bfloat16"])
+@pytest.mark.parametrize(("shape", "chunk", "kw"), EMBED_CASES)
+def test_embed_matches_one_machine_mask_included(dtype, shape, chunk, kw):
+    """Each block gets the dropout mask the whole batch gives its rows."""
+    import ml_dtypes
+
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng(len(shape) * 100 + chunk)
+    tok = rng.standard_normal((500, 24)).astype(dt)
+    pos = rng.standard_normal((400, 24)).astype(dt)
+    ids = rng.integers(0, 500, shape)
+    kw = dict(kw)
+    if kw.get("positions") == "row":
+        kw["positions"] = rng.integers(0, 400, shape[-1])
+    want = posembed.embed(tok, ids, pos, **kw)
+    with dask.config.set(scheduler="threads"):
+        got = pdask.embed(tok, da.from_array(ids, chunks=chunk), pos, **kw)
+        assert got.shape == want.shape
+        assert_same(got.compute(), want)
+
+
+def test_embed_draws_one_seed_and_checks_up_front():
+    tok = np.zeros((5, 4), np.float32)
+    ids = da.from_array(np.arange(20).reshape(4, 5) % 5, chunks=1)
+    lazy = pdask.embed(tok, ids, tok, dropout=0.5)
+    seed = posembed.last_seed()
+    assert_same(lazy.compute(), posembed.embed(tok, np.asarray(ids), tok, dropout=0.5, seed=seed))
+    with pytest.raises(TypeError, match="share a dtype"):
+        pdask.embed(tok, ids, tok.astype(np.float64))
+    with pytest.raises(TypeError, match="integers"):
+        pdask.embed(tok, da.zeros((2, 2)), tok)
+    with pytest.raises(ValueError, match=r"\(T,\) or \(B, T\)"):
+        pdask.embed(tok, da.zeros((2, 2, 2), dtype=int), tok)
+    with pytest.raises(ValueError, match="dropout"):
+        pdask.embed(tok, ids, tok, dropout=1.5)
+    with pytest.raises(IndexError, match="go past"):
+        pdask.embed(tok, ids, tok, offset=1)
+    with pytest.raises(ValueError, match="broadcast"):
+        pdask.embed(tok, ids, tok, positions=np.zeros(3, int))
+    bad = pdask.embed(tok, da.from_array(np.array([[0, 1, 9, 2, 3]]), chunks=1), tok)
+    with pytest.raises(IndexError, match="token id 9"):  # found when the block computes
+        bad.compute(scheduler="sync")
+
+
+def test_embed_on_a_local_cluster(client):
+    rng = np.random.default_rng(8)
+    tok = rng.standard_normal((1000, 32)).astype(np.float32)
+    pos = rng.standard_normal((128, 32)).astype(np.float32)
+    ids = rng.integers(0, 1000, (64, 128))
+    want = posembed.embed(tok, ids, pos, dropout=0.1, seed=77)
+    got = pdask.embed(tok, da.from_array(ids, chunks=(9, 128)), pos, dropout=0.1, seed=77)
+    assert_same(got.compute(), want)

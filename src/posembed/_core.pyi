@@ -81,6 +81,7 @@ def embed(
     threshold: SupportsIndex,
     scale: SupportsFloat | SupportsIndex,
     out: np.ndarray | None = None,
+    first_row: SupportsIndex = 0,
 ) -> np.ndarray: ...
 def dropout_mask(
     n: SupportsIndex, seed: SupportsIndex, threshold: SupportsIndex

@@ -165,6 +165,23 @@ def embed(
         broadcast to the ids' shape; ``seed`` outside 0..2**64-1; ``out`` of the
         wrong shape, read-only, misaligned, non-contiguous or overlapping an input.
     """
+    return _embed(token_table, token_ids, pos_table, positions, offset, dropout, seed, out, 0)
+
+
+def _embed(
+    token_table: Any,
+    token_ids: Any,
+    pos_table: Any,
+    positions: Any,
+    offset: int,
+    dropout: float,
+    seed: int | None,
+    out: np.ndarray | None,
+    first_row: int,
+) -> np.ndarray:
+    """:func:`embed`, with the dropout mask of rows ``first_row`` on of a larger
+    batch (posembed.dask embeds a batch block by block, each with the mask the
+    whole batch would give it)."""
     tt, kind = v.float_table(token_table, "token_table")
     pt, _ = v.float_table(pos_table, "pos_table")
     if tt.dtype != pt.dtype:
@@ -233,7 +250,7 @@ def embed(
         start = 0  # nothing is read: any offset >= 0 will do, even one past int64
     try:
         result: np.ndarray = _core.embed(
-            tt, pt, kind, ids64, pos, start, period, rate > 0, s, threshold, scale, out
+            tt, pt, kind, ids64, pos, start, period, rate > 0, s, threshold, scale, out, first_row
         )
     except IndexError:
         # The kernel checks every id and position before it writes anything;

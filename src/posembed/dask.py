@@ -59,6 +59,7 @@ __all__ = [
     "DaskWindows",
     "PartsView",
     "chunk_parts",
+    "embed",
     "layout",
     "read_parts",
     "stitch",
@@ -374,6 +375,131 @@ def stitch(values: Any, windows: DaskWindows, *, reduce: str = "mean", fill: Any
         blocks.append(da.from_delayed(block, shape=(b - a, *rest), dtype=result))
     if not blocks:
         return da.zeros((0, *rest), dtype=result)
+    return da.concatenate(blocks, axis=0)
+
+
+# ---------------------------------------------------------------- embed
+
+
+def _embed_block(
+    ids: np.ndarray,
+    tokens: np.ndarray,
+    pos: np.ndarray,
+    positions: np.ndarray | None,
+    offset: int,
+    dropout: float,
+    seed: int,
+    first_row: int,
+) -> np.ndarray:
+    from posembed._embed import _embed
+
+    return _embed(tokens, ids, pos, positions, offset, dropout, seed, None, first_row)
+
+
+def embed(
+    token_table: Any,
+    token_ids: Any,
+    pos_table: Any,
+    *,
+    positions: Any = None,
+    offset: int = 0,
+    dropout: float = 0.0,
+    seed: int | None = None,
+) -> Any:
+    """:func:`posembed.embed` over a Dask array of token ids, block by block.
+
+    Each block gets the dropout mask the whole batch would give its rows (the
+    mask is counter-based), so the result equals :func:`posembed.embed` on the
+    whole input, byte for byte, for any chunking.
+
+    Parameters
+    ----------
+    token_table, pos_table : array_like, shape (V, d) and (L, d)
+        As for :func:`posembed.embed`; sent once to the workers, shared by the
+        blocks.
+    token_ids : dask.array.Array or array_like of int, shape (T,) or (B, T)
+        Chunked along the batch (a (B, T) array's rows are whole sequences:
+        its T axis is made one chunk) or, for (T,), along the tokens.
+    positions : array_like of int, optional
+        As for :func:`posembed.embed` (NumPy, broadcast to the ids' shape).
+    offset : int
+        As for :func:`posembed.embed`.
+    dropout, seed
+        As for :func:`posembed.embed`; a seed of None is drawn here, once
+        (:func:`posembed.last_seed` tells which).
+
+    Returns
+    -------
+    dask.array.Array, shape ``token_ids.shape + (d,)``
+        The tables' dtype, chunked as the ids.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As for :func:`posembed.embed`, for the tables, ``dropout``, ``offset``,
+        ``seed`` and the ids' dtype and rank, raised here.
+    IndexError
+        An id or position out of range: raised when the block holding it computes.
+    """
+    from posembed._embed import _seed
+
+    tt, _ = v.float_table(token_table, "token_table")
+    pt, _ = v.float_table(pos_table, "pos_table")
+    ids = (
+        token_ids
+        if isinstance(token_ids, da.Array)
+        else da.from_array(v.as_array(token_ids, "token_ids"))
+    )
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"token_ids must be integers; got dtype {ids.dtype}")
+    if ids.ndim not in (1, 2):
+        raise ValueError(f"token_ids must be (T,) or (B, T); got shape {ids.shape}")
+    rate = v.probability(dropout, "dropout")
+    s = _seed(seed) if rate > 0 else 0
+    t = int(ids.shape[-1])
+    # the tables' and arguments' own checks, on an empty batch of the same kind
+    from posembed._embed import embed as _check
+
+    spread: np.ndarray | None = None
+    if positions is not None:
+        given = np.asarray(positions)
+        try:
+            spread = np.broadcast_to(given, ids.shape)
+        except ValueError:
+            raise ValueError(
+                f"positions of shape {given.shape} do not broadcast to token_ids' shape {ids.shape}"
+            ) from None
+        _check(tt, np.zeros((0,), np.int64), pt, positions=np.zeros(0, np.int64), offset=offset)
+    else:
+        _check(tt, np.zeros((0,), np.int64), pt, offset=offset)
+        if t and v.non_negative_int(offset, "offset") + t > pt.shape[0]:
+            raise IndexError(
+                f"positions {offset}..{offset + t - 1} (offset {offset} + arange({t})) go past "
+                f"pos_table's {pt.shape[0]} rows"
+            )
+    if ids.ndim == 2:
+        ids = ids.rechunk({1: -1})
+    tok_d, pos_d = dask.delayed(tt), dask.delayed(pt)
+    d = int(tt.shape[1])
+    blocks = []
+    first = 0
+    for k, size in enumerate(ids.chunks[0]):
+        part = ids.blocks[k]
+        # rows of the flat output before this block: the mask's counter
+        row0 = first * t if ids.ndim == 2 else first
+        if ids.ndim == 2:
+            where = None if spread is None else np.ascontiguousarray(spread[first : first + size])
+            shift = offset
+        else:  # a block of one sequence: its positions start further on
+            where = None if spread is None else np.ascontiguousarray(spread[first : first + size])
+            shift = offset + first if spread is None else 0
+        block = dask.delayed(_embed_block, pure=True)(
+            part, tok_d, pos_d, where, shift, rate, s, row0
+        )
+        blocks.append(da.from_delayed(block, shape=(*part.shape, d), dtype=tt.dtype))
+        first += size
+    if not blocks:
+        return da.zeros((*ids.shape, d), dtype=tt.dtype)
     return da.concatenate(blocks, axis=0)
 
 
