@@ -250,6 +250,8 @@ def test_chunk_parts_reads_back_as_the_one_machine_windows(tmp_path, part_tokens
         assert_same(view.to_dask().compute(), want.tokens)
     with pytest.raises(IndexError, match="out of range"):
         view[len(want)]
+    with pytest.raises(IndexError, match="out of range"):
+        view[np.array([0, len(want)])]
     assert not list(tmp_path.glob(".out.partial*"))  # nothing left behind
     assert not list((out / "parts").glob("*.partial*"))
 

@@ -126,6 +126,15 @@ def _fields(w: Windows) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
     return offsets, starts, lengths, documents, v.positive_int(w.size, "windows.size")
 
 
+def _check_pad_value(pad_value: Any, dtype: np.dtype[Any]) -> None:
+    """TypeError unless an integer, ValueError unless it fits the tokens' dtype."""
+    if isinstance(pad_value, (bool, np.bool_)) or not isinstance(pad_value, (int, np.integer)):
+        raise TypeError(f"pad_value must be an integer; got {pad_value!r}")
+    info = np.iinfo(dtype)
+    if not info.min <= int(pad_value) <= info.max:
+        raise ValueError(f"pad_value {pad_value} does not fit {dtype} ({info.min}..{info.max})")
+
+
 def _step(size: int, step: Any, overlap: Any) -> int:
     if step is not None and overlap is not None:
         raise ValueError("give step or overlap, not both (overlap = size - step)")
@@ -248,11 +257,7 @@ def windows(
     v.check_sizes("size", n, t.itemsize)  # a window's bytes must fit int64
     s = _step(n, step, overlap)
     code = TAILS[v.choice(tail, "tail", TAILS)]
-    if isinstance(pad_value, (bool, np.bool_)) or not isinstance(pad_value, (int, np.integer)):
-        raise TypeError(f"pad_value must be an integer; got {pad_value!r}")
-    info = np.iinfo(t.dtype)
-    if not info.min <= int(pad_value) <= info.max:
-        raise ValueError(f"pad_value {pad_value} does not fit {t.dtype} ({info.min}..{info.max})")
+    _check_pad_value(pad_value, t.dtype)
     o = _offsets(offsets, t.shape[0])
     if out is not None:
         total = int(window_counts(np.diff(o), n, s, tail).sum())

@@ -48,6 +48,7 @@ from posembed._windows import (
     REDUCES,
     TAILS,
     Windows,
+    _check_pad_value,
     _offsets,
     _step,
     _stitch_types,
@@ -146,9 +147,12 @@ class DaskWindows:
         )
 
 
-def _global_starts(w: DaskWindows) -> np.ndarray:
-    starts: np.ndarray = w.doc_offsets[:-1][w.documents] + w.starts
-    return starts
+def _global_starts(
+    doc_offsets: np.ndarray, starts: np.ndarray, documents: np.ndarray
+) -> np.ndarray:
+    """Each window's start in the flat token array (sorted: documents are in order)."""
+    flat: np.ndarray = doc_offsets[:-1][documents] + starts
+    return flat
 
 
 def _window_block(
@@ -223,16 +227,12 @@ def windows(
     n = v.positive_int(size, "size")
     s = _step(n, step, overlap)
     v.choice(tail, "tail", TAILS)
-    if isinstance(pad_value, (bool, np.bool_)) or not isinstance(pad_value, (int, np.integer)):
-        raise TypeError(f"pad_value must be an integer; got {pad_value!r}")
-    info = np.iinfo(t.dtype)
-    if not info.min <= int(pad_value) <= info.max:
-        raise ValueError(f"pad_value {pad_value} does not fit {t.dtype} ({info.min}..{info.max})")
+    _check_pad_value(pad_value, t.dtype)
     if isinstance(offsets, da.Array):
         offsets = offsets.compute()
     o = _offsets(offsets, int(t.shape[0]))
     starts, lengths, documents = layout(o, n, s, tail)
-    gstarts = o[:-1][documents] + starts
+    gstarts = _global_starts(o, starts, documents)
     native = t.dtype.newbyteorder("=")
 
     # chunks of at least the halo, then each with the size - 1 tokens after it
@@ -343,7 +343,7 @@ def stitch(values: Any, windows: DaskWindows, *, reduce: str = "mean", fill: Any
             f"values must have leading shape (windows, size) = {lead}; got shape {vals.shape}"
         )
     vals = vals.rechunk({i: -1 for i in range(1, vals.ndim)})
-    gstarts = _global_starts(windows)
+    gstarts = _global_starts(windows.doc_offsets, windows.starts, windows.documents)
     gends = gstarts + windows.lengths
     bounds = np.concatenate([[0], np.cumsum(windows.token_chunks, dtype=np.int64)])
     _, result = _stitch_types(vals.dtype, reduce)
@@ -483,16 +483,13 @@ def embed(
     d = int(tt.shape[1])
     blocks = []
     first = 0
+    sequences = ids.ndim == 2  # blocks of whole sequences; else pieces of one sequence
     for k, size in enumerate(ids.chunks[0]):
         part = ids.blocks[k]
-        # rows of the flat output before this block: the mask's counter
-        row0 = first * t if ids.ndim == 2 else first
-        if ids.ndim == 2:
-            where = None if spread is None else np.ascontiguousarray(spread[first : first + size])
-            shift = offset
-        else:  # a block of one sequence: its positions start further on
-            where = None if spread is None else np.ascontiguousarray(spread[first : first + size])
-            shift = offset + first if spread is None else 0
+        where = None if spread is None else np.ascontiguousarray(spread[first : first + size])
+        # a piece of one sequence starts its default positions further on
+        shift = offset + first if not sequences and spread is None else offset
+        row0 = first * t if sequences else first  # the mask's counter: rows before the block
         block = dask.delayed(_embed_block, pure=True)(
             part, tok_d, pos_d, where, shift, rate, s, row0
         )
@@ -600,7 +597,7 @@ def chunk_parts(
     except (TypeError, ValueError) as exc:
         raise ChunkError(str(exc)) from None
     starts, lengths, documents = layout(offsets, n, s, tail)
-    gstarts = offsets[:-1][documents] + starts
+    gstarts = _global_starts(offsets, starts, documents)
     total = tokens.count
     bounds = np.append(np.arange(0, total, per_part, dtype=np.int64), total)
     cut = np.searchsorted(gstarts, bounds, side="left")
@@ -731,11 +728,18 @@ class PartsView:
             if rows.dtype.kind not in "iu":
                 raise TypeError(f"windows are indexed by ints, slices or int arrays; got {key!r}")
             rows = rows.astype(np.int64)
+        flat_rows = rows.ravel()
+        n = self.shape[0]
+        bad = (flat_rows < -n) | (flat_rows >= n)
+        if bad.any():
+            raise IndexError(f"row {flat_rows[bad][0]} is out of range for {n} windows")
+        flat_rows = flat_rows % max(n, 1)
         out = np.empty((*rows.shape, self.shape[1]), self.dtype)
         flat = out.reshape(-1, self.shape[1])
-        for r, i in enumerate(rows.ravel()):
-            k, j = self._row(int(i))
-            flat[r] = self.parts[k][j]
+        part_of = np.searchsorted(self._first, flat_rows, side="right") - 1
+        for k in np.unique(part_of):  # one gather per part the rows fall in
+            mine = part_of == k
+            flat[mine] = gather(self.parts[k], flat_rows[mine] - self._first[k])
         return out[(Ellipsis, *rest)] if rest else out
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
