@@ -158,15 +158,8 @@ def _positions_from_ints(
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
             raise TypeError(f"{name} must be integers; got {type(v).__name__} {v!r}")
         values.append(int(v))
-    bad = [i for i, v in enumerate(values) if not 0 <= v < rows]
-    if mode == "raise" and bad:
-        i = bad[0]
-        at = f" at {name}[{', '.join(map(str, np.unravel_index(i, p.shape)))}]" if p.ndim else ""
-        valid = _valid(rows, noun, table)
-        more = f"; {len(bad)} of {len(values)} {noun}s are out of range" if len(bad) > 1 else ""
-        raise IndexError(
-            f"{noun} {values[i]}{at} is out of range for a table of {rows} rows ({valid}){more}"
-        )
+    if mode == "raise":  # the kernels' own message, for values they could not hold
+        check_in_range(np.array(values, dtype=object).reshape(p.shape), rows, name, noun, table)
     if mode == "wrap" and rows > 0:
         values = [v % rows for v in values]
     # clip (and an empty table, which the kernel reports) only need the sign
