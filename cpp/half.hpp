@@ -99,6 +99,11 @@ struct Compute<bf16> {
 // Element types of the float kernels, as the bindings name them.
 enum class FloatKind : int { f16 = 0, bf16 = 1, f32 = 2, f64 = 3 };
 
+// Bytes of one element of `kind`.
+inline int64_t element_size(FloatKind kind) {
+  return kind == FloatKind::f64 ? 8 : kind == FloatKind::f32 ? 4 : 2;
+}
+
 // Calls f(S{}) with the storage type behind `kind`.
 template <class F>
 auto with_float_kind(FloatKind kind, F&& f) {

@@ -131,7 +131,7 @@ struct MaxDeque {
 }  // namespace
 
 void window_owner(const int64_t* doc_offsets, int64_t ndocs, const int64_t* win_offsets,
-                  const int64_t* starts, const int64_t* lengths, int64_t size, int rule,
+                  const int64_t* starts, const int64_t* lengths, int64_t size, OwnerRule rule,
                   bool* own) {
   const int64_t total = win_offsets[ndocs];
   std::memset(own, 0, static_cast<size_t>(total * size));
@@ -141,7 +141,7 @@ void window_owner(const int64_t* doc_offsets, int64_t ndocs, const int64_t* win_
     for (int64_t doc = begin; doc < end; ++doc) {
       const int64_t w0 = win_offsets[doc];
       const int64_t w1 = win_offsets[doc + 1];
-      if (rule == 0) {
+      if (rule == OwnerRule::first) {
         int64_t covered = 0;  // tokens [0, covered) already belong to earlier windows
         for (int64_t w = w0; w < w1; ++w) {
           const int64_t s = starts[w];

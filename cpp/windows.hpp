@@ -1,5 +1,5 @@
-// windows: overlapping chunks of a token stream (the seeds' sliding-window
-// option), per document of a CSR corpus, never crossing a document boundary.
+// windows: overlapping chunks of a token stream (sliding windows), per
+// document of a CSR corpus, never crossing a document boundary.
 #pragma once
 
 #include <cstdint>
@@ -33,13 +33,18 @@ void fill_windows(const char* tokens, int64_t itemsize, const int64_t* doc_offse
                   const int64_t* win_offsets, int64_t size, int64_t step, Tail tail,
                   const char* pad, const WindowsOut& out);
 
+// Which window owns a token that several windows hold.
+enum class OwnerRule : int {
+  first = 0,   // the earliest window containing the token
+  center = 1,  // BERT's max context: the window maximising min(left context,
+               // right context) + 0.01 * window length, the earliest on ties;
+               // compared exactly as 100 * min + length
+};
+
 // owner: for every input token, exactly one (window, slot) is marked in
-// own (n, size). rule 0 ("first"): the earliest window containing the token.
-// rule 1 ("center", BERT's max context): the window maximising
-// min(left context, right context) + 0.01 * window length, the earliest on
-// ties; compared exactly as 100 * min + length.
+// own (n, size), by `rule`.
 void window_owner(const int64_t* doc_offsets, int64_t ndocs, const int64_t* win_offsets,
-                  const int64_t* starts, const int64_t* lengths, int64_t size, int rule,
+                  const int64_t* starts, const int64_t* lengths, int64_t size, OwnerRule rule,
                   bool* own);
 
 enum class Reduce : int { mean = 0, sum = 1, max = 2, owned = 3 };

@@ -1561,14 +1561,15 @@ class Settings:
             )
             posembed.set_num_threads(self.threads)
         if self.tiny:
-            _core._set_thresholds(1024, 4096)  # the parallel and streaming paths on small arrays
+            # the parallel and streaming paths on small arrays
+            _core._probes.set_thresholds(1024, 4096)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.threads is not None:
             posembed.set_num_threads(self._before)
         if self.tiny:
-            _core._set_thresholds(-1, -1)
+            _core._probes.set_thresholds(-1, -1)
 
 
 TARGET_NAMES = sorted(TARGETS)

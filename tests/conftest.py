@@ -112,9 +112,9 @@ def tiny_thresholds():
     """Drive the parallel and streaming paths with small arrays."""
     from posembed import _core
 
-    _core._set_thresholds(1024, 4096)
+    _core._probes.set_thresholds(1024, 4096)
     yield
-    _core._set_thresholds(-1, -1)
+    _core._probes.set_thresholds(-1, -1)
 
 
 @pytest.fixture

@@ -93,7 +93,7 @@ def main(path: str) -> None:
         for streamed in (False, True):
             # Lowered thresholds put even these small calls on the parallel
             # and streamed paths.
-            _core._set_thresholds(1024 if streamed else -1, 4096 if streamed else -1)
+            _core._probes.set_thresholds(1024 if streamed else -1, 4096 if streamed else -1)
             for name, call in cases().items():
                 out = np.ascontiguousarray(call())
                 results[f"{name}-t{threads}-s{int(streamed)}"] = out.view(np.uint8).reshape(-1)

@@ -110,7 +110,7 @@ def test_calls_overlap_so_the_gil_is_released():
     table = _frozen(np.ones((512, 1024), np.float32))
     pos = _frozen(np.arange(512 * 16) % 512)
     barrier = threading.Barrier(THREADS)
-    _core._calls_in_flight_peak(reset=True)
+    _core._probes.calls_in_flight_peak(reset=True)
 
     def worker(_: int) -> None:
         barrier.wait()
@@ -119,7 +119,7 @@ def test_calls_overlap_so_the_gil_is_released():
 
     with ThreadPoolExecutor(THREADS) as pool:
         list(pool.map(worker, range(THREADS)))
-    assert _core._calls_in_flight_peak() >= 2
+    assert _core._probes.calls_in_flight_peak() >= 2
 
 
 @pytest.mark.parametrize("budget", [2, 4])
@@ -132,8 +132,8 @@ def test_concurrent_calls_share_one_budget_of_helper_threads(budget):
     posembed.set_num_threads(budget)
     try:
         posembed.gather(table, pos)
-        assert _core._last_team_size() == budget  # alone: the whole team
-        _core._helpers_busy_peak(reset=True)
+        assert _core._probes.last_team_size() == budget  # alone: the whole team
+        _core._probes.helpers_busy_peak(reset=True)
         barrier = threading.Barrier(THREADS)
 
         def worker(_: int) -> None:
@@ -143,7 +143,7 @@ def test_concurrent_calls_share_one_budget_of_helper_threads(budget):
 
         with ThreadPoolExecutor(THREADS) as pool:
             list(pool.map(worker, range(THREADS)))
-        assert 1 <= _core._helpers_busy_peak() <= budget - 1
+        assert 1 <= _core._probes.helpers_busy_peak() <= budget - 1
     finally:
         posembed.set_num_threads(None)
 
@@ -153,8 +153,8 @@ def test_a_call_from_inside_an_openmp_team_starts_no_nested_team():
     # threads runs the call alone (no helpers), and nothing deadlocks
     posembed.set_num_threads(4)
     try:
-        assert _core._team_sizes_in_openmp_team(4, 1 << 16) == 1
-        assert _core._team_sizes_in_openmp_team(2, 1 << 16) == 1
+        assert _core._probes.team_sizes_in_openmp_team(4, 1 << 16) == 1
+        assert _core._probes.team_sizes_in_openmp_team(2, 1 << 16) == 1
         # (a team of one is not an active region: a call there is a call alone)
     finally:
         posembed.set_num_threads(None)

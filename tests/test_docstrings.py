@@ -182,7 +182,11 @@ def test_docstring(name: str, obj: Any) -> None:
 # each function's signature as the first line of its __doc__ instead; these
 # tests hold the stub to it.
 
-STUB = Path(posembed.__file__).with_name("_core.pyi")
+STUBS = Path(posembed.__file__).with_name("_core")
+STUB = STUBS / "__init__.pyi"
+PROBES_STUB = STUBS / "_probes.pyi"
+# The bound enums, as pybind11 writes their type and as the stub names them.
+ENUMS = ("Align", "FloatKind", "GridMethod", "IndexMode", "OwnerRule", "Reduce", "Tail")
 
 # How pybind11 (2.13 and 3.x) writes an argument's C++ type -> what the stub
 # says. A py::object argument is converted by the binding itself; the stub
@@ -197,6 +201,7 @@ ARGUMENT_TYPES = {
     "numpy.ndarray[numpy.int64]": {"npt.ArrayLike"},
     "typing.Annotated[numpy.typing.ArrayLike, numpy.int64]": {"npt.ArrayLike"},
     "object": {"np.ndarray | None", "npt.ArrayLike | None", "SupportsFloat | SupportsIndex"},
+    **{f"posembed._core.{name}": {name} for name in ENUMS},
 }
 RETURN_TYPES = {
     "None": {"None"},
@@ -209,20 +214,45 @@ RETURN_TYPES = {
 }
 
 
-def stub_tree() -> ast.Module:
-    return ast.parse(STUB.read_text(encoding="utf-8"))
+def stub_tree(path: Path = STUB) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
 
 
 def stub_functions() -> dict[str, ast.FunctionDef]:
-    return {node.name: node for node in stub_tree().body if isinstance(node, ast.FunctionDef)}
+    """Every function of both stubs, the probes' as ``_probes.<name>``."""
+    found = {}
+    for prefix, path in (("", STUB), ("_probes.", PROBES_STUB)):
+        for node in stub_tree(path).body:
+            if isinstance(node, ast.FunctionDef):
+                found[prefix + node.name] = node
+    return found
 
 
 def bound_functions() -> dict[str, Callable[..., Any]]:
+    """Every function of _core and its _probes submodule (not the enum classes)."""
     return {
-        name: getattr(_core, name)
-        for name in dir(_core)
-        if not name.startswith("__") and callable(getattr(_core, name))
+        prefix + name: getattr(module, name)
+        for prefix, module in (("", _core), ("_probes.", _core._probes))
+        for name in dir(module)
+        if not name.startswith("__") and inspect.isbuiltin(getattr(module, name))
     }
+
+
+def test_stub_has_every_bound_enum_with_its_members():
+    classes = {n.name: n for n in stub_tree().body if isinstance(n, ast.ClassDef)}
+    bound = sorted(n for n in dir(_core) if isinstance(getattr(_core, n), type))
+    assert sorted(ENUMS) == bound
+    for name in ENUMS:
+        members = set(getattr(_core, name).__members__)
+        declared = {
+            node.target.id
+            for node in classes[name].body
+            if isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id != "__members__"
+        }
+        # a keyword ("raise") cannot be declared; every other member is
+        assert declared == {m for m in members if m != "raise"}, name
 
 
 def bound_signature(fn: Callable[..., Any]) -> ast.FunctionDef:

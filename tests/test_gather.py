@@ -452,7 +452,7 @@ def test_streaming_and_parallel_paths_on_small_data(rng, restore_threads):
 
     table = random_table(rng, 50, 37, np.float32)
     pos = rng.integers(0, 50, 300)
-    _core._set_thresholds(1024, 4096)
+    _core._probes.set_thresholds(1024, 4096)
     try:
         for threads in (1, 2, 3):
             posembed.set_num_threads(threads)
@@ -461,5 +461,5 @@ def test_streaming_and_parallel_paths_on_small_data(rng, restore_threads):
             assert_same(out, table[pos])
             assert_same(posembed.gather(table, pos), table[pos])  # fresh: plain stores
     finally:
-        _core._set_thresholds(-1, -1)
+        _core._probes.set_thresholds(-1, -1)
     assert posembed.config()["stream_min_bytes"] == 8 << 20

@@ -98,7 +98,7 @@ from posembed import _core
 
 # small arrays, but every call above 4 KiB of output runs on a thread team,
 # as large calls do
-_core._set_thresholds(4096, -1)
+_core._probes.set_thresholds(4096, -1)
 
 def anon_kb():
     with open("/proc/self/status") as f:

@@ -44,9 +44,15 @@ def test_config_reports_the_build():
     facts = posembed.config()
     assert facts["version"] == posembed.__version__
     assert facts["openmp"] is True  # the shipped build always has OpenMP
-    assert facts["simd"] in ("baseline", "avx2")
-    assert facts["simd"] == "baseline" or facts["cpu_simd"] in ("avx2", "avx512")
-    assert facts["cpu_simd"] in ("baseline", "avx2", "avx512")
+    # Whatever this host offers: every level it lists is one the build knows,
+    # lowest first, ending at the CPU's best; the one running is among them and,
+    # unless POSEMBED_SIMD chose another, the best.
+    levels = facts["simd_levels"]
+    assert levels[0] == "baseline"
+    assert levels == [lv for lv in ("baseline", "avx2", "avx512") if lv in levels]
+    assert facts["cpu_simd"] == levels[-1]
+    assert facts["simd"] in levels
+    assert facts["simd"] == os.environ.get("POSEMBED_SIMD", facts["cpu_simd"])
     assert facts["dropout_rng"] in ("vaes", "aesni", "software")
     assert facts["compiler"]
     assert facts["num_threads"] >= 1

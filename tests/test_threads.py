@@ -68,16 +68,16 @@ def test_small_calls_stay_on_one_thread_and_large_ones_use_all(restore_threads):
     posembed.set_num_threads(2)
     table = np.ones((128, 64), np.float32)
     posembed.gather(table, np.arange(10) % 128)
-    assert _core._last_team_size() == 1
+    assert _core._probes.last_team_size() == 1
     posembed.gather(table, np.arange(100_000) % 128)  # 25 MB of output
-    assert _core._last_team_size() == 2
+    assert _core._probes.last_team_size() == 2
     posembed.interpolate(table, 10)
-    assert _core._last_team_size() == 1
+    assert _core._probes.last_team_size() == 1
     posembed.interpolate(table, 100_000)
-    assert _core._last_team_size() == 2
+    assert _core._probes.last_team_size() == 2
     posembed.set_num_threads(1)
     posembed.gather(table, np.arange(100_000) % 128)
-    assert _core._last_team_size() == 1
+    assert _core._probes.last_team_size() == 1
 
 
 def test_thread_count_is_capped(restore_threads):
@@ -104,7 +104,7 @@ def test_forked_child_after_parallel_work_does_not_hang(restore_threads):
     posembed.set_num_threads(2)
     table = np.ones((2048, 64), np.float32)
     posembed.gather(table, np.arange(100_000) % 2048)  # the parent's pool is running
-    assert _core._last_team_size() == 2
+    assert _core._probes.last_team_size() == 2
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
     child = ctx.Process(target=_child, args=(queue,))
@@ -202,16 +202,16 @@ def test_threadpoolctl_limits_posembed(restore_threads):
     with threadpoolctl.threadpool_limits(1, user_api="openmp"):
         assert posembed.get_num_threads() == 1
         posembed.gather(table, big)
-        assert _core._last_team_size() == 1
+        assert _core._probes.last_team_size() == 1
         # posembed's own setting is the most specific, and wins.
         posembed.set_num_threads(2)
         posembed.gather(table, big)
-        assert _core._last_team_size() == 2
+        assert _core._probes.last_team_size() == 2
         posembed.set_num_threads(None)
         assert posembed.get_num_threads() == 1
     assert posembed.get_num_threads() == default
     posembed.gather(table, big)
-    assert _core._last_team_size() == default
+    assert _core._probes.last_team_size() == default
 
 
 def test_explicit_threads_hold_in_every_python_thread(restore_threads):
@@ -221,7 +221,7 @@ def test_explicit_threads_hold_in_every_python_thread(restore_threads):
 
     def work():
         posembed.gather(table, np.arange(100_000) % 128)
-        teams.append(_core._last_team_size())
+        teams.append(_core._probes.last_team_size())
 
     worker = threading.Thread(target=work)
     worker.start()

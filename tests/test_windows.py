@@ -396,14 +396,14 @@ def test_stitch_thread_count_does_not_change_bytes(rng, restore_threads):
         rw = reference.windows(tokens, 32, step=20, offsets=offs, tail=tail)
         values = rng.standard_normal((len(w), 32, 4)).astype(np.float32)
         want = {r: reference.stitch(values, rw, reduce=r, fill=7) for r in REDUCES}
-        _core._set_thresholds(1024, 4096)
+        _core._probes.set_thresholds(1024, 4096)
         try:
             for threads in (1, 2, 3):
                 posembed.set_num_threads(threads)
                 for r in REDUCES:
                     assert_same(posembed.stitch(values, w, reduce=r, fill=7), want[r])
         finally:
-            _core._set_thresholds(-1, -1)
+            _core._probes.set_thresholds(-1, -1)
 
 
 def test_stitch_refuses_windows_out_of_order():
@@ -498,15 +498,15 @@ def test_stitch_integer_sum_is_exact_or_refused(module, dtype, restore_threads):
     if module is posembed:
         from posembed import _core
 
-        _core._set_thresholds(64, -1)
+        _core._probes.set_thresholds(64, -1)
         try:
             for n in (1, 2):
                 posembed.set_num_threads(n)
                 with pytest.raises(ValueError, match=rf"values: .*token 7 .*{info.dtype}"):
                     module.stitch(over, w, reduce="sum")
-                assert _core._last_team_size() == n
+                assert _core._probes.last_team_size() == n
         finally:
-            _core._set_thresholds(-1, -1)
+            _core._probes.set_thresholds(-1, -1)
     else:
         with pytest.raises(ValueError, match=rf"values: .*token 7 .*{info.dtype}"):
             module.stitch(over, w, reduce="sum")

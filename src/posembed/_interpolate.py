@@ -11,6 +11,7 @@ from posembed import _core
 from posembed import _validate as v
 
 INITS = ("interpolate", "tile", "edge", "random", "zeros")
+RAISE = v.INDEX_MODES["raise"]  # the rows extend copies are in range by construction
 
 
 def _non_empty(t: np.ndarray) -> None:
@@ -236,16 +237,16 @@ def extend(
                 )
 
     out = np.empty((n, d), t.dtype)
-    _core.gather(t, np.arange(rows), 0, out[:rows], fresh=True)
+    _core.gather(t, np.arange(rows), RAISE, out[:rows], fresh=True)
     new = out[rows:]
     if n == rows:
         return out
     if init == "interpolate":
         _core.interpolate(t, kind, n, a, rows, new, fresh=True)
     elif init == "tile":
-        _core.gather(t, np.arange(rows, n) % rows, 0, new, fresh=True)
+        _core.gather(t, np.arange(rows, n) % rows, RAISE, new, fresh=True)
     elif init == "edge":
-        _core.gather(t, np.full(n - rows, rows - 1), 0, new, fresh=True)
+        _core.gather(t, np.full(n - rows, rows - 1), RAISE, new, fresh=True)
     elif init == "zeros":
         new.fill(0)
     else:

@@ -9,8 +9,8 @@ import numpy as np
 from posembed import _core
 from posembed import _validate as v
 
-METHODS = {"bilinear": 0, "bicubic": 1}
-GRID_ALIGNS = {"half_pixel": 1, "corners": 2}
+METHODS = _core.GridMethod.__members__
+GRID_ALIGNS = {name: v.ALIGNS[name] for name in ("half_pixel", "corners")}
 
 
 def resample_grid(

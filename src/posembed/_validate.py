@@ -9,12 +9,15 @@ the value it got and what is allowed. Checks are cheap on the common path
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-# Integer codes understood by _core for the gather modes.
-INDEX_MODES = {"raise": 0, "clip": 1, "wrap": 2}
+from posembed import _core
+
+# The modes the kernels take, by the names the API takes (bound C++ enums).
+INDEX_MODES = _core.IndexMode.__members__
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
@@ -94,7 +97,7 @@ def as_table(table: Any, name: str = "table") -> np.ndarray:
     return t
 
 
-def index_mode(mode: Any) -> int:
+def index_mode(mode: Any) -> _core.IndexMode:
     try:
         return INDEX_MODES[mode]
     except (KeyError, TypeError):
@@ -309,12 +312,11 @@ def _int_at_least(value: Any, name: str, minimum: int, what: str) -> int:
     return n
 
 
-# Integer codes understood by _core for the float element types and aligns.
-FLOAT_KINDS = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
-ALIGNS = {"scale": 0, "half_pixel": 1, "corners": 2}
+FLOAT_KINDS = _core.FloatKind.__members__
+ALIGNS = _core.Align.__members__
 
 
-def choice(value: Any, name: str, allowed: dict[str, int] | tuple[str, ...]) -> str:
+def choice(value: Any, name: str, allowed: Mapping[str, object] | tuple[str, ...]) -> str:
     """``value`` if it is one of the allowed names, else ValueError listing them."""
     if isinstance(value, str) and value in allowed:
         return value
@@ -322,13 +324,13 @@ def choice(value: Any, name: str, allowed: dict[str, int] | tuple[str, ...]) -> 
     raise ValueError(f"{name} must be one of {names}; got {value!r}")
 
 
-# dtype -> (float-kind code or None, native byte order), for the dtypes seen
+# dtype -> (float kind or None, native byte order), for the dtypes seen
 # so far: a dtype's name is computed in Python each time it is asked for, a
 # dict lookup by dtype is not.
-_KIND_OF_DTYPE: dict[np.dtype[Any], tuple[int | None, bool]] = {}
+_KIND_OF_DTYPE: dict[np.dtype[Any], tuple[_core.FloatKind | None, bool]] = {}
 
 
-def _kind_entry(dtype: np.dtype[Any]) -> tuple[int | None, bool]:
+def _kind_entry(dtype: np.dtype[Any]) -> tuple[_core.FloatKind | None, bool]:
     try:
         return _KIND_OF_DTYPE[dtype]
     except KeyError:
@@ -338,14 +340,14 @@ def _kind_entry(dtype: np.dtype[Any]) -> tuple[int | None, bool]:
         return entry
 
 
-def float_kind(dtype: np.dtype[Any]) -> int | None:
-    """The _core float-kind code of ``dtype`` (any byte order), or None."""
+def float_kind(dtype: np.dtype[Any]) -> _core.FloatKind | None:
+    """The kernels' float kind of ``dtype`` (any byte order), or None."""
     return _kind_entry(dtype)[0]
 
 
-def float_table(table: Any, name: str = "table") -> tuple[np.ndarray, int]:
+def float_table(table: Any, name: str = "table") -> tuple[np.ndarray, _core.FloatKind]:
     """A 2-D float table (float16, bfloat16, float32, float64) with adjacent,
-    aligned columns in native byte order, and its _core float-kind code. Rows
+    aligned columns in native byte order, and its kernels' float kind. Rows
     may be strided or reversed; anything else is copied once."""
     if type(table) is np.ndarray and table.ndim == 2:
         kind, native = _kind_entry(table.dtype)

@@ -12,9 +12,13 @@ import numpy as np
 from posembed import _core
 from posembed import _validate as v
 
-TAILS = {"pad": 0, "shift": 1, "drop": 2}
-OWNER_RULES = {"first": 0, "center": 1}
-REDUCES = {"mean": 0, "sum": 1, "max": 2, "first": 3, "center": 3}
+TAILS = _core.Tail.__members__
+OWNER_RULES = _core.OwnerRule.__members__
+# "first" and "center" take the slot that Windows.owner(rule) marks.
+REDUCES = {
+    **{name: _core.Reduce.__members__[name] for name in ("mean", "sum", "max")},
+    **{rule: _core.Reduce.__members__["owned"] for rule in OWNER_RULES},
+}
 
 
 @dataclass(frozen=True)
@@ -91,8 +95,8 @@ class Windows:
             An unknown ``rule``, or (for a ``Windows`` built by hand) arrays
             that do not describe the documents of ``doc_offsets``.
         """
-        code = OWNER_RULES[v.choice(rule, "rule", OWNER_RULES)]
-        return _core.window_owner(*_fields(self), code)
+        chosen = OWNER_RULES[v.choice(rule, "rule", OWNER_RULES)]
+        return _core.window_owner(*_fields(self), chosen)
 
 
 _FIELDS = ("doc_offsets", "starts", "lengths", "documents")
@@ -256,7 +260,7 @@ def windows(
     n = v.positive_int(size, "size")
     v.check_sizes("size", n, t.itemsize)  # a window's bytes must fit int64
     s = _step(n, step, overlap)
-    code = TAILS[v.choice(tail, "tail", TAILS)]
+    placement = TAILS[v.choice(tail, "tail", TAILS)]
     _check_pad_value(pad_value, t.dtype)
     o = _offsets(offsets, t.shape[0])
     if out is not None:
@@ -266,7 +270,7 @@ def windows(
         )
     t = v.kernel_array(t, t.dtype.newbyteorder("="))
     pad = np.array([pad_value], dtype=t.dtype)
-    rows, starts, lengths, documents = _core.windows(t, o, n, s, code, pad, out)
+    rows, starts, lengths, documents = _core.windows(t, o, n, s, placement, pad, out)
     return Windows(rows, starts, lengths, documents, o, n, s, tail)
 
 

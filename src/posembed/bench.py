@@ -158,13 +158,13 @@ def roofline(kind: str, nbytes: int, source: Path | None = None) -> Callable[[],
     src = np.full(nbytes, 0x3C, np.uint8) if op == "copy" else None
     if state == "warm":
         dst = np.empty(nbytes, np.uint8)
-        _core.roofline_fill(dst, FILL_BYTE)
+        _core._probes.roofline_fill(dst, FILL_BYTE)
         if src is None:
-            return lambda: _core.roofline_fill(dst, FILL_BYTE)
-        return lambda: _core.roofline_copy(dst, src)
+            return lambda: _core._probes.roofline_fill(dst, FILL_BYTE)
+        return lambda: _core._probes.roofline_copy(dst, src)
     if src is None:
-        return lambda: _core.roofline_fill(np.empty(nbytes, np.uint8), FILL_BYTE)
-    return lambda: _core.roofline_copy(np.empty(nbytes, np.uint8), src)
+        return lambda: _core._probes.roofline_fill(np.empty(nbytes, np.uint8), FILL_BYTE)
+    return lambda: _core._probes.roofline_copy(np.empty(nbytes, np.uint8), src)
 
 
 def _torch() -> Any:
@@ -1228,12 +1228,12 @@ F32 = np.float32
 def _scaling_roofline(big: int) -> list[ScalingCase]:
     # The same-run ceilings: an integer loop with no memory traffic (no kernel
     # can scale better than it), and a warm copy in cache and in memory.
-    spin = partial(_core.roofline_spin, 4_000_000 // big)
+    spin = partial(_core._probes.roofline_spin, 4_000_000 // big)
     cases = [ScalingCase("roofline", "ALU loop, no memory", "in cache", 0, spin)]
     for size, mb in (("in cache", 4), ("in memory", 64 // big)):
         src = np.full(mb << 20, 0x3C, np.uint8)
         dst = np.full(mb << 20, FILL_BYTE, np.uint8)
-        copy = partial(_core.roofline_copy, dst, src)
+        copy = partial(_core._probes.roofline_copy, dst, src)
         cases.append(ScalingCase("roofline", "copy warm", size, dst.nbytes, copy))
     return cases
 

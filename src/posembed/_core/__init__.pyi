@@ -1,20 +1,80 @@
-# Stubs for the pybind11 module built from cpp/bindings.cpp, one entry per
-# m.def there, with its argument names, defaults and order. pybind11 binds
-# every argument as positional-or-keyword. Argument types are what the
-# bindings accept: C++ integers take any object with __index__ (never a
-# float), C++ doubles any real number, `I64` arguments (py::array_t<int64_t>)
-# anything NumPy converts to int64 without an unsafe cast. Where the binding
-# takes a py::object, the stub names what it can actually use; anything else
-# raises TypeError at run time.
+# Stubs for the pybind11 module built from cpp/module.cpp and cpp/bind_*.cpp,
+# one entry per m.def and py::enum_ there, with its argument names, defaults
+# and order. pybind11 binds every argument as positional-or-keyword. Argument
+# types are what the bindings accept: C++ integers take any object with
+# __index__ (never a float), C++ doubles any real number, `I64` arguments
+# (py::array_t<int64_t>) anything NumPy converts to int64 without an unsafe
+# cast, enum arguments only that enum's members. Where the binding takes a
+# py::object, the stub names what it can actually use; anything else raises
+# TypeError at run time.
 #
 # stubtest cannot compare these signatures with the module (pybind11 gives
 # its functions no __text_signature__); tests/test_docstrings.py compares them
 # with the signature line pybind11 writes into each function's __doc__.
 
-from typing import SupportsFloat, SupportsIndex, TypedDict, type_check_only
+from typing import ClassVar, SupportsFloat, SupportsIndex, TypedDict, type_check_only
 
 import numpy as np
 import numpy.typing as npt
+
+from posembed._core import _probes as _probes
+
+# Bound C++ enums (pybind11 py::enum_): member names are the words the
+# Python API takes, so posembed looks a user's string up in __members__.
+@type_check_only
+class _Enum:
+    def __init__(self, value: SupportsIndex) -> None: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __ne__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+    def __index__(self) -> int: ...
+    def __int__(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> int: ...
+
+class FloatKind(_Enum):
+    __members__: ClassVar[dict[str, FloatKind]]
+    float16: ClassVar[FloatKind]
+    bfloat16: ClassVar[FloatKind]
+    float32: ClassVar[FloatKind]
+    float64: ClassVar[FloatKind]
+
+class Align(_Enum):
+    __members__: ClassVar[dict[str, Align]]
+    scale: ClassVar[Align]
+    half_pixel: ClassVar[Align]
+    corners: ClassVar[Align]
+
+class IndexMode(_Enum):
+    __members__: ClassVar[dict[str, IndexMode]]
+    # "raise" is a keyword: reached as IndexMode.__members__["raise"]
+    clip: ClassVar[IndexMode]
+    wrap: ClassVar[IndexMode]
+
+class GridMethod(_Enum):
+    __members__: ClassVar[dict[str, GridMethod]]
+    bilinear: ClassVar[GridMethod]
+    bicubic: ClassVar[GridMethod]
+
+class Tail(_Enum):
+    __members__: ClassVar[dict[str, Tail]]
+    pad: ClassVar[Tail]
+    shift: ClassVar[Tail]
+    drop: ClassVar[Tail]
+
+class OwnerRule(_Enum):
+    __members__: ClassVar[dict[str, OwnerRule]]
+    first: ClassVar[OwnerRule]
+    center: ClassVar[OwnerRule]
+
+class Reduce(_Enum):
+    __members__: ClassVar[dict[str, Reduce]]
+    mean: ClassVar[Reduce]
+    sum: ClassVar[Reduce]
+    max: ClassVar[Reduce]
+    owned: ClassVar[Reduce]
 
 @type_check_only
 class _Config(TypedDict):
@@ -38,40 +98,40 @@ class _Config(TypedDict):
 def gather(
     table: np.ndarray,
     positions: np.ndarray,
-    mode: SupportsIndex,
+    mode: IndexMode,
     out: np.ndarray | None = None,
     fresh: bool = False,
 ) -> np.ndarray: ...
 def interpolate(
     table: np.ndarray,
-    kind: SupportsIndex,
+    kind: FloatKind,
     length: SupportsIndex,
-    align: SupportsIndex,
+    align: Align,
     first: SupportsIndex = 0,
     out: np.ndarray | None = None,
     fresh: bool = False,
 ) -> np.ndarray: ...
 def lerp(
     table: np.ndarray,
-    kind: SupportsIndex,
+    kind: FloatKind,
     positions: np.ndarray,
     out: np.ndarray | None = None,
 ) -> np.ndarray: ...
 def resample_grid(
     table: np.ndarray,
-    kind: SupportsIndex,
+    kind: FloatKind,
     prefix: SupportsIndex,
     h: SupportsIndex,
     w: SupportsIndex,
     h2: SupportsIndex,
     w2: SupportsIndex,
-    method: SupportsIndex,
-    align: SupportsIndex,
+    method: GridMethod,
+    align: Align,
 ) -> np.ndarray: ...
 def embed(
     tokens: np.ndarray,
     pos: np.ndarray,
-    kind: SupportsIndex,
+    kind: FloatKind,
     ids: npt.ArrayLike,
     positions: npt.ArrayLike | None,
     offset: SupportsIndex,
@@ -88,7 +148,7 @@ def dropout_mask(
 ) -> npt.NDArray[np.bool_]: ...
 def gather_backward(
     grad: np.ndarray,
-    kind: SupportsIndex,
+    kind: FloatKind,
     positions: npt.ArrayLike,
     length: SupportsIndex,
     out: np.ndarray,
@@ -99,7 +159,7 @@ def windows(
     doc_offsets: np.ndarray,
     size: SupportsIndex,
     step: SupportsIndex,
-    tail: SupportsIndex,
+    tail: Tail,
     pad: np.ndarray,
     out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]: ...
@@ -109,7 +169,7 @@ def window_owner(
     lengths: npt.ArrayLike,
     documents: npt.ArrayLike,
     size: SupportsIndex,
-    rule: SupportsIndex,
+    rule: OwnerRule,
 ) -> npt.NDArray[np.bool_]: ...
 def stitch(
     values: np.ndarray,
@@ -118,32 +178,10 @@ def stitch(
     lengths: npt.ArrayLike,
     documents: npt.ArrayLike,
     size: SupportsIndex,
-    reduce: SupportsIndex,
+    reduce: Reduce,
     own: npt.ArrayLike | None,
     fill: SupportsFloat | SupportsIndex,
 ) -> np.ndarray: ...
 def set_num_threads(n: SupportsIndex) -> None: ...
 def get_num_threads() -> int: ...
-def _set_thresholds(parallel_min_bytes: SupportsIndex, stream_min_bytes: SupportsIndex) -> None:
-    """Override the work thresholds (-1 restores a default)."""
-
-def _last_team_size() -> int:
-    """Threads that ran the most recent parallel section (1 if it stayed serial)."""
-
-def _calls_in_flight_peak(reset: bool = False) -> int:
-    """Most kernel calls in flight at once since the last reset (diagnostics)."""
-
-def _helpers_busy_peak(reset: bool = False) -> int:
-    """Most helper threads busy at once across calls since the last reset (diagnostics)."""
-
-def _team_sizes_in_openmp_team(outer: SupportsIndex, n: SupportsIndex) -> int:
-    """Largest team a call made from each thread of an OpenMP team used (diagnostics)."""
-
 def config() -> _Config: ...
-def roofline_fill(
-    buf: np.ndarray, value: SupportsIndex = 0, stream: bool = False, threads: SupportsIndex = 0
-) -> None: ...
-def roofline_spin(n: SupportsIndex, threads: SupportsIndex = 0) -> int: ...
-def roofline_copy(
-    dst: np.ndarray, src: np.ndarray, stream: bool = False, threads: SupportsIndex = 0
-) -> None: ...

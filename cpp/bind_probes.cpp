@@ -1,0 +1,95 @@
+// posembed._core._probes: what the benchmark and the tests measure the
+// kernels against (memory rooflines, an ALU loop) and how they look inside
+// the thread pool. Not part of the API.
+#include <atomic>
+
+#include "bind.hpp"
+#include "parallel.hpp"
+#include "roofline.hpp"
+#include "runtime.hpp"
+
+namespace posembed::bind {
+namespace {
+
+using namespace pybind11::literals;
+
+char* writeable_bytes(py::array& a, const char* name) {
+  if (!c_contiguous(a) || !a.writeable()) {
+    throw py::value_error(std::string(name) + " must be a writeable C-contiguous array");
+  }
+  return static_cast<char*>(a.mutable_data());
+}
+
+int threads_or_all(int threads) { return threads > 0 ? threads : get_num_threads(); }
+
+void roofline_fill(py::array buf, int value, bool stream, int threads) {
+  char* dst = writeable_bytes(buf, "buf");
+  const auto n = static_cast<int64_t>(buf.nbytes());
+  py::gil_scoped_release nogil;
+  posembed::roofline_fill(dst, n, static_cast<unsigned char>(value), threads_or_all(threads),
+                          stream);
+}
+
+uint64_t roofline_spin(int64_t n, int threads) {
+  if (n < 0) throw py::value_error("n must be >= 0");
+  py::gil_scoped_release nogil;
+  return posembed::roofline_spin(n, threads_or_all(threads));
+}
+
+void roofline_copy(py::array dst, const py::array& src, bool stream, int threads) {
+  char* d = writeable_bytes(dst, "dst");
+  if (!c_contiguous(src) || src.nbytes() != dst.nbytes()) {
+    throw py::value_error("src must be C-contiguous with as many bytes as dst");
+  }
+  const auto* s = static_cast<const char*>(src.data());
+  const auto n = static_cast<int64_t>(dst.nbytes());
+  py::gil_scoped_release nogil;
+  posembed::roofline_copy(d, s, n, threads_or_all(threads), stream);
+}
+
+// A caller that is itself an OpenMP team (a C extension's parallel region):
+// each of its `outer` threads runs a kernel-sized parallel loop of n items.
+int team_sizes_in_openmp_team(int outer, int64_t n) {
+  if (outer < 1 || n < 1) throw py::value_error("outer and n must be >= 1");
+  std::atomic<int> largest{0};
+  {
+    py::gil_scoped_release release;
+#pragma omp parallel num_threads(outer)
+    {
+      std::atomic<int> used{0};
+      parallel_for(
+          n, get_num_threads(),
+          [&](int64_t, int64_t, int tid) {
+            int seen = used.load();
+            while (tid + 1 > seen && !used.compare_exchange_weak(seen, tid + 1)) {
+            }
+          },
+          1);
+      int seen = largest.load();
+      while (used.load() > seen && !largest.compare_exchange_weak(seen, used.load())) {
+      }
+    }
+  }
+  return largest.load();
+}
+
+}  // namespace
+
+void bind_probes(py::module_& m) {
+  m.def("set_thresholds", &set_thresholds, "parallel_min_bytes"_a, "stream_min_bytes"_a,
+        "Override the work thresholds (-1 restores a default).");
+  m.def("last_team_size", &last_team_size,
+        "Threads that ran the most recent parallel section (1 if it stayed serial).");
+  m.def("calls_in_flight_peak", &calls_in_flight_peak, "reset"_a = false,
+        "Most kernel calls in flight at once since the last reset.");
+  m.def("helpers_busy_peak", &helpers_busy_peak, "reset"_a = false,
+        "Most helper threads busy at once across calls since the last reset.");
+  m.def("team_sizes_in_openmp_team", &team_sizes_in_openmp_team, "outer"_a, "n"_a,
+        "Largest team a call made from each thread of an OpenMP team used.");
+  m.def("roofline_fill", &roofline_fill, "buf"_a, "value"_a = 0, "stream"_a = false,
+        "threads"_a = 0);
+  m.def("roofline_spin", &roofline_spin, "n"_a, "threads"_a = 0);
+  m.def("roofline_copy", &roofline_copy, "dst"_a, "src"_a, "stream"_a = false, "threads"_a = 0);
+}
+
+}  // namespace posembed::bind

@@ -1,0 +1,29 @@
+# Stubs for posembed._core._probes (cpp/bind_probes.cpp): rooflines and
+# thread-pool probes for the benchmark and the tests; not part of the API.
+
+from typing import SupportsIndex
+
+import numpy as np
+
+def set_thresholds(parallel_min_bytes: SupportsIndex, stream_min_bytes: SupportsIndex) -> None:
+    """Override the work thresholds (-1 restores a default)."""
+
+def last_team_size() -> int:
+    """Threads that ran the most recent parallel section (1 if it stayed serial)."""
+
+def calls_in_flight_peak(reset: bool = False) -> int:
+    """Most kernel calls in flight at once since the last reset."""
+
+def helpers_busy_peak(reset: bool = False) -> int:
+    """Most helper threads busy at once across calls since the last reset."""
+
+def team_sizes_in_openmp_team(outer: SupportsIndex, n: SupportsIndex) -> int:
+    """Largest team a call made from each thread of an OpenMP team used."""
+
+def roofline_fill(
+    buf: np.ndarray, value: SupportsIndex = 0, stream: bool = False, threads: SupportsIndex = 0
+) -> None: ...
+def roofline_spin(n: SupportsIndex, threads: SupportsIndex = 0) -> int: ...
+def roofline_copy(
+    dst: np.ndarray, src: np.ndarray, stream: bool = False, threads: SupportsIndex = 0
+) -> None: ...
