@@ -1,6 +1,6 @@
 """Going past max_seq_len by extending the position table and fine-tuning it.
 
-This is the seeds' option 1, end to end in plain NumPy: a position table
+This is extend-and-fine-tune, end to end in plain NumPy: a position table
 trained for 64 positions is grown to 128 rows with
 ``LearnedPositionEmbedding.extend(128, init="interpolate")`` (rows 0..63 stay
 bit-identical to the trained ones; rows 64..127 start as the trained table
