@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posembed
-import posembed._checkpoint as ckpt
+import posembed._safetensors as sft
 from posembed import cli, reference, resize_checkpoint
 
 from .conftest import (
@@ -288,7 +288,7 @@ def test_a_file_without_metadata_gets_none(tmp_path, rng):
 
 def test_copies_in_many_small_reads(model, tmp_path, monkeypatch):
     src, key, _ = model
-    monkeypatch.setattr(ckpt, "COPY_BYTES", 7)
+    monkeypatch.setattr(sft, "COPY_BYTES", 7)
     out = tmp_path / "out.safetensors"
     resize_checkpoint(src, out, key, 20, prefix=2)
     assert_rest_unchanged(src, out, key)
@@ -315,7 +315,7 @@ def test_without_copy_file_range_the_bytes_are_read_and_written(
         monkeypatch.delattr(os, "copy_file_range", raising=False)
     else:
         monkeypatch.setattr(os, "copy_file_range", refused)
-    monkeypatch.setattr(ckpt, "COPY_BYTES", 5)
+    monkeypatch.setattr(sft, "COPY_BYTES", 5)
     out = tmp_path / "out.safetensors"
     resize_checkpoint(src, out, key, 20, prefix=2)
     assert out.read_bytes() == want.read_bytes()
@@ -402,7 +402,7 @@ def test_a_failure_while_writing_leaves_nothing(model, tmp_path, monkeypatch):
         out.write(b"xx")  # part of the output written, then the disk fills
         raise OSError("disk full")
 
-    monkeypatch.setattr(ckpt, "_copy_range", broken)
+    monkeypatch.setattr(sft, "_copy_range", broken)
     before = listing(tmp_path)
     with pytest.raises(OSError, match="disk full"):
         resize_checkpoint(src, tmp_path / "new.safetensors", key, 20, prefix=2)
@@ -771,7 +771,7 @@ def test_a_short_file_and_a_huge_header_length(tmp_path, monkeypatch):
     pickle_like.write_bytes(b"PK\x03\x04" + bytes(100))  # a PyTorch zip archive's start
     with pytest.raises(ValueError, match=r"model.bin: .*header length \d+ exceeds the 96 bytes"):
         resize_checkpoint(pickle_like, tmp_path / "o", "t", 4)
-    monkeypatch.setattr(ckpt, "MAX_HEADER_BYTES", 16)
+    monkeypatch.setattr(sft, "MAX_HEADER_BYTES", 16)
     big = header_file(tmp_path / "big.safetensors", {"t": F32x2}, bytes(8))
     with pytest.raises(ValueError, match=r"header length \d+ exceeds the format's 16"):
         resize_checkpoint(big, tmp_path / "o", "t", 4)
