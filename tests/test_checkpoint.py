@@ -768,6 +768,26 @@ def test_unknown_dtypes_are_not_size_checked_but_must_fit(tmp_path, rng):
     assert_rest_unchanged(src, tmp_path / "b.safetensors", "pos")
 
 
+def test_unknown_entry_fields_and_key_order_are_kept(tmp_path, rng):
+    # another writer's header: entries' keys in another order, and keys besides the three
+    table = normal_table(rng, 4, 2, np.float32)
+    entries = {
+        "pos": {"data_offsets": [0, 32], "shape": [4, 2], "dtype": "F32", "note": "kept"},
+        "b": {"shape": [2], "extra": [1, None], "dtype": "U8", "data_offsets": [32, 34]},
+    }
+    src = header_file(tmp_path / "a.safetensors", entries, table.astype("<f4").tobytes() + b"xy")
+    out = tmp_path / "b.safetensors"
+    resize_checkpoint(src, out, "pos", 6)
+    blob = out.read_bytes()
+    got = json.loads(blob[8 : 8 + int.from_bytes(blob[:8], "little")])
+    assert got == {
+        "pos": {"data_offsets": [0, 48], "shape": [6, 2], "dtype": "F32", "note": "kept"},
+        "b": {"shape": [2], "extra": [1, None], "dtype": "U8", "data_offsets": [48, 50]},
+    }
+    assert [list(e) for e in got.values()] == [list(e) for e in entries.values()]
+    assert read_st(out)[1]["b"] == b"xy"
+
+
 # -- the command ---------------------------------------------------------------------------
 
 
