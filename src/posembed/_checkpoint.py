@@ -190,12 +190,13 @@ def resize_checkpoint(
         raise ValueError(f"align applies to interpolation only; got init={init!r}")
     if seed is not None and init != "random":
         raise ValueError(f"seed applies to init='random' only; got init={init!r}")
-    src_path, dst_path = _check_paths(Path(src), Path(dst), overwrite)
+    src_path, dst_path = Path(src), Path(dst)
+    _check_paths(src_path, dst_path, overwrite)
 
-    with open(src_path, "rb") as f:
-        header = sft.read_header(f, src_path)
+    with open(src_path, "rb") as source:
+        header = sft.read_header(source, src_path)
         entry = _table_entry(header, key)
-        rows, d = _table_size(entry, prefix)
+        rows, dim = _table_size(entry, prefix)
         if new_grid is not None:
             grid = _position_grid(entry, prefix, grid)
         if init is not None and new_rows < rows - prefix:
@@ -204,16 +205,18 @@ def resize_checkpoint(
                 f"(prefix {prefix} not counted); init= only grows the table (extend), "
                 "leave init unset to interpolate it down"
             )
-        table = sft.read_tensor(f, header, key).reshape(rows, d)
+        table = sft.read_tensor(source, header, key).reshape(rows, dim)
         if new_grid is not None:
             assert grid is not None
-            how = "bicubic" if method is None else method
-            at = "half_pixel" if align is None else align
+            grid_method = "bicubic" if method is None else method
+            grid_align = "half_pixel" if align is None else align
             mode = (
                 f"resample_grid ({grid[0]}x{grid[1]} -> {new_grid[0]}x{new_grid[1]}, "
-                f"{how}, align={at})"
+                f"{grid_method}, align={grid_align})"
             )
-            positions = resample_grid(table[prefix:], grid, new_grid, method=how, align=at)
+            positions = resample_grid(
+                table[prefix:], grid, new_grid, method=grid_method, align=grid_align
+            )
         elif init is None:
             mode = f"interpolate (align={align or 'scale'})"
             positions = interpolate(table[prefix:], new_rows, align=align or "scale")
@@ -222,12 +225,12 @@ def resize_checkpoint(
             detail += f", seed={seed}" if seed is not None else ""
             mode = f"extend (init={init}{detail})"
             positions = extend(table[prefix:], new_rows, init=init, align=align, seed=seed)
-        new_shape = (*entry.shape[:-2], prefix + new_rows, d)
-        _write(f.fileno(), header, entry, new_shape, (table[:prefix], positions), dst_path)
+        new_shape = (*entry.shape[:-2], prefix + new_rows, dim)
+        _write(source.fileno(), header, entry, new_shape, (table[:prefix], positions), dst_path)
     return ResizeResult(key, entry.dtype, entry.shape, new_shape, prefix, mode, dst_path)
 
 
-def _check_paths(src: Path, dst: Path, overwrite: bool) -> tuple[Path, Path]:
+def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
     if not src.is_file():
         what = "is a folder, not a file" if src.is_dir() else "no such file"
         raise FileNotFoundError(f"{src}: {what}")
@@ -242,7 +245,6 @@ def _check_paths(src: Path, dst: Path, overwrite: bool) -> tuple[Path, Path]:
             )
         if not overwrite:
             raise FileExistsError(f"{dst} exists; pass overwrite=True to replace it")
-    return src, dst
 
 
 def _table_entry(header: sft.Header, key: str) -> sft.TensorEntry:
@@ -271,7 +273,7 @@ def _table_entry(header: sft.Header, key: str) -> sft.TensorEntry:
 
 
 def _table_size(entry: sft.TensorEntry, prefix: int) -> tuple[int, int]:
-    """(rows, d) of a table the resize can take: a float dtype, a (rows, d)
+    """(rows, dim) of a table the resize can take: a float dtype, a (rows, d)
     shape after leading 1s, and position rows after the prefix."""
     key, shape = entry.name, entry.shape
     if entry.dtype not in TABLE_DTYPES:
@@ -283,13 +285,13 @@ def _table_size(entry: sft.TensorEntry, prefix: int) -> tuple[int, int]:
             f"{key!r} has shape {shape}; a position table must be (rows, d), "
             "optionally with leading 1s such as (1, rows, d)"
         )
-    rows, d = shape[-2:]
+    rows, dim = shape[-2:]
     if prefix >= rows:
         raise ValueError(
             f"prefix must be less than the {rows} rows of {key!r} (shape {shape}) "
             f"so that position rows remain; got {prefix}"
         )
-    return rows, d
+    return rows, dim
 
 
 def _position_grid(

@@ -213,7 +213,8 @@ def read_bytes(f: BinaryIO, header: Header, name: str) -> bytes:
 
 
 def read_tensor(f: BinaryIO, header: Header, name: str) -> np.ndarray:
-    """Tensor ``name`` as a NumPy array of its shape, in native byte order.
+    """Tensor ``name`` as a NumPy array of its shape, in native byte order
+    (read-only on a little-endian machine: a view of the bytes read).
 
     Raises TypeError for a dtype NumPy does not hold (such as F8_E4M3) and
     ImportError for BF16 without ``ml_dtypes``.
@@ -380,7 +381,7 @@ class Writer:
         self._take(len(memoryview(data).cast("B")))
         _write_all(self._out, data)
 
-    def copy(self, src_fd: int, start: int, count: int, src_path: Path) -> None:
+    def copy(self, src_fd: int, start: int, count: int, src_path: str | os.PathLike[str]) -> None:
         """Append bytes [start, start + count) of the open file ``src_fd``, in
         the kernel where it can (copy_file_range: no trip through Python, and a
         shared extent where the file system can), else by reads and writes."""
@@ -488,7 +489,7 @@ _NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, err
 
 
 def _copy_range(
-    src_fd: int, out: io.FileIO, path: Path, start: int, count: int, fast: bool
+    src_fd: int, out: io.FileIO, path: str | os.PathLike[str], start: int, count: int, fast: bool
 ) -> bool:
     """Bytes [start, start + count) of the source appended to out: in the kernel
     while ``fast``, else COPY_BYTES at a time. Returns whether the in-kernel
