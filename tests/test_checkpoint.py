@@ -1,8 +1,9 @@
 """resize_checkpoint and `posembed resize`: a position table resized inside a safetensors file.
 
-The files are built by a writer written here from the format description (so
-the module's reader is not checked against itself), and the results are
-cross-checked with the real safetensors package and, for BF16, PyTorch.
+The files are built and read with posembed._safetensors, which
+tests/test_safetensors.py checks against the real safetensors package; the
+results here are also cross-checked with that package and, for BF16, PyTorch.
+Files with a broken header are written byte by byte (header_file).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posembed
-import posembed._checkpoint as ckpt
+import posembed._safetensors as sft
 from posembed import cli, reference, resize_checkpoint
 
 from .conftest import (
@@ -40,27 +41,14 @@ INITS = ["interpolate", "tile", "edge", "random", "zeros"]
 BF16 = next((d for d in FLOAT_TABLE_DTYPES if np.dtype(d).name == "bfloat16"), None)
 
 
-# -- a small, independent safetensors writer and reader ----------------------------------
-
-
-def le_bytes(a: np.ndarray) -> bytes:
-    """The little-endian bytes of a numeric array (bfloat16 included)."""
-    a = np.ascontiguousarray(a)
-    if a.dtype.kind == "b":
-        return a.tobytes()
-    return a.view(f"u{a.itemsize}").astype(f"<u{a.itemsize}").tobytes()
-
-
-def from_le(raw: bytes, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
-    dt = np.dtype(dtype)
-    return np.frombuffer(raw, f"<u{dt.itemsize}").astype(f"=u{dt.itemsize}").view(dt).reshape(shape)
-
+# -- files in and out --------------------------------------------------------------------
 
 Tensor = tuple[str, str, tuple[int, ...], bytes]  # name, safetensors dtype, shape, bytes
 
 
 def tensor(name: str, a: np.ndarray, st_dtype: str | None = None) -> Tensor:
-    return (name, st_dtype or ST_NAMES.get(a.dtype.name, "?"), a.shape, le_bytes(a))
+    dtype = st_dtype or sft.safetensors_dtype(a.dtype, name)
+    return (name, dtype, a.shape, bytes(sft.le_bytes(a)))
 
 
 def write_st(
@@ -69,39 +57,35 @@ def write_st(
     metadata: dict[str, str] | None = None,
     header_order: list[str] | None = None,
 ) -> Path:
-    """Tensors' data in list order; the header's keys in header_order (default the same)."""
-    entries: dict[str, Any] = {}
-    at = 0
-    for name, dtype, shape, raw in tensors:
-        entries[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [at, at + len(raw)]}
-        at += len(raw)
-    if metadata is not None:
-        entries["__metadata__"] = metadata
-    order = header_order or list(entries)
-    text = json.dumps({k: entries[k] for k in order}).encode()
-    text += b" " * (-(8 + len(text)) % 8)
-    path.write_bytes(len(text).to_bytes(8, "little") + text + b"".join(t[3] for t in tensors))
+    """Tensors' data in list order, any dtype name (unknown ones included); the
+    header's keys in header_order (default: the metadata, then the tensors)."""
+    specs = [sft.TensorSpec(name, dtype, shape, len(raw)) for name, dtype, shape, raw in tensors]
+    with sft.create(path, specs, metadata, header_order=header_order) as out:
+        for *_, raw in tensors:
+            out.write(raw)
     return path
 
 
-def read_st(path: Path) -> tuple[dict[str, Any], dict[str, bytes], list[str], int]:
-    """(header, raw bytes per tensor, tensor names in data order, data start)."""
-    blob = path.read_bytes()
-    n = int.from_bytes(blob[:8], "little")
-    header = json.loads(blob[8 : 8 + n])
-    names = sorted(
-        (k for k in header if k != "__metadata__"), key=lambda k: header[k]["data_offsets"]
-    )
-    raw = {}
-    for k in names:
-        b, e = header[k]["data_offsets"]
-        raw[k] = blob[8 + n + b : 8 + n + e]
-    return header, raw, names, 8 + n
+def read_st(path: Path) -> tuple[sft.Header, dict[str, bytes]]:
+    """The checked header and each tensor's bytes (in data order)."""
+    with open(path, "rb") as f:
+        header = sft.read_header(f, path)
+        return header, {name: sft.read_bytes(f, header, name) for name in header.data_order}
 
 
 def table_of(path: Path, key: str, dtype: Any) -> np.ndarray:
-    header, raw, _, _ = read_st(path)
-    return from_le(raw[key], dtype, tuple(header[key]["shape"]))
+    with open(path, "rb") as f:
+        got = sft.read_tensor(f, sft.read_header(f, path), key)
+    assert got.dtype == np.dtype(dtype)
+    return got
+
+
+def header_file(path: Path, header: Any, data: bytes = b"", *, raw: bytes | None = None) -> Path:
+    """A file of any header, valid or not: ``header`` as JSON or ``raw`` bytes
+    after the 8-byte length, then ``data``."""
+    text = raw if raw is not None else json.dumps(header).encode()
+    path.write_bytes(len(text).to_bytes(8, "little") + text + data)
+    return path
 
 
 def listing(folder: Path) -> set[str]:
@@ -117,11 +101,11 @@ def model(tmp_path, rng):
     others = [
         tensor("embeddings.word_embeddings.weight", normal_table(rng, 9, 6, np.float16)),
         tensor("ids", np.arange(-3, 4, dtype=np.int64), "I64"),
-        ("encoder.layer.0.bf16", "BF16", (3, 4), le_bytes(bf16_bits)),
+        tensor("encoder.layer.0.bf16", bf16_bits, "BF16"),
         ("empty", "F32", (0, 6), b""),
         ("fp8", "F8_E4M3", (5,), bytes(range(5))),
         ("a.mask", "BOOL", (3,), bytes([1, 0, 1])),
-        ("scalar", "F64", (), le_bytes(np.array(2.5))),
+        tensor("scalar", np.array(2.5)),
     ]
     key = "embeddings.position_embeddings.weight"
     tensors = [*others[:3], tensor(key, table), *others[3:]]
@@ -133,17 +117,17 @@ def model(tmp_path, rng):
 def assert_rest_unchanged(src: Path, dst: Path, key: str) -> None:
     """Every tensor but key has the same bytes, dtype and shape, in the same data order;
     the metadata is the same; the data starts 8-byte aligned."""
-    h1, raw1, order1, _ = read_st(src)
-    h2, raw2, order2, start = read_st(dst)
-    assert start % 8 == 0
-    assert order1 == order2
-    assert h2.get("__metadata__") == h1.get("__metadata__")
-    assert set(h1) == set(h2)
-    for name in order1:
+    h1, raw1 = read_st(src)
+    h2, raw2 = read_st(dst)
+    assert h2.data_start % 8 == 0
+    assert h1.data_order == h2.data_order
+    assert h2.metadata == h1.metadata
+    assert set(h1.key_order) == set(h2.key_order)
+    for name in h1.data_order:
         if name != key:
             assert raw2[name] == raw1[name], name
-            assert h2[name]["dtype"] == h1[name]["dtype"]
-            assert h2[name]["shape"] == h1[name]["shape"]
+            assert h2.entries[name].dtype == h1.entries[name].dtype
+            assert h2.entries[name].shape == h1.entries[name].shape
 
 
 # -- what the resized table holds ------------------------------------------------------
@@ -223,7 +207,7 @@ def test_nan_and_inf_rows_copy_exactly_at_an_unchanged_length(tmp_path):
     table = np.array([[np.nan, 1.0], [np.inf, -0.0], [3.0, -np.inf]], np.float32)
     src = write_st(tmp_path / "a.safetensors", [tensor("pos", table)])
     resize_checkpoint(src, tmp_path / "b.safetensors", "pos", 3)
-    assert read_st(tmp_path / "b.safetensors")[1]["pos"] == le_bytes(table)
+    assert read_st(tmp_path / "b.safetensors")[1]["pos"] == table.astype("<f4").tobytes()
 
 
 def test_timm_pos_embed_keeps_its_leading_ones(tmp_path, rng):
@@ -255,11 +239,11 @@ def test_other_tensors_bytes_metadata_and_order_are_kept(model, tmp_path):
     out = tmp_path / "out.safetensors"
     resize_checkpoint(src, out, key, 100, init="zeros", prefix=2)
     assert_rest_unchanged(src, out, key)
-    header, _, order, _ = read_st(out)
-    assert header["__metadata__"] == {"format": "pt", "note": "ünïcode ✓", "empty": ""}
-    assert header[key]["shape"] == [102, 6]
-    assert header["empty"]["data_offsets"][0] == header["empty"]["data_offsets"][1]
-    assert order.index(key) == 3  # still after the three tensors written before it
+    header, _ = read_st(out)
+    assert header.metadata == {"format": "pt", "note": "ünïcode ✓", "empty": ""}
+    assert header.entries[key].shape == (102, 6)
+    assert header.entries["empty"].begin == header.entries["empty"].end
+    assert header.data_order.index(key) == 3  # still after the three tensors written before it
 
 
 def test_header_order_and_data_order_are_each_kept(tmp_path, rng):
@@ -274,21 +258,23 @@ def test_header_order_and_data_order_are_each_kept(tmp_path, rng):
     )
     out = tmp_path / "b.safetensors"
     resize_checkpoint(src, out, "pos", 9)
-    header, _, order, _ = read_st(out)
-    assert list(header) == ["a", "pos", "__metadata__", "z"]
-    assert order == ["z", "pos", "a"]
+    header, _ = read_st(out)
+    assert header.key_order == ("a", "pos", "__metadata__", "z")
+    assert header.data_order == ("z", "pos", "a")
     assert_rest_unchanged(src, out, "pos")
 
 
 def test_a_file_without_metadata_gets_none(tmp_path, rng):
     src = write_st(tmp_path / "a.safetensors", [tensor("pos", normal_table(rng, 3, 2, np.float32))])
     resize_checkpoint(src, tmp_path / "b.safetensors", "pos", 6)
-    assert "__metadata__" not in read_st(tmp_path / "b.safetensors")[0]
+    header, _ = read_st(tmp_path / "b.safetensors")
+    assert header.metadata is None
+    assert "__metadata__" not in header.key_order
 
 
 def test_copies_in_many_small_reads(model, tmp_path, monkeypatch):
     src, key, _ = model
-    monkeypatch.setattr(ckpt, "COPY_BYTES", 7)
+    monkeypatch.setattr(sft, "COPY_BYTES", 7)
     out = tmp_path / "out.safetensors"
     resize_checkpoint(src, out, key, 20, prefix=2)
     assert_rest_unchanged(src, out, key)
@@ -315,7 +301,7 @@ def test_without_copy_file_range_the_bytes_are_read_and_written(
         monkeypatch.delattr(os, "copy_file_range", raising=False)
     else:
         monkeypatch.setattr(os, "copy_file_range", refused)
-    monkeypatch.setattr(ckpt, "COPY_BYTES", 5)
+    monkeypatch.setattr(sft, "COPY_BYTES", 5)
     out = tmp_path / "out.safetensors"
     resize_checkpoint(src, out, key, 20, prefix=2)
     assert out.read_bytes() == want.read_bytes()
@@ -402,7 +388,7 @@ def test_a_failure_while_writing_leaves_nothing(model, tmp_path, monkeypatch):
         out.write(b"xx")  # part of the output written, then the disk fills
         raise OSError("disk full")
 
-    monkeypatch.setattr(ckpt, "_copy_range", broken)
+    monkeypatch.setattr(sft, "_copy_range", broken)
     before = listing(tmp_path)
     with pytest.raises(OSError, match="disk full"):
         resize_checkpoint(src, tmp_path / "new.safetensors", key, 20, prefix=2)
@@ -481,11 +467,11 @@ def test_the_output_loads_with_safetensors(model, tmp_path):
     want = posembed.extend(table[2:], 33, init="interpolate", align="half_pixel")
     # safetensors.numpy reads neither F8 nor BF16 without help: copy the loadable part
     keep = ["embeddings.word_embeddings.weight", "ids", key, "empty", "a.mask", "scalar"]
-    h, raw, _, _ = read_st(out)
+    h, raw = read_st(out)
     loadable = write_st(
         tmp_path / "loadable.safetensors",
-        [(k, h[k]["dtype"], tuple(h[k]["shape"]), raw[k]) for k in keep],
-        h["__metadata__"],
+        [(k, h.entries[k].dtype, h.entries[k].shape, raw[k]) for k in keep],
+        h.metadata,
     )
     loaded = load_file(loadable)
     assert_same(loaded[key], np.concatenate([table[:2], want]))
@@ -692,12 +678,6 @@ def test_file_errors(model, tmp_path):
     assert listing(tmp_path) == {"model.safetensors", "out.safetensors", "link.safetensors"}
 
 
-def header_file(path: Path, header: Any, data: bytes = b"", *, raw: bytes | None = None) -> Path:
-    text = raw if raw is not None else json.dumps(header).encode()
-    path.write_bytes(len(text).to_bytes(8, "little") + text + data)
-    return path
-
-
 F32x2 = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
 
 
@@ -771,7 +751,7 @@ def test_a_short_file_and_a_huge_header_length(tmp_path, monkeypatch):
     pickle_like.write_bytes(b"PK\x03\x04" + bytes(100))  # a PyTorch zip archive's start
     with pytest.raises(ValueError, match=r"model.bin: .*header length \d+ exceeds the 96 bytes"):
         resize_checkpoint(pickle_like, tmp_path / "o", "t", 4)
-    monkeypatch.setattr(ckpt, "MAX_HEADER_BYTES", 16)
+    monkeypatch.setattr(sft, "MAX_HEADER_BYTES", 16)
     big = header_file(tmp_path / "big.safetensors", {"t": F32x2}, bytes(8))
     with pytest.raises(ValueError, match=r"header length \d+ exceeds the format's 16"):
         resize_checkpoint(big, tmp_path / "o", "t", 4)
@@ -786,6 +766,26 @@ def test_unknown_dtypes_are_not_size_checked_but_must_fit(tmp_path, rng):
     resize_checkpoint(src, tmp_path / "b.safetensors", "pos", 6)
     assert read_st(tmp_path / "b.safetensors")[1]["new"] == b"abc"
     assert_rest_unchanged(src, tmp_path / "b.safetensors", "pos")
+
+
+def test_unknown_entry_fields_and_key_order_are_kept(tmp_path, rng):
+    # another writer's header: entries' keys in another order, and keys besides the three
+    table = normal_table(rng, 4, 2, np.float32)
+    entries = {
+        "pos": {"data_offsets": [0, 32], "shape": [4, 2], "dtype": "F32", "note": "kept"},
+        "b": {"shape": [2], "extra": [1, None], "dtype": "U8", "data_offsets": [32, 34]},
+    }
+    src = header_file(tmp_path / "a.safetensors", entries, table.astype("<f4").tobytes() + b"xy")
+    out = tmp_path / "b.safetensors"
+    resize_checkpoint(src, out, "pos", 6)
+    blob = out.read_bytes()
+    got = json.loads(blob[8 : 8 + int.from_bytes(blob[:8], "little")])
+    assert got == {
+        "pos": {"data_offsets": [0, 48], "shape": [6, 2], "dtype": "F32", "note": "kept"},
+        "b": {"shape": [2], "extra": [1, None], "dtype": "U8", "data_offsets": [48, 50]},
+    }
+    assert [list(e) for e in got.values()] == [list(e) for e in entries.values()]
+    assert read_st(out)[1]["b"] == b"xy"
 
 
 # -- the command ---------------------------------------------------------------------------
@@ -894,50 +894,33 @@ def test_a_large_checkpoint_in_bounded_memory(tmp_path):
     table = np.arange((2 + 1024) * 16, dtype=np.float32).reshape(-1, 16)
     block = np.arange(1 << 20, dtype=np.uint8).tobytes()
     big = 1 << 27  # bytes in each of the two large tensors
-    entries = {
-        "layer.0": {"dtype": "U8", "shape": [big], "data_offsets": [0, big]},
-        "pos": {"dtype": "F32", "shape": [*table.shape], "data_offsets": [big, big + table.nbytes]},
-        "layer.1": {
-            "dtype": "U8",
-            "shape": [big],
-            "data_offsets": [big + table.nbytes, 2 * big + table.nbytes],
-        },
-    }
-    text = json.dumps(entries).encode()
     src, out = tmp_path / "big.safetensors", tmp_path / "out.safetensors"
-    with open(src, "wb") as f:
-        f.write(len(text).to_bytes(8, "little") + text)
+    specs = [
+        sft.TensorSpec("layer.0", "U8", (big,), big),
+        sft.TensorSpec("pos", "F32", table.shape, table.nbytes),
+        sft.TensorSpec("layer.1", "U8", (big,), big),
+    ]
+    with sft.create(src, specs) as writer:  # streamed: the test holds no 256 MB either
         for _ in range(big // len(block)):
-            f.write(block)
-        f.write(le_bytes(table))
+            writer.write(block)
+        writer.write(table.astype("<f4").tobytes())
         for _ in range(big // len(block)):
-            f.write(block[::-1])
+            writer.write(block[::-1])
     args = [SCRIPT, "resize", str(src), "--key", "pos", "--length", "4096", "--prefix", "2"]
     done, peak_kb = run_peak_rss([*args, "-o", str(out)])
     assert done.returncode == 0, done.stderr
     assert peak_kb / 1024 < 100, f"peak {peak_kb / 1024:.0f} MB for a 256 MB checkpoint"
-    header, _, order, start = read_st_header(out)
-    assert order == ["layer.0", "pos", "layer.1"]
     with open(src, "rb") as a, open(out, "rb") as b:
+        before, after = sft.read_header(a, src), sft.read_header(b, out)
+        assert after.data_order == ("layer.0", "pos", "layer.1")
         for name in ("layer.0", "layer.1"):
-            a.seek(8 + len(text) + entries[name]["data_offsets"][0])
-            b.seek(start + header[name]["data_offsets"][0])
+            a.seek(before.data_start + before.entries[name].begin)
+            b.seek(after.data_start + after.entries[name].begin)
             for _ in range(big // len(block)):
                 assert a.read(len(block)) == b.read(len(block)), name
-        b.seek(start + header["pos"]["data_offsets"][0])
-        got = from_le(b.read(4098 * 16 * 4), np.float32, (4098, 16))
+        got = sft.read_tensor(b, after, "pos")
+    assert got.shape == (4098, 16)
     assert_same(got, np.concatenate([table[:2], posembed.interpolate(table[2:], 4096)]))
-
-
-def read_st_header(path: Path) -> tuple[dict[str, Any], None, list[str], int]:
-    """As read_st, without reading the data."""
-    with open(path, "rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(n))
-    names = sorted(
-        (k for k in header if k != "__metadata__"), key=lambda k: header[k]["data_offsets"]
-    )
-    return header, None, names, 8 + n
 
 
 # -- a ViT's patch grid ------------------------------------------------------------------
@@ -1055,11 +1038,11 @@ def test_the_larger_unchanged_run_keeps_its_offset_within_a_page(tmp_path, rng, 
     src = write_st(tmp_path / "a.safetensors", order, {"format": "pt"})
     out = tmp_path / "b.safetensors"
     resize_checkpoint(src, out, "pos", 37)
-    h1, _, _, start1 = read_st(src)
-    h2, _, _, start2 = read_st(out)
-    assert start2 % 8 == 0
-    assert (start1 + h1["big"]["data_offsets"][0]) % 4096 == (
-        start2 + h2["big"]["data_offsets"][0]
+    h1, _ = read_st(src)
+    h2, _ = read_st(out)
+    assert h2.data_start % 8 == 0
+    assert (h1.data_start + h1.entries["big"].begin) % 4096 == (
+        h2.data_start + h2.entries["big"].begin
     ) % 4096
     assert_rest_unchanged(src, out, "pos")
     st = pytest.importorskip("safetensors.numpy")  # in the test extra
@@ -1083,14 +1066,14 @@ def test_matches_the_reference_twin(model, tmp_path, kw):
     twin = reference.resize_checkpoint(src, slow, key, **kw)
     assert result.old_shape == twin["old_shape"]
     assert result.new_shape == twin["new_shape"]
-    h1, raw1, order1, _ = read_st(fast)
-    h2, raw2, order2, _ = read_st(slow)
-    assert order1 == order2
+    h1, raw1 = read_st(fast)
+    h2, raw2 = read_st(slow)
+    assert h1.data_order == h2.data_order
     assert raw1 == raw2  # every tensor's bytes, the resized one included
-    assert {n: (e["dtype"], e["shape"]) for n, e in h1.items() if n != "__metadata__"} == {
-        n: (e["dtype"], e["shape"]) for n, e in h2.items() if n != "__metadata__"
+    assert {n: (e.dtype, e.shape) for n, e in h1.entries.items()} == {
+        n: (e.dtype, e.shape) for n, e in h2.entries.items()
     }
-    assert h1["__metadata__"] == h2["__metadata__"]
+    assert h1.metadata == h2.metadata
 
 
 def test_grid_matches_the_reference_twin(tmp_path, rng):

@@ -80,10 +80,10 @@ CASES = {
     ),
     "resize_checkpoint": (
         "import os, tempfile\n"
+        "from posembed import _safetensors\n"
         "d = tempfile.mkdtemp()\n"
         "src = os.path.join(d, 'a.safetensors')\n"
-        'h = b\'{"pos":{"dtype":"F32","shape":[16,8],"data_offsets":[0,512]}}\'\n'
-        "open(src, 'wb').write(len(h).to_bytes(8, 'little') + h + bytes(512))",
+        "_safetensors.write_file(src, {'pos': np.zeros((16, 8), np.float32)})",
         "posembed.resize_checkpoint(src, os.path.join(d, 'b.safetensors'), 'pos', 40,"
         " overwrite=True)",
         "posembed.resize_checkpoint(src, os.path.join(d, 'c.safetensors'), 'nope', 40)",

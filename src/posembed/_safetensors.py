@@ -1,0 +1,522 @@
+"""The safetensors file format, read and written without the safetensors package.
+
+A file is an 8-byte little-endian header length N, N bytes of UTF-8 JSON, then
+the data buffer, which each tensor's ``data_offsets`` index from its start. The
+JSON maps tensor names to ``{"dtype", "shape", "data_offsets"}`` and may hold
+``"__metadata__"``, a map of strings.
+
+:func:`read_header` reads and checks a header once and returns a
+:class:`Header`; :func:`read_tensor` reads one tensor of it as a NumPy array.
+:func:`create` writes a file front to back through a :class:`Writer` (the
+header first, then each tensor's bytes, written or copied in the kernel from
+another file), at a temporary name renamed into place once complete.
+:func:`write_file` and :func:`read_file` are the whole-file shortcuts for small
+files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, BinaryIO
+
+import numpy as np
+
+# The safetensors reference loader refuses larger headers; so does this one,
+# which also keeps a wrong length from reading gigabytes of a non-safetensors file.
+MAX_HEADER_BYTES = 100_000_000
+
+# Bytes moved per read and write when a range cannot be copied in the kernel:
+# a copy's memory stays at about this much whatever the file's size.
+COPY_BYTES = 8 << 20
+
+PAGE = 4096
+
+METADATA = "__metadata__"
+
+# Bits per element of the dtypes the format names; tensors of other dtypes
+# are carried along with their sizes unchecked.
+DTYPE_BITS = {
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "I64": 64,
+    "U64": 64,
+    "F64": 64,
+    "C64": 64,
+}
+
+# The dtypes a NumPy array holds, by safetensors name (BF16 through ml_dtypes).
+_NUMPY_NAMES = {
+    "BOOL": "bool",
+    "U8": "uint8",
+    "I8": "int8",
+    "U16": "uint16",
+    "I16": "int16",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "U32": "uint32",
+    "I32": "int32",
+    "F32": "float32",
+    "U64": "uint64",
+    "I64": "int64",
+    "F64": "float64",
+}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One tensor for :class:`Writer`: its bytes follow the previous tensor's."""
+
+    name: str
+    dtype: str  # the safetensors name, such as F32 or BF16
+    shape: tuple[int, ...]
+    nbytes: int
+    # The header entry's JSON object to start from (TensorEntry.fields): a
+    # rewritten entry keeps its key order and any keys besides the three.
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One tensor of a checked header: its bytes are [begin, end) of the data buffer."""
+
+    name: str
+    dtype: str  # the safetensors name; may be one this module does not know
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+    fields: Mapping[str, Any]  # the entry's JSON object as read
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.begin
+
+    def as_spec(
+        self, *, shape: tuple[int, ...] | None = None, nbytes: int | None = None
+    ) -> TensorSpec:
+        """This tensor for :class:`Writer`, with a new shape and size where given."""
+        return TensorSpec(
+            self.name,
+            self.dtype,
+            self.shape if shape is None else shape,
+            self.nbytes if nbytes is None else nbytes,
+            self.fields,
+        )
+
+
+@dataclass(frozen=True)
+class Header:
+    """A safetensors header, checked: the tensors' bytes lie back to back and
+    fill the data buffer, and each known dtype's size matches its shape."""
+
+    path: Path  # the file read, for messages
+    entries: dict[str, TensorEntry]  # in the header's order
+    metadata: dict[str, str] | None  # None when the file has no __metadata__
+    key_order: tuple[str, ...]  # the JSON object's keys in file order, __metadata__ included
+    data_order: tuple[str, ...]  # tensor names by their place in the data buffer
+    data_start: int  # file offset of the data buffer
+    file_size: int
+
+    @property
+    def data_bytes(self) -> int:
+        return self.file_size - self.data_start
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def read_header(f: BinaryIO, path: str | os.PathLike[str]) -> Header:
+    """Read and check the header of the open file ``f``; ``path`` names it in errors.
+
+    Raises ValueError ``"<path>: not a valid safetensors file: <problem>"``
+    when the file is not one.
+    """
+    path = Path(path)
+    size = os.fstat(f.fileno()).st_size
+    f.seek(0)
+    head = f.read(8)
+    if len(head) < 8:
+        raise _corrupt(path, f"{size} bytes is too short for the 8-byte header length")
+    n = int.from_bytes(head, "little")
+    if n > size - 8:
+        raise _corrupt(path, f"header length {n} exceeds the {size - 8} bytes after it")
+    if n > MAX_HEADER_BYTES:
+        raise _corrupt(path, f"header length {n} exceeds the format's {MAX_HEADER_BYTES}")
+    text = f.read(n)
+    try:
+        obj = json.loads(text.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except UnicodeDecodeError as exc:
+        raise _corrupt(path, f"header is not UTF-8 ({exc})") from None
+    except ValueError as exc:  # json.JSONDecodeError and duplicate names
+        raise _corrupt(path, f"header is not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise _corrupt(path, f"header must be a JSON object; got {type(obj).__name__}")
+    metadata = obj.get(METADATA)
+    if METADATA in obj and not _is_string_map(metadata):
+        raise _corrupt(path, f"{METADATA} must map names to strings; got {metadata!r}")
+    entries = {
+        name: _check_entry(path, name, value) for name, value in obj.items() if name != METADATA
+    }
+    # by (begin, end): a zero-size tensor sorts before its neighbour
+    in_data_order = sorted(entries.values(), key=lambda e: (e.begin, e.end, e.name))
+    at = 0
+    for entry in in_data_order:
+        if entry.begin != at:
+            gap = "overlaps the tensor before it" if entry.begin < at else f"leaves a gap at {at}"
+            raise _corrupt(path, f"{entry.name!r} data_offsets [{entry.begin}, {entry.end}] {gap}")
+        at = entry.end
+    if at != size - 8 - n:
+        raise _corrupt(
+            path, f"the tensors end at data byte {at} but the data buffer has {size - 8 - n} bytes"
+        )
+    return Header(
+        path,
+        entries,
+        metadata,
+        tuple(obj),
+        tuple(e.name for e in in_data_order),
+        8 + n,
+        size,
+    )
+
+
+def read_bytes(f: BinaryIO, header: Header, name: str) -> bytes:
+    """The bytes of tensor ``name`` as stored (little-endian)."""
+    entry = header.entries[name]
+    f.seek(header.data_start + entry.begin)
+    raw = f.read(entry.nbytes)
+    if len(raw) != entry.nbytes:
+        raise ValueError(f"{header.path}: the file ended inside {name!r} (changed while reading?)")
+    return raw
+
+
+def read_tensor(f: BinaryIO, header: Header, name: str) -> np.ndarray:
+    """Tensor ``name`` as a NumPy array of its shape, in native byte order
+    (read-only on a little-endian machine: a view of the bytes read).
+
+    Raises TypeError for a dtype NumPy does not hold (such as F8_E4M3) and
+    ImportError for BF16 without ``ml_dtypes``.
+    """
+    entry = header.entries[name]
+    dtype = numpy_dtype(entry.dtype, name)
+    return from_le(read_bytes(f, header, name), dtype).reshape(entry.shape)
+
+
+def read_file(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """Every tensor of a small file, by name in the header's order."""
+    with open(path, "rb") as f:
+        header = read_header(f, path)
+        return {name: read_tensor(f, header, name) for name in header.entries}
+
+
+def _corrupt(path: Path, problem: str) -> ValueError:
+    return ValueError(f"{path}: not a valid safetensors file: {problem}")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in out:
+            raise ValueError(f"the name {name!r} appears twice")
+        out[name] = value
+    return out
+
+
+def _is_count(x: Any) -> bool:
+    return type(x) is int and x >= 0
+
+
+def _is_string_map(x: Any) -> bool:
+    return isinstance(x, dict) and all(isinstance(v, str) for v in x.values())
+
+
+def _check_entry(path: Path, name: str, entry: Any) -> TensorEntry:
+    if not isinstance(entry, dict):
+        raise _corrupt(path, f"{name!r} must be an object; got {entry!r}")
+    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    if not isinstance(dtype, str):
+        raise _corrupt(path, f"{name!r} has no dtype string; got {dtype!r}")
+    if not isinstance(shape, list) or not all(_is_count(s) for s in shape):
+        raise _corrupt(path, f"{name!r} shape must be a list of integers >= 0; got {shape!r}")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_count, offsets))):
+        raise _corrupt(path, f"{name!r} data_offsets must be [begin, end]; got {offsets!r}")
+    begin, end = offsets
+    if begin > end:
+        raise _corrupt(path, f"{name!r} data_offsets [{begin}, {end}] end before they begin")
+    problem = _size_problem(name, dtype, tuple(shape), end - begin)
+    if problem:
+        raise _corrupt(path, problem)
+    return TensorEntry(name, dtype, tuple(shape), begin, end, MappingProxyType(entry))
+
+
+def _size_problem(name: str, dtype: str, shape: tuple[int, ...], nbytes: int) -> str | None:
+    """What is wrong with nbytes for a dtype the format names; None if right or unknown."""
+    bits = DTYPE_BITS.get(dtype)
+    if bits is None:
+        return None
+    total = math.prod(shape) * bits
+    if total % 8 == 0 and total // 8 == nbytes:
+        return None
+    needs = f"{total // 8} bytes" if total % 8 == 0 else f"{total} bits"
+    return f"{name!r} holds {nbytes} bytes but {dtype} {shape} needs {needs}"
+
+
+# -- NumPy values and file bytes -------------------------------------------------------------
+
+
+def numpy_dtype(dtype: str, name: str) -> np.dtype[Any]:
+    """The NumPy dtype of safetensors dtype ``dtype``; ``name`` (the tensor's)
+    is for the error. BF16 is ml_dtypes' bfloat16."""
+    if dtype == "BF16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise ImportError(
+                f"{name!r} is BF16, which NumPy reads through ml_dtypes: pip install ml_dtypes"
+            ) from None
+        bf16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+        return bf16
+    if dtype not in _NUMPY_NAMES:
+        raise TypeError(
+            f"{name!r} has dtype {dtype}, which NumPy does not hold; "
+            f"readable: {', '.join(_NUMPY_NAMES)}"
+        )
+    return np.dtype(_NUMPY_NAMES[dtype])
+
+
+def safetensors_dtype(dtype: np.dtype[Any], name: str) -> str:
+    """The safetensors name of NumPy dtype ``dtype`` (either byte order)."""
+    for st_name, np_name in _NUMPY_NAMES.items():
+        if dtype.name == np_name:
+            return st_name
+    raise TypeError(
+        f"{name!r} has dtype {dtype}; safetensors files hold {', '.join(_NUMPY_NAMES.values())}"
+    )
+
+
+def from_le(raw: bytes | memoryview, dtype: np.dtype[Any]) -> np.ndarray:
+    """Little-endian file bytes as a 1-D array of native ``dtype`` values
+    (bfloat16 has no byte-order flag in NumPy, so every dtype travels as
+    unsigned integers of its size: bit-exact, NaN payloads included)."""
+    bits = np.dtype(f"<u{dtype.itemsize}")
+    return np.frombuffer(raw, bits).astype(bits.newbyteorder("="), copy=False).view(dtype)
+
+
+def le_bytes(a: np.ndarray, dtype: np.dtype[Any] | None = None) -> memoryview:
+    """The little-endian bytes of ``a``'s values as ``dtype`` (default its own,
+    native order); on a little-endian machine the array's own memory when it
+    is contiguous."""
+    native = (a.dtype if dtype is None else dtype).newbyteorder("=")
+    bits = np.dtype(f"=u{native.itemsize}")
+    values = np.ascontiguousarray(a, dtype=native).view(bits)
+    return values.astype(bits.newbyteorder("<"), copy=False).reshape(-1).view(np.uint8).data
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+class Writer:
+    """Streams one safetensors file onto ``out``: the header at once, then the
+    tensors' bytes, in the order of ``tensors``, by :meth:`write` and :meth:`copy`.
+
+    ``header_order`` lists the JSON object's keys (the tensor names, and
+    ``__metadata__`` when ``metadata`` is given) in the order to write them;
+    default: the metadata, then the tensors in data order.
+
+    The header is padded with spaces (the format allows them) so that the data
+    starts 8-byte aligned. ``page_match=(data_offset, source_offset)`` asks for
+    more: the byte at ``data_offset`` of this data buffer at the same offset
+    within a 4096-byte page as byte ``source_offset`` of a source file, which
+    the kernel copies about twice as fast as a shifted range; kept only where
+    the data stays 8-byte aligned.
+    """
+
+    def __init__(
+        self,
+        out: io.FileIO,
+        tensors: Sequence[TensorSpec],
+        metadata: Mapping[str, str] | None = None,
+        *,
+        header_order: Sequence[str] | None = None,
+        page_match: tuple[int, int] | None = None,
+    ) -> None:
+        text = _header_json(tensors, metadata, header_order)
+        pad = -(8 + len(text)) % 8
+        if page_match is not None:
+            data_offset, source_offset = page_match
+            same_page = (source_offset - 8 - len(text) - data_offset) % PAGE
+            if (8 + len(text) + same_page) % 8 == 0:
+                pad = same_page
+        text += b" " * pad
+        self._out = out
+        self._left = sum(t.nbytes for t in tensors)
+        self._fast = hasattr(os, "copy_file_range")  # until the kernel refuses it
+        self.data_start = 8 + len(text)
+        _write_all(out, len(text).to_bytes(8, "little") + text)
+
+    def write(self, data: bytes | memoryview) -> None:
+        """Append bytes of the tensors, continuing where the last call stopped."""
+        self._take(len(memoryview(data).cast("B")))
+        _write_all(self._out, data)
+
+    def copy(self, src_fd: int, start: int, count: int, src_path: str | os.PathLike[str]) -> None:
+        """Append bytes [start, start + count) of the open file ``src_fd``, in
+        the kernel where it can (copy_file_range: no trip through Python, and a
+        shared extent where the file system can), else by reads and writes."""
+        self._take(count)
+        self._fast = _copy_range(src_fd, self._out, src_path, start, count, self._fast)
+
+    def finish(self) -> None:
+        """Check that every byte the header announced was written."""
+        if self._left:
+            raise ValueError(f"{self._left} bytes of the tensors' data were not written")
+
+    def _take(self, count: int) -> None:
+        if count > self._left:
+            raise ValueError(
+                f"{count} more bytes exceed the {self._left} left of the tensors' data"
+            )
+        self._left -= count
+
+
+@contextlib.contextmanager
+def create(
+    path: str | os.PathLike[str],
+    tensors: Sequence[TensorSpec],
+    metadata: Mapping[str, str] | None = None,
+    *,
+    header_order: Sequence[str] | None = None,
+    page_match: tuple[int, int] | None = None,
+) -> Iterator[Writer]:
+    """A :class:`Writer` (arguments as there) onto a temporary file in the folder
+    of ``path``, renamed onto ``path`` when the block ends with every byte
+    written; after any error the temporary file is gone and ``path`` is as it was."""
+    path = Path(path)
+    tmp = path.parent / f".{path.name}.partial-{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        with open(tmp, "xb", buffering=0) as out:
+            writer = Writer(
+                out, tensors, metadata, header_order=header_order, page_match=page_match
+            )
+            yield writer
+            writer.finish()
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_file(
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, np.ndarray],
+    metadata: Mapping[str, str] | None = None,
+) -> None:
+    """Write NumPy arrays (bfloat16 included) as a safetensors file, in the
+    mapping's order; replaces ``path`` if it exists."""
+    arrays = {name: np.asarray(a) for name, a in tensors.items()}
+    specs = [
+        TensorSpec(name, safetensors_dtype(a.dtype, name), a.shape, a.nbytes)
+        for name, a in arrays.items()
+    ]
+    with create(path, specs, metadata) as writer:
+        for a in arrays.values():
+            writer.write(le_bytes(a))
+
+
+def _header_json(
+    tensors: Sequence[TensorSpec],
+    metadata: Mapping[str, str] | None,
+    header_order: Sequence[str] | None,
+) -> bytes:
+    entries: dict[str, Any] = {}
+    at = 0
+    for t in tensors:
+        if t.name == METADATA or t.name in entries:
+            raise ValueError(f"tensor name {t.name!r} is {METADATA} or given twice")
+        if not all(_is_count(s) for s in t.shape) or not _is_count(t.nbytes):
+            raise ValueError(f"{t.name!r}: shape {t.shape} and size {t.nbytes} must be >= 0")
+        problem = _size_problem(t.name, t.dtype, tuple(t.shape), t.nbytes)
+        if problem:
+            raise ValueError(problem)
+        entry = dict(t.fields)
+        entry["dtype"], entry["shape"], entry["data_offsets"] = (
+            t.dtype,
+            list(t.shape),
+            [at, at + t.nbytes],
+        )
+        entries[t.name] = entry
+        at += t.nbytes
+    keys = list(entries)
+    if metadata is not None:
+        if not _is_string_map(dict(metadata)) or not all(isinstance(k, str) for k in metadata):
+            raise TypeError(f"metadata must map strings to strings; got {metadata!r}")
+        entries[METADATA] = dict(metadata)
+        keys.insert(0, METADATA)
+    if header_order is not None:
+        if sorted(header_order) != sorted(keys):
+            raise ValueError(
+                f"header_order must list each of {sorted(keys)} once; got {list(header_order)}"
+            )
+        keys = list(header_order)
+    obj = {k: entries[k] for k in keys}
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+# copy_file_range's ways of saying "not between these files": fall back to reads and writes.
+_NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EPERM}
+
+
+def _copy_range(
+    src_fd: int, out: io.FileIO, path: str | os.PathLike[str], start: int, count: int, fast: bool
+) -> bool:
+    """Bytes [start, start + count) of the source appended to out: in the kernel
+    while ``fast``, else COPY_BYTES at a time. Returns whether the in-kernel
+    copy still works, for the next range."""
+    while count > 0:
+        # the kernel's copy needs no buffer here: larger pieces, fewer calls
+        n = min(count, 64 * COPY_BYTES if fast else COPY_BYTES)
+        if fast:
+            try:
+                got = os.copy_file_range(src_fd, out.fileno(), n, start)
+            except OSError as exc:
+                if exc.errno not in _NO_COPY_RANGE:
+                    raise
+                fast = False
+                continue
+        else:
+            data = os.pread(src_fd, n, start)
+            got = len(data)
+            _write_all(out, data)
+        if got == 0:
+            raise ValueError(f"{path}: the file ended early (changed while reading?)")
+        start += got
+        count -= got
+    return fast
+
+
+def _write_all(out: io.FileIO, data: bytes | memoryview) -> None:
+    view = memoryview(data).cast("B")
+    while view:
+        view = view[out.write(view) or 0 :]
