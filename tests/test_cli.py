@@ -68,7 +68,7 @@ def test_bench_states_the_caches_and_the_sizes_it_used(quick_bench):
     assert quick_bench.data["machine"]["caches"] == dataclasses.asdict(caches)
     assert quick_bench.data["machine"]["problem_sizes"] == dataclasses.asdict(quick)
     assert f"caches: {caches.describe()}" in quick_bench.text
-    assert f"problem sizes: {quick.describe(caches.last_level_name)}" in quick_bench.text
+    assert f"cache-sized problems: {quick.describe(caches.last_level_name)}" in quick_bench.text
     # the main table's in-cache case fits the in-cache size
     rows = {(r["kernel"], r["case"]): r for r in quick_bench.data["results"]}
     assert rows["gather", "in cache, out="]["out_bytes"] <= quick.in_cache // 4

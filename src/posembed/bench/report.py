@@ -52,7 +52,7 @@ def describe(info: dict[str, Any]) -> list[str]:
         found = Caches(**info["caches"])
         lines.append(f"caches: {found.describe()}")
         problems = Sizes(**info["problem_sizes"]).describe(found.last_level_name)
-        lines.append(f"problem sizes: {problems}")
+        lines.append(f"cache-sized problems: {problems}")
     return lines
 
 
