@@ -1,6 +1,7 @@
 """Shared driver of the pytest-benchmark suite.
 
     pytest bench --benchmark-group-by=group --benchmark-columns=median,iqr,ops
+    BENCH_QUICK=1 pytest bench --benchmark-disable    # a smoke run: --quick's sizes
 
 Each group times posembed, its reference twin, NumPy, PyTorch (when
 installed) and the memory roofline of the same output bytes on one problem;
@@ -9,18 +10,21 @@ installed) and the memory roofline of the same output bytes on one problem;
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from functools import cache
+from functools import lru_cache
 from typing import Any
 
 import pytest
 
 from posembed import bench
 
+QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
 
-@cache
+
+@lru_cache(maxsize=1)  # one kernel's arrays at a time: the files run kernel by kernel
 def _cases(kernel: str) -> dict[str, bench.Case]:
-    return {c.name: c for c in bench.cases_of(kernel)}
+    return {c.name: c for c in bench.cases_of(kernel, QUICK)}
 
 
 def run_case(benchmark: Any, kernel: str, case: str, impl: str) -> None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -145,3 +149,28 @@ def torch_or_skip() -> Any:
     else:
         torch = pytest.importorskip("torch")
     return torch
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """What one ``posembed bench`` command printed and wrote."""
+
+    text: str  # stdout
+    data: dict[str, Any]  # the --json file, read back
+    json_path: Path
+    png: Path
+
+
+@pytest.fixture(scope="session")
+def quick_bench(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
+    """One ``posembed bench --quick`` run with every output (the thread-scaling
+    table, --json, --plot), shared by the tests that read it: a run takes a while."""
+    from posembed import cli
+
+    folder = tmp_path_factory.mktemp("bench")
+    path, png = folder / "bench.json", folder / "bench.png"
+    argv = ["bench", "--quick", "--repeat", "1", "--threads", "2,1", "--json", str(path)]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main([*argv, "--plot", str(png)]) == 0
+    return BenchRun(out.getvalue(), json.loads(path.read_text()), path, png)

@@ -51,7 +51,7 @@ def _bench(args: argparse.Namespace) -> int:
             set_num_threads(max(counts))
         except ValueError as exc:
             return _fail("bench", f"--threads: {exc}")
-    info = bench.machine()
+    info = bench.machine(quick=args.quick)
     if args.quick:
         info["run"] = "quick (smaller problems, 3 rounds)"
 
@@ -70,10 +70,6 @@ def _bench(args: argparse.Namespace) -> int:
         print()
         print("thread scaling (posembed alone; speed-up = time on the first count / time):")
         print(bench.format_scaling(scaling, markdown=args.markdown))
-    targets = bench.format_targets(results, scaling)
-    if targets:
-        print()
-        print(targets)
     data = bench.to_dict(results, info, scaling)
     if args.json:
         try:

@@ -1,7 +1,7 @@
 """Pictures of position tables (needs matplotlib: ``pip install "posembed[plot]"``).
 
-The seeds' figure: the cosine similarity of every pair of positions, before
-and after position interpolation, side by side. A trained table shows a
+The similarity figure: the cosine similarity of every pair of positions,
+before and after position interpolation, side by side. A trained table shows a
 bright diagonal band that fades with distance; interpolation keeps the band
 and stretches it.
 """
@@ -36,8 +36,8 @@ def similarity_figure(
     scripts, servers and threads; save it with ``fig.savefig(path)``.
     """
     rows = np.shape(table)[0] if np.ndim(table) == 2 else 0
-    target = 2 * rows if length is None else length
-    stretched = interpolate(table, target, align=align)
+    new_length = 2 * rows if length is None else length
+    stretched = interpolate(table, new_length, align=align)
     before, after = similarity(table), similarity(stretched)
 
     fig: Figure = _figure_class()(figsize=(10.5, 4.8), layout="constrained")
@@ -71,7 +71,7 @@ def bench_figure(data: dict[str, Any]) -> Figure:
     case (log scale; right of 1 is faster). Middle: the fraction of the
     same-run memory roofline each case reaches (1 = at the roofline). Right,
     when the run had ``--threads 1,2``: each kernel's thread speed-up, in
-    cache and in memory, against the 1.7x target.
+    cache and in memory, against perfect scaling (the ratio of the counts).
     """
     results = data["results"]
     scaling = data.get("scaling") or []
@@ -119,7 +119,10 @@ def bench_figure(data: dict[str, Any]) -> Figure:
         colors = ["tab:purple" if s["size"] == "in cache" else "tab:cyan" for s in scaling]
         ys = np.arange(len(scaling))
         ax.barh(ys, speedups, 0.6, color=colors)
-        ax.axvline(1.7, color="red", linewidth=0.8, linestyle="--", label="target 1.7x")
+        perfect = counts[-1] / counts[0]
+        ax.axvline(
+            perfect, color="red", linewidth=0.8, linestyle="--", label=f"perfect: {perfect:g}x"
+        )
         ax.axvline(1.0, color="black", linewidth=0.8)
         ax.set_yticks(ys, rows)
         ax.invert_yaxis()
@@ -128,8 +131,10 @@ def bench_figure(data: dict[str, Any]) -> Figure:
         ax.set_title("thread scaling (purple: in cache)")
 
     m = data.get("machine", {})
+    c = m.get("caches")
+    cache = f", {c['last_level_name']} {c['last_level'] / 2**20:g} MiB" if c else ""
     fig.suptitle(
-        f"posembed bench, {m.get('date', '')}: {m.get('cpu', '')}, {m.get('threads', '')} "
+        f"posembed bench, {m.get('date', '')}: {m.get('cpu', '')}{cache}, {m.get('threads', '')} "
         f"threads, SIMD {m.get('simd', '')}"
     )
     return fig

@@ -1,0 +1,65 @@
+"""The benchmark's cases, one module per kernel (named as in ``cpp/``).
+
+Each module's ``build(quick)`` makes its kernel's cases, arrays and all;
+``--quick`` runs smaller problems under the same names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from posembed.bench.case import Case
+from posembed.bench.cases import (
+    chunk,
+    embed,
+    extend,
+    gather,
+    gather_backward,
+    interpolate,
+    resample_grid,
+    resize,
+    similarity,
+    windows,
+)
+
+BUILDERS: dict[str, Callable[[bool], list[Case]]] = {
+    "gather": gather.build,
+    "interpolate": interpolate.build,
+    "extend": extend.build,
+    "resample_grid": resample_grid.build,
+    "similarity": similarity.build,
+    "windows": windows.build,
+    "chunk": chunk.build,
+    "embed": embed.build,
+    "gather_backward": gather_backward.build,
+    "resize": resize.build,
+}
+
+# The cases of each kernel, in the order its builder makes them; the bench/
+# suite parametrizes over these names without building the arrays.
+# Names say what is compared and never carry a size (sizes are in each
+# case's shape and may depend on the machine's caches).
+CASE_NAMES = {
+    "gather": ("out= given", "fresh output", "in cache, out=", "one row"),
+    "interpolate": ("fresh output", "out= given", "lerp", "lerp 4 positions"),
+    "extend": ("tile",),
+    "resample_grid": ("bicubic", "bilinear"),
+    "similarity": ("all pairs",),
+    "windows": ("fresh output", "out= given", "CSR documents", "stitch mean"),
+    "chunk": ("token file",),
+    "embed": ("dropout 0.1", "no dropout", "4 tokens"),
+    "gather_backward": ("positions", "token ids", "4 rows"),
+    "resize": ("checkpoint",),
+}
+
+
+def cases_of(kernel: str, quick: bool = False) -> list[Case]:
+    """The cases of one kernel, built (their arrays allocated)."""
+    cases = BUILDERS[kernel](quick)
+    assert tuple(c.name for c in cases) == CASE_NAMES[kernel]
+    return cases
+
+
+def all_cases(quick: bool = False) -> list[Case]:
+    """Every kernel's cases, all built at once (mind the memory)."""
+    return [case for kernel in BUILDERS for case in cases_of(kernel, quick)]

@@ -1,0 +1,93 @@
+"""chunk: the ``posembed chunk`` pipeline, a token file to windows on disk."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+import posembed
+from posembed import reference
+from posembed.bench.case import Case
+from posembed.bench.scratch import scratch_dir
+
+
+def build(quick: bool = False) -> list[Case]:
+    from posembed._chunk import chunk_file
+
+    # A nanoGPT-style raw uint16 token file cut into blocks of 1024 (a whole
+    # number of them, so every tail mode gives the same windows as NumPy's).
+    size, count = 1024, 1 << (13 if quick else 17)
+    work = scratch_dir()
+    src = work / "train.bin"
+    rng = np.random.default_rng(9)
+    rng.integers(0, 50_257, count * size, dtype=np.uint16).tofile(src)
+    out_bytes = count * size * 2 + 3 * count * 8
+
+    def output_dir(impl: str) -> Path:
+        out = work / impl
+        shutil.rmtree(out, ignore_errors=True)
+        return out
+
+    def ours() -> object:
+        threads = posembed.get_num_threads()
+        posembed.set_num_threads(1)  # as the command runs it
+        try:
+            return chunk_file(src, output_dir("posembed"), size=size, dtype="uint16", quiet=True)
+        finally:
+            posembed.set_num_threads(threads)
+
+    def save_all(impl: str, **arrays: np.ndarray) -> None:
+        out = output_dir(impl)
+        out.mkdir()
+        for name, array in arrays.items():
+            np.save(out / f"{name}.npy", array)
+
+    def numpy_way() -> None:  # load it all, cut with sliding_window_view, save
+        tokens = np.fromfile(src, np.uint16)
+        rows = np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(tokens, size)[::size])
+        n = len(rows)
+        save_all(
+            "numpy",
+            windows=rows,
+            starts=np.arange(n, dtype=np.int64) * size,
+            lengths=np.full(n, size, np.int64),
+            documents=np.zeros(n, np.int64),
+        )
+
+    def reference_way() -> None:
+        w = reference.windows(np.fromfile(src, np.uint16), size)
+        save_all(
+            "reference",
+            windows=w.tokens,
+            starts=w.starts,
+            lengths=w.lengths,
+            documents=w.documents,
+        )
+
+    def check() -> bool:
+        ours()
+        want = posembed.windows(np.fromfile(src, np.uint16), size)
+        got = np.load(work / "posembed" / "windows.npy", mmap_mode="r")
+        starts = np.load(work / "posembed" / "starts.npy")
+        return bool(np.array_equal(got, want.tokens) and np.array_equal(starts, want.starts))
+
+    impls: dict[str, Callable[[], object]] = {
+        "reference": reference_way,
+        "numpy": numpy_way,
+        "posembed": ours,
+    }
+    return [
+        Case(
+            "chunk",
+            "token file",
+            f"{count * size * 2 >> 20} MB raw uint16 file, size 1024, on disk",
+            out_bytes,
+            impls,
+            "file write",
+            check,
+            in_bytes=count * size * 2,
+        )
+    ]

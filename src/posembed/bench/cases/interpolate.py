@@ -1,0 +1,120 @@
+"""interpolate: a table stretched to 4x its rows; lerp at fractional positions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import posembed
+from posembed import reference
+from posembed.bench.case import Case
+from posembed.bench.cases._shared import numpy_interpolate, optional_torch
+
+
+def _lerp_impls(table: np.ndarray, pos: np.ndarray, torch: Any) -> dict[str, Callable[[], object]]:
+    """lerp four ways: the twin, NumPy's gather-and-blend, posembed, torch.lerp."""
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, table.shape[0] - 1)
+    w = (pos - lo).astype(table.dtype)[:, None]
+    impls: dict[str, Callable[[], object]] = {
+        "reference": lambda: reference.lerp(table, pos),
+        "numpy": lambda: (1 - w) * table[lo] + w * table[hi],
+        "posembed": lambda: posembed.lerp(table, pos),
+    }
+    if torch is not None:
+        tt, tlo, thi, tw = (torch.from_numpy(x) for x in (table, lo, hi, w))
+        impls["torch"] = lambda: torch.lerp(tt[tlo], tt[thi], tw)
+    return impls
+
+
+def build(quick: bool = False) -> list[Case]:
+    rng = np.random.default_rng(1)
+    torch = optional_torch()
+    rows = 512 if quick else 2048
+    table = rng.standard_normal((rows, 1024), dtype=np.float32)
+    n = 4 * rows
+    stretch = f"{rows} -> {n} rows, d=1024 f32, half_pixel"
+    impls: dict[str, Callable[[], object]] = {
+        "reference": lambda: reference.interpolate(table, n, align="half_pixel"),
+        "numpy": lambda: numpy_interpolate(table, n),
+        "posembed": lambda: posembed.interpolate(table, n, align="half_pixel"),
+    }
+    if torch is not None:
+        tt = torch.from_numpy(table)
+        fi = torch.nn.functional.interpolate
+        impls["torch"] = lambda: fi(tt.T[None], size=n, mode="linear")[0].T.contiguous()
+    out_bytes = n * 1024 * 4
+    cases = [
+        Case(
+            "interpolate",
+            "fresh output",
+            stretch,
+            out_bytes,
+            impls,
+            "write fresh",
+            lambda: bool(
+                np.array_equal(
+                    posembed.interpolate(table, n, align="half_pixel"),
+                    reference.interpolate(table, n, align="half_pixel"),
+                )
+            ),
+        )
+    ]
+    # Into an existing buffer: PyTorch's own out= kernel, in its (1, d, T) layout.
+    out = np.empty((n, 1024), np.float32)
+    ref_out = np.empty_like(out)
+    impls = {
+        "reference": lambda: reference.interpolate(table, n, align="half_pixel", out=ref_out),
+        "posembed": lambda: posembed.interpolate(table, n, align="half_pixel", out=out),
+    }
+    if torch is not None:
+        src = torch.from_numpy(np.ascontiguousarray(table.T))[None]
+        t_out = torch.empty((1, 1024, n))
+        up = torch.ops.aten.upsample_linear1d.out
+        impls["torch"] = lambda: up(src, [n], False, None, out=t_out)
+    cases.append(
+        Case(
+            "interpolate",
+            "out= given",
+            stretch,
+            out_bytes,
+            impls,
+            "write warm",
+            lambda: bool(
+                np.array_equal(
+                    posembed.interpolate(table, n, align="half_pixel", out=out),
+                    reference.interpolate(table, n, align="half_pixel"),
+                )
+            ),
+        )
+    )
+    npos = 8192 if quick else 32768
+    pos = rng.uniform(0, rows - 1, npos)
+    cases.append(
+        Case(
+            "interpolate",
+            "lerp",
+            f"{npos} positions, {rows}x1024 f32",
+            npos * 1024 * 4,
+            _lerp_impls(table, pos, torch),
+            "write fresh",
+            lambda: bool(np.array_equal(posembed.lerp(table, pos), reference.lerp(table, pos))),
+        )
+    )
+    # Call overhead: a handful of positions in a small table.
+    small = rng.standard_normal((128, 64), dtype=np.float32)
+    few = np.array([1.5, 2.25, 7.0, 100.5])
+    cases.append(
+        Case(
+            "interpolate",
+            "lerp 4 positions",
+            "4 positions, 128x64 f32",
+            4 * 64 * 4,
+            _lerp_impls(small, few, torch),
+            None,
+            lambda: bool(np.array_equal(posembed.lerp(small, few), reference.lerp(small, few))),
+        )
+    )
+    return cases

@@ -1,0 +1,183 @@
+"""windows: overlapping windows of a token stream and of a CSR corpus; stitch."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+
+import posembed
+from posembed import reference
+from posembed.bench.case import Case
+from posembed.bench.cases._shared import optional_torch
+
+
+def build(quick: bool = False) -> list[Case]:
+    rng = np.random.default_rng(5)
+    size, step = 2048, 1536
+    ntok = 5_000_000 if quick else 50_000_000
+    tokens = rng.integers(0, 50_000, ntok).astype(np.uint32)
+    stream_shape = f"{ntok // 1_000_000}M uint32 tokens, size 2048, step 1536, drop"
+    count = (tokens.size - size) // step + 1
+
+    def numpy_windows() -> np.ndarray:
+        view = np.lib.stride_tricks.sliding_window_view(tokens, size)[::step]
+        return np.ascontiguousarray(view)
+
+    impls: dict[str, Callable[[], object]] = {
+        "reference": lambda: reference.windows(tokens, size, step=step, tail="drop"),
+        "numpy": numpy_windows,
+        "posembed": lambda: posembed.windows(tokens, size, step=step, tail="drop"),
+    }
+    torch = optional_torch()
+    if torch is not None:
+        t_tokens = torch.from_numpy(tokens.view(np.int32))  # same bytes; no uint32 unfold
+        impls["torch"] = lambda: t_tokens.unfold(0, size, step).contiguous()
+    cases = [
+        Case(
+            "windows",
+            "fresh output",
+            stream_shape,
+            count * size * 4,
+            impls,
+            "copy fresh",
+            lambda: bool(
+                np.array_equal(
+                    posembed.windows(tokens, size, step=step, tail="drop").tokens, numpy_windows()
+                )
+            ),
+        )
+    ]
+    # The same into a reused buffer (a preprocessing loop's batches): NumPy's
+    # best is copyto into a written buffer, the roofline a warm copy.
+    buffers = {k: np.empty((count, size), np.uint32) for k in ("reference", "numpy", "posembed")}
+    for b in buffers.values():
+        b.fill(1)
+    impls = {
+        "reference": lambda: reference.windows(
+            tokens, size, step=step, tail="drop", out=buffers["reference"]
+        ),
+        "numpy": lambda: np.copyto(
+            buffers["numpy"], np.lib.stride_tricks.sliding_window_view(tokens, size)[::step]
+        ),
+        "posembed": lambda: posembed.windows(
+            tokens, size, step=step, tail="drop", out=buffers["posembed"]
+        ),
+    }
+    if torch is not None:
+        buffers["torch"] = np.ones((count, size), np.uint32)
+        t_out = torch.from_numpy(buffers["torch"].view(np.int32))
+        impls["torch"] = lambda: t_out.copy_(t_tokens.unfold(0, size, step))
+    cases.append(
+        Case(
+            "windows",
+            "out= given",
+            stream_shape,
+            count * size * 4,
+            impls,
+            "copy warm",
+            lambda: bool(
+                np.array_equal(
+                    posembed.windows(
+                        tokens, size, step=step, tail="drop", out=buffers["posembed"]
+                    ).tokens,
+                    numpy_windows(),
+                )
+            ),
+        )
+    )
+    ndocs = 5_000 if quick else 100_000
+    lengths = rng.integers(1, 4001, ndocs)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    corpus = rng.integers(0, 50_000, offsets[-1]).astype(np.uint32)
+
+    def per_document() -> np.ndarray:  # a Python loop calling NumPy per document
+        parts = [
+            np.lib.stride_tricks.sliding_window_view(corpus[a:b], size)[::step]
+            for a, b in itertools.pairwise(offsets)
+            if b - a >= size
+        ]
+        return np.concatenate(parts) if parts else np.empty((0, size), corpus.dtype)
+
+    out_rows = int(sum((n - size) // step + 1 for n in lengths if n >= size))
+    impls = {
+        "reference": lambda: reference.windows(
+            corpus, size, step=step, tail="drop", offsets=offsets
+        ),
+        "numpy": per_document,
+        "posembed": lambda: posembed.windows(corpus, size, step=step, tail="drop", offsets=offsets),
+    }
+    if torch is not None:
+        t_corpus = torch.from_numpy(corpus.view(np.int32))
+
+        def torch_per_document() -> object:  # the same loop with Tensor.unfold
+            parts = [
+                t_corpus[a:b].unfold(0, size, step)
+                for a, b in itertools.pairwise(offsets.tolist())
+                if b - a >= size
+            ]
+            return torch.cat(parts)
+
+        impls["torch"] = torch_per_document
+    cases.append(
+        Case(
+            "windows",
+            "CSR documents",
+            f"{ndocs // 1000}k documents of 1..4000 tokens, size 2048, step 1536, drop",
+            out_rows * size * 4,
+            impls,
+            "copy fresh",
+            lambda: bool(
+                np.array_equal(
+                    posembed.windows(corpus, size, step=step, tail="drop", offsets=offsets).tokens,
+                    per_document(),
+                )
+            ),
+        )
+    )
+
+    # Per-window model outputs back to tokens: the mean over overlapping windows.
+    stream = rng.integers(0, 50_000, 50_000 if quick else 200_000).astype(np.uint32)
+    win = posembed.windows(stream, size, step=step)
+    twin = reference.windows(stream, size, step=step)
+    values = rng.standard_normal((len(win), size), dtype=np.float32)
+    slots = (win.starts[:, None] + np.arange(size))[win.mask]
+
+    def bincount_mean() -> np.ndarray:
+        sums = np.bincount(slots, weights=values[win.mask], minlength=stream.size)
+        return (sums / np.bincount(slots, minlength=stream.size)).astype(np.float32)
+
+    impls = {
+        "reference": lambda: reference.stitch(values, twin, reduce="mean"),
+        "numpy": bincount_mean,
+        "posembed": lambda: posembed.stitch(values, win, reduce="mean"),
+    }
+    if torch is not None:
+        t_slots = torch.from_numpy(slots)
+        t_vals = torch.from_numpy(values[win.mask])
+
+        def torch_mean() -> object:  # index_add_ sums, bincount counts
+            sums = torch.zeros(stream.size).index_add_(0, t_slots, t_vals)
+            return sums / torch.bincount(t_slots, minlength=stream.size)
+
+        impls["torch"] = torch_mean
+    cases.append(
+        Case(
+            "windows",
+            "stitch mean",
+            f"{stream.size // 1000}k tokens, size 2048, step 1536, f32",
+            stream.size * 4,
+            impls,
+            None,
+            lambda: bool(
+                np.allclose(
+                    posembed.stitch(values, win, reduce="mean"),
+                    bincount_mean(),
+                    rtol=1e-5,
+                    atol=1e-6,
+                )
+            ),
+        )
+    )
+    return cases

@@ -1,0 +1,92 @@
+"""The rooflines: how fast this machine moves the bytes a case moves.
+
+*write*: a parallel memset of the kernel's output bytes with all threads;
+*copy*: a parallel memcpy of that many bytes. Each is *warm* (the
+destination was written before, as for an ``out=`` call) or *fresh* (the
+destination is newly allocated each time, as for a kernel that returns a new
+array, so page faults count). The fill byte is non-zero on purpose: some
+machines write all-zero cache lines far faster than data, which would make a
+zero-fill roofline no kernel could honestly reach.
+
+*file write* (the ``chunk`` command's roofline): the output's bytes written
+from memory into a new file beside the command's output, 16 MiB a call,
+the previous one deleted first as the command deletes its previous output.
+*file copy* (``resize_checkpoint``'s roofline): the input file copied to a
+new file with ``shutil.copyfile`` (in-kernel, with no resizing to do).
+
+*ALU loop*: an integer loop on every thread with no memory traffic, the
+ceiling of thread scaling (no kernel can scale better than it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from posembed import _core
+from posembed.bench.scratch import scratch_dir
+
+FILL_BYTE = 0x5A
+FILE_BLOCK = 16 << 20
+
+
+def _file_writer(nbytes: int) -> Callable[[], object]:
+    folder = scratch_dir()
+    block = np.full(min(nbytes, FILE_BLOCK), FILL_BYTE, np.uint8).data.cast("B")
+
+    def write() -> None:
+        path = folder / "roofline.bin"
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            done = 0
+            while done < nbytes:
+                done += os.pwrite(fd, block[: min(len(block), nbytes - done)], done)
+        finally:
+            os.close(fd)
+
+    return write
+
+
+def _file_copier(src: Path) -> Callable[[], object]:
+    dst = scratch_dir() / "roofline.bin"
+
+    def copy() -> None:
+        dst.unlink(missing_ok=True)
+        shutil.copyfile(src, dst)
+
+    return copy
+
+
+def roofline(kind: str, nbytes: int, source: Path | None = None) -> Callable[[], object]:
+    """The roofline callable for ``kind`` ("write warm", "copy fresh", "file write",
+    "file copy" of ``source``, ...) over nbytes."""
+    if kind == "file write":
+        return _file_writer(nbytes)
+    if kind == "file copy":
+        if source is None:
+            raise ValueError("the file copy roofline needs the source file")
+        return _file_copier(source)
+    op, state = kind.split()
+    if state not in ("warm", "fresh") or op not in ("write", "copy"):
+        raise ValueError(f"unknown roofline {kind!r}")
+    src = np.full(nbytes, 0x3C, np.uint8) if op == "copy" else None
+    if state == "warm":
+        dst = np.empty(nbytes, np.uint8)
+        _core._probes.roofline_fill(dst, FILL_BYTE)
+        if src is None:
+            return lambda: _core._probes.roofline_fill(dst, FILL_BYTE)
+        return lambda: _core._probes.roofline_copy(dst, src)
+    if src is None:
+        return lambda: _core._probes.roofline_fill(np.empty(nbytes, np.uint8), FILL_BYTE)
+    return lambda: _core._probes.roofline_copy(np.empty(nbytes, np.uint8), src)
+
+
+def alu_loop(iterations: int) -> Callable[[], object]:
+    """The ALU loop: ``iterations`` integer steps on each thread, no memory."""
+    return partial(_core._probes.roofline_spin, iterations)

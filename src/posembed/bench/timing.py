@@ -1,0 +1,93 @@
+"""Timing: each implementation of a case in its own block, the median of its rounds."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from posembed.bench.case import Case, Result
+from posembed.bench.cases import BUILDERS, cases_of
+from posembed.bench.rooflines import roofline
+
+
+def timer(fn: Callable[[], object]) -> tuple[Callable[[], float], float]:
+    """A timer of seconds per call of fn, batching calls that are too short to
+    time alone, and the warm-up's seconds per call.
+    The batch size comes from a warm-up of at least 5 ms (or 1000 calls), so
+    that one cold first call cannot make microsecond calls look slow."""
+    calls, t0 = 0, time.perf_counter()
+    while calls < 1000 and (calls < 2 or time.perf_counter() - t0 < 5e-3):
+        fn()
+        calls += 1
+    once = (time.perf_counter() - t0) / calls
+    number = max(1, min(10_000, int(2e-3 / max(once, 1e-9))))
+
+    def timed() -> float:
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        return (time.perf_counter() - start) / number
+
+    return timed, once
+
+
+# A call that takes seconds (a Python loop over 100k documents, an in-memory
+# problem on a machine with a large cache) gets this many timed rounds at
+# most, so the whole run stays in minutes.
+SLOW_SECONDS, SLOW_REPEAT = 0.5, 3
+
+
+def rounds(once: float, repeat: int) -> int:
+    """Timed rounds for a call that took ``once`` seconds in the warm-up."""
+    return min(repeat, SLOW_REPEAT) if once > SLOW_SECONDS else repeat
+
+
+# Thread pools (PyTorch's OpenMP, OpenBLAS, posembed's own) keep spinning for
+# a while after a call; timing the next implementation on top of them would
+# charge it for their spinning. Each implementation gets the cores to itself.
+SETTLE_SECONDS = 0.05
+
+
+def measure(case: Case, repeat: int) -> Result:
+    """Median seconds per implementation, each timed in its own block after
+    the other implementations' threads have gone quiet."""
+    if case.check is not None and not case.check():
+        raise AssertionError(f"{case.kernel} {case.name}: posembed disagrees with its twin")
+    fns = dict(case.impls)
+    if case.roofline:
+        fns["roofline"] = roofline(case.roofline, case.out_bytes, case.source)
+    seconds = {}
+    gc_was_on = gc.isenabled()
+    gc.disable()  # as timeit does: a collection would land on whichever call is running
+    try:
+        for k, fn in fns.items():
+            timed, once = timer(fn)
+            reps = rounds(once, repeat)
+            time.sleep(SETTLE_SECONDS)
+            seconds[k] = float(np.median([timed() for _ in range(reps)]))
+    finally:
+        if gc_was_on:
+            gc.enable()
+    return Result(
+        case.kernel, case.name, case.shape, case.out_bytes, case.roofline, seconds, case.in_bytes
+    )
+
+
+def run(
+    quick: bool = False,
+    repeat: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    kernels: list[str] | None = None,
+) -> list[Result]:
+    """Every case of ``kernels`` (default: all), one kernel's arrays at a time."""
+    reps = repeat if repeat is not None else (3 if quick else 15)
+    results = []
+    for kernel in list(BUILDERS) if kernels is None else kernels:
+        for case in cases_of(kernel, quick):
+            if progress is not None:
+                progress(f"{case.kernel}: {case.name} ({case.shape})")
+            results.append(measure(case, reps))
+    return results
