@@ -486,7 +486,7 @@ TARGETS: dict[str, Target] = {
         LPE,
         "from_table",
         lambda tmp: {"self": lpe(), "table": table(10, 4), "copy": True, "dropout": 0.1},
-        twin=False,
+        twin=True,
     ),
     "LearnedPositionEmbedding.__call__": method(
         LPE,
@@ -500,7 +500,7 @@ TARGETS: dict[str, Target] = {
         twin=True,
     ),
     "LearnedPositionEmbedding.interpolate": method(
-        LPE, "interpolate", lambda tmp: {"self": lpe(), "length": 16, "align": "scale"}, twin=False
+        LPE, "interpolate", lambda tmp: {"self": lpe(), "length": 16, "align": "scale"}, twin=True
     ),
     "LearnedPositionEmbedding.extend": method(
         LPE,
@@ -513,7 +513,7 @@ TARGETS: dict[str, Target] = {
             "seed": None,
             "align": None,
         },
-        twin=False,
+        twin=True,
     ),
     "LearnedPositionEmbedding.embed": method(
         LPE,
@@ -537,7 +537,7 @@ TARGETS: dict[str, Target] = {
             "step": None,
             "out": sentinel((3, 10), np.int32),
         },
-        twin=False,
+        twin=True,
     ),
     "Windows.owner": method(
         posembed.Windows, "owner", lambda tmp: {"self": WINDOWS, "rule": "first"}, twin=True
