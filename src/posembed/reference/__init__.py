@@ -8,6 +8,9 @@ gather_backward), ``interpolate`` (interpolate, lerp), ``extend``,
 ``resample_grid``, ``similarity``, ``windows`` (windows, Windows, stitch),
 ``random`` (uniform_bits, dropout_mask), ``embed``, ``embedding`` (the
 LearnedPositionEmbedding class) and ``checkpoint`` (resize_checkpoint).
+Where a module shares its name with a function (``gather``, ``interpolate``,
+...), ``posembed.reference.<name>`` is the function; ``from
+posembed.reference.<module> import ...`` reaches the rest of a module.
 
 The twins import nothing from the rest of posembed, and that includes its
 argument checks: they check their arguments with their own plain code
