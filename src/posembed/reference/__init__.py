@@ -1,0 +1,59 @@
+"""Plain NumPy twins of posembed's kernels.
+
+Each function here has the same signature, the same results and the same
+exception types as its fast counterpart, and is written to be read, not to be
+fast. The tests and the fuzz harness run both on the same inputs and hold the
+kernels to these. One module per family of kernels: ``gather`` (gather,
+gather_backward), ``interpolate`` (interpolate, lerp), ``extend``,
+``resample_grid``, ``similarity``, ``windows`` (windows, Windows, stitch),
+``random`` (uniform_bits, dropout_mask), ``embed``, ``embedding`` (the
+LearnedPositionEmbedding class) and ``checkpoint`` (resize_checkpoint).
+Where a module shares its name with a function (``gather``, ``interpolate``,
+...), ``posembed.reference.<name>`` is the function; ``from
+posembed.reference.<module> import ...`` reaches the rest of a module.
+
+The twins import nothing from the rest of posembed, and that includes its
+argument checks: they check their arguments with their own plain code
+(``_common``). This is deliberate. A twin that called posembed's checks would
+accept what they accept and raise what they raise, so a check that lets a bad
+value through, or refuses it with the wrong exception type, would be wrong on
+both sides at once and no comparison could see it. Written twice, the two sets
+of checks must agree on the exception type of every bad input the tests and
+the fuzz harness try; their messages are their own (posembed's are the ones
+users read).
+"""
+
+from __future__ import annotations
+
+from posembed.reference.checkpoint import resize_checkpoint as resize_checkpoint
+from posembed.reference.embed import embed
+from posembed.reference.embedding import LearnedPositionEmbedding
+from posembed.reference.extend import extend
+from posembed.reference.gather import gather, gather_backward
+from posembed.reference.interpolate import interpolate, lerp
+from posembed.reference.random import dropout_mask, uniform_bits
+from posembed.reference.resample_grid import resample_grid
+from posembed.reference.similarity import similarity
+from posembed.reference.windows import Windows as Windows
+from posembed.reference.windows import stitch, windows
+
+__all__ = [
+    "LearnedPositionEmbedding",
+    "dropout_mask",
+    "embed",
+    "extend",
+    "gather",
+    "gather_backward",
+    "interpolate",
+    "lerp",
+    "resample_grid",
+    "similarity",
+    "stitch",
+    "uniform_bits",
+    "windows",
+]
+
+# Importable from here too, but not in __all__: the Windows record that
+# windows() returns, and resize_checkpoint, which twins posembed's results but
+# not its checks of arguments and files (so the bad-input tests do not hold it
+# to posembed's exception types).
