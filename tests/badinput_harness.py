@@ -27,7 +27,6 @@ import contextlib
 import dataclasses
 import importlib.util
 import io
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ import numpy as np
 import pytest
 
 import posembed
-from posembed import cli, reference
+from posembed import _safetensors, cli, reference
 
 # -- the kinds of bad input ------------------------------------------------------------
 
@@ -259,16 +258,7 @@ def command(*words: str, valid: Callable[[Path], dict[str, Any]]) -> Target:
 # A small safetensors writer (8-byte header length, JSON header, data), so that
 # the checkpoint cases need no other test module.
 def write_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> Path:
-    names = {"float32": "F32", "int64": "I64"}
-    header, at, data = {}, 0, b""
-    for name, a in tensors.items():
-        raw = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()
-        entry = {"dtype": names[a.dtype.name], "shape": list(a.shape)}
-        header[name] = {**entry, "data_offsets": [at, at + len(raw)]}
-        at, data = at + len(raw), data + raw
-    text = json.dumps(header).encode()
-    text += b" " * (-(8 + len(text)) % 8)
-    path.write_bytes(len(text).to_bytes(8, "little") + text + data)
+    _safetensors.write_file(path, tensors)
     return path
 
 

@@ -12,8 +12,9 @@ Where a module shares its name with a function (``gather``, ``interpolate``,
 ...), ``posembed.reference.<name>`` is the function; ``from
 posembed.reference.<module> import ...`` reaches the rest of a module.
 
-The twins import nothing from the rest of posembed, and that includes its
-argument checks: they check their arguments with their own plain code
+The twins import nothing from the rest of posembed but its safetensors file
+format module (the format is not what the resize twin restates), and that
+includes its argument checks: they check their arguments with their own plain code
 (``_common``). This is deliberate. A twin that called posembed's checks would
 accept what they accept and raise what they raise, so a check that lets a bad
 value through, or refuses it with the wrong exception type, would be wrong on

@@ -1,48 +1,23 @@
 """Twin of resize_checkpoint: a whole safetensors file read, one table resized
-by the twins, the whole file written."""
+by the twins, the whole file written.
+
+The file format itself is read and written by posembed's one safetensors
+module (``posembed._safetensors``, checked against the official package in
+its own tests); what this twin restates is the resize."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from typing import Any
 
 import numpy as np
 
+import posembed._safetensors as _safetensors
 from posembed.reference._common import _flag
 from posembed.reference.extend import extend
 from posembed.reference.interpolate import interpolate
 from posembed.reference.resample_grid import resample_grid
-
-
-def _read_safetensors(path: Any) -> tuple[dict[str, Any], bytes]:
-    """A safetensors file's header (JSON) and the data after it, read whole."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    n = int.from_bytes(blob[:8], "little")
-    header: dict[str, Any] = json.loads(blob[8 : 8 + n])
-    return header, blob[8 + n :]
-
-
-def _write_safetensors(path: Any, header: dict[str, Any], raw: dict[str, bytes]) -> None:
-    """A safetensors file of ``header`` with each tensor's bytes from ``raw``,
-    laid out in the order of the header's data_offsets (which are rewritten)."""
-    pieces = []
-    at = 0
-    names = sorted(
-        (h["data_offsets"][0], h["data_offsets"][1], name)
-        for name, h in header.items()
-        if name != "__metadata__"
-    )
-    for _, _, name in names:
-        header[name] = dict(header[name], data_offsets=[at, at + len(raw[name])])
-        pieces.append(raw[name])
-        at += len(raw[name])
-    text = json.dumps(header).encode("utf-8")
-    text += b" " * (-(8 + len(text)) % 8)
-    with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little") + text + b"".join(pieces))
 
 
 def resize_checkpoint(
@@ -93,27 +68,22 @@ def resize_checkpoint(
     _flag(overwrite, "overwrite")
     if os.path.exists(dst) and not overwrite:
         raise FileExistsError(f"{dst} exists")
-    header, data = _read_safetensors(src)
-    if key not in header or key == "__metadata__":
+    with open(src, "rb") as f:
+        header = _safetensors.read_header(f, src)
+        blobs = {name: _safetensors.read_bytes(f, header, name) for name in header.data_order}
+    if key not in header.entries:
         raise ValueError(f"no tensor named {key!r} in the checkpoint")
-    entry = header[key]
-    dtypes = {"F16": np.dtype("<f2"), "F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
-    if entry["dtype"] == "BF16":
-        import ml_dtypes
-
-        dt = np.dtype(ml_dtypes.bfloat16)
-    elif entry["dtype"] in dtypes:
-        dt = dtypes[entry["dtype"]]
-    else:
-        raise TypeError(f"unsupported dtype {entry['dtype']}")
-    shape = tuple(entry["shape"])
+    entry = header.entries[key]
+    if entry.dtype not in ("F16", "BF16", "F32", "F64"):
+        raise TypeError(f"unsupported dtype {entry.dtype}")
+    dt = _safetensors.numpy_dtype(entry.dtype, key)
+    shape = entry.shape
     if len(shape) < 2 or any(s != 1 for s in shape[:-2]):
         raise ValueError(f"shape {shape} is not a table")
     rows, d = shape[-2:]
     if not 0 <= prefix < rows:
         raise ValueError("prefix must leave position rows")
-    begin, end = entry["data_offsets"]
-    table = np.frombuffer(data[begin:end], dtype=dt).reshape(rows, d)
+    table = _safetensors.from_le(blobs[key], dt).reshape(rows, d)
     positions = table[prefix:]
     if new_grid is not None:
         if grid is None:
@@ -132,12 +102,14 @@ def resize_checkpoint(
         new = extend(positions, length, init=init, align=align, seed=seed)
     resized = np.concatenate([table[:prefix], new]).astype(dt)
     new_shape = (*shape[:-2], *resized.shape)
-    raw = {
-        name: data[h["data_offsets"][0] : h["data_offsets"][1]]
-        for name, h in header.items()
-        if name != "__metadata__"
-    }
-    raw[key] = resized.tobytes()
-    header[key]["shape"] = list(new_shape)
-    _write_safetensors(dst, header, raw)
+    blobs[key] = bytes(_safetensors.le_bytes(resized))
+    specs = [
+        header.entries[name].as_spec(
+            shape=new_shape if name == key else None, nbytes=len(blobs[name])
+        )
+        for name in header.data_order
+    ]
+    with _safetensors.create(dst, specs, header.metadata, header_order=header.key_order) as out:
+        for name in header.data_order:
+            out.write(blobs[name])
     return {"old_shape": shape, "new_shape": new_shape}

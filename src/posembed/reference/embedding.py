@@ -7,7 +7,15 @@ from typing import Any
 
 import numpy as np
 
-from posembed.reference._common import FLOAT_NAMES, _array, _check_seed, _flag, _rate
+from posembed.reference._common import (
+    FLOAT_NAMES,
+    _array,
+    _check_seed,
+    _check_size,
+    _count,
+    _flag,
+    _rate,
+)
 from posembed.reference.embed import embed
 from posembed.reference.extend import extend
 from posembed.reference.gather import gather
@@ -40,13 +48,11 @@ class LearnedPositionEmbedding:
         dropout: float = 0.1,
     ) -> None:
         self.dropout = _rate(dropout, "dropout")
-        for name, n in (("max_seq_len", max_seq_len), ("embed_dim", embed_dim)):
-            if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-                raise TypeError(f"{name} must be an integer")
-            if n <= 0:
-                raise ValueError(f"{name} must be positive")
+        length = _count(max_seq_len, "max_seq_len", 1)
+        dim = _count(embed_dim, "embed_dim", 1)
+        _check_size("max_seq_len x embed_dim (float64 draws)", length, dim, 8)
         if init_std == "scaled":
-            std = 1.0 / math.sqrt(embed_dim)
+            std = 1.0 / math.sqrt(dim)
         elif isinstance(init_std, str):
             raise ValueError("init_std must be a number or 'scaled'")
         elif isinstance(init_std, bool) or not isinstance(init_std, (int, float, np.number)):
@@ -56,8 +62,10 @@ class LearnedPositionEmbedding:
         else:
             std = float(init_std)
         if isinstance(dtype, str) and dtype == "bfloat16":
-            import ml_dtypes
-
+            try:
+                import ml_dtypes
+            except ImportError:
+                raise TypeError("dtype bfloat16 needs the ml_dtypes package") from None
             dtype = ml_dtypes.bfloat16
         if dtype is None:
             raise TypeError("dtype must be a float dtype")
@@ -65,7 +73,7 @@ class LearnedPositionEmbedding:
         if dt.name not in FLOAT_NAMES:
             raise TypeError("dtype must be a float dtype")
         _check_seed(seed)
-        draws = np.random.default_rng(seed).standard_normal((int(max_seq_len), int(embed_dim)))
+        draws = np.random.default_rng(seed).standard_normal((length, dim))
         with np.errstate(over="ignore"):
             self.embeddings = (draws * std).astype(dt)
         if not np.isfinite(self.embeddings.astype(np.float64)).all():

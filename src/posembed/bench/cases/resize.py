@@ -83,4 +83,3 @@ def build(quick: bool = False) -> list[Case]:
             source=src,
         )
     ]
-
