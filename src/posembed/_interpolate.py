@@ -237,16 +237,16 @@ def extend(
                 )
 
     out = np.empty((n, d), t.dtype)
-    _core.gather(t, np.arange(rows), RAISE, out[:rows], fresh=True)
+    _core.gather(t, np.arange(rows), RAISE, out[:rows], out_just_allocated=True)
     new = out[rows:]
     if n == rows:
         return out
     if init == "interpolate":
-        _core.interpolate(t, kind, n, a, rows, new, fresh=True)
+        _core.interpolate(t, kind, n, a, rows, new, out_just_allocated=True)
     elif init == "tile":
-        _core.gather(t, np.arange(rows, n) % rows, RAISE, new, fresh=True)
+        _core.gather(t, np.arange(rows, n) % rows, RAISE, new, out_just_allocated=True)
     elif init == "edge":
-        _core.gather(t, np.full(n - rows, rows - 1), RAISE, new, fresh=True)
+        _core.gather(t, np.full(n - rows, rows - 1), RAISE, new, out_just_allocated=True)
     elif init == "zeros":
         new.fill(0)
     else:

@@ -95,12 +95,15 @@ class _Config(TypedDict):
     parallel_min_bytes: int
     stream_min_bytes: int
 
+def check_in_range(
+    indices: np.ndarray, rows: SupportsIndex, name: str, noun: str, table: str = ""
+) -> None: ...
 def gather(
     table: np.ndarray,
     positions: np.ndarray,
     mode: IndexMode,
     out: np.ndarray | None = None,
-    fresh: bool = False,
+    out_just_allocated: bool = False,
 ) -> np.ndarray: ...
 def interpolate(
     table: np.ndarray,
@@ -109,7 +112,7 @@ def interpolate(
     align: Align,
     first: SupportsIndex = 0,
     out: np.ndarray | None = None,
-    fresh: bool = False,
+    out_just_allocated: bool = False,
 ) -> np.ndarray: ...
 def lerp(
     table: np.ndarray,
@@ -132,10 +135,9 @@ def embed(
     tokens: np.ndarray,
     pos: np.ndarray,
     kind: FloatKind,
-    ids: npt.ArrayLike,
-    positions: npt.ArrayLike | None,
+    ids: np.ndarray,
+    positions: np.ndarray | None,
     offset: SupportsIndex,
-    period: SupportsIndex,
     active: bool,
     seed: SupportsIndex,
     threshold: SupportsIndex,
@@ -144,16 +146,15 @@ def embed(
     first_row: SupportsIndex = 0,
 ) -> np.ndarray: ...
 def dropout_mask(
-    n: SupportsIndex, seed: SupportsIndex, threshold: SupportsIndex
+    count: SupportsIndex, seed: SupportsIndex, threshold: SupportsIndex
 ) -> npt.NDArray[np.bool_]: ...
 def gather_backward(
     grad: np.ndarray,
     kind: FloatKind,
-    positions: npt.ArrayLike,
+    positions: np.ndarray,
     length: SupportsIndex,
-    out: np.ndarray,
-    zero_unused: bool,
-) -> None: ...
+    out: np.ndarray | None = None,
+) -> np.ndarray: ...
 def windows(
     tokens: np.ndarray,
     doc_offsets: np.ndarray,
