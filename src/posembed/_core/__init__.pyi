@@ -124,10 +124,10 @@ def resample_grid(
     table: np.ndarray,
     kind: FloatKind,
     prefix: SupportsIndex,
-    h: SupportsIndex,
-    w: SupportsIndex,
-    h2: SupportsIndex,
-    w2: SupportsIndex,
+    height: SupportsIndex,
+    width: SupportsIndex,
+    new_height: SupportsIndex,
+    new_width: SupportsIndex,
     method: GridMethod,
     align: Align,
 ) -> np.ndarray: ...
@@ -183,6 +183,6 @@ def stitch(
     own: npt.ArrayLike | None,
     fill: SupportsFloat | SupportsIndex,
 ) -> np.ndarray: ...
-def set_num_threads(n: SupportsIndex) -> None: ...
+def set_num_threads(threads: SupportsIndex) -> None: ...
 def get_num_threads() -> int: ...
 def config() -> _Config: ...
