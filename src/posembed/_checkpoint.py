@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from posembed import _validate as v
-from posembed._interpolate import INITS, extend, interpolate
+from posembed._extend import INITS, extend
+from posembed._interpolate import interpolate
 from posembed._resample import METHODS, resample_grid
 
 # Bytes moved per read while copying the other tensors: the command's memory

@@ -1,4 +1,4 @@
-"""embed: token + position embeddings and inverted dropout in one pass; dropout_mask."""
+"""embed: token + position rows with inverted dropout, in one pass; dropout_mask: its mask."""
 
 from __future__ import annotations
 

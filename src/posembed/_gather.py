@@ -1,4 +1,4 @@
-"""gather: the lookup of position rows."""
+"""gather: rows of a table by position; gather_backward: its gradient."""
 
 from __future__ import annotations
 

@@ -97,6 +97,12 @@ def as_table(table: Any, name: str = "table") -> np.ndarray:
     return t
 
 
+def check_has_rows(table: np.ndarray) -> None:
+    """ValueError for a table without rows (nothing to interpolate or extend)."""
+    if table.shape[0] == 0:
+        raise ValueError("table must have at least one row; got shape (0, d)")
+
+
 def index_mode(mode: Any) -> _core.IndexMode:
     try:
         return INDEX_MODES[mode]
