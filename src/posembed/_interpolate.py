@@ -118,19 +118,20 @@ def lerp(table: Any, positions: Any, *, out: np.ndarray | None = None) -> np.nda
     return _core.lerp(t, kind, p, out)
 
 
-def _real_objects(p: np.ndarray) -> np.ndarray:
+def _real_objects(positions: np.ndarray) -> np.ndarray:
     """An object array of Python numbers as float64; anything else unchanged."""
     real = all(
-        isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
-        for x in p.flat
+        isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+        for value in positions.flat
     )
     if not real:
-        return p
-    return np.array([_float(x) for x in p.flat], np.float64).reshape(p.shape)
+        return positions
+    values = [_float(value) for value in positions.flat]
+    return np.array(values, np.float64).reshape(positions.shape)
 
 
-def _float(x: Any) -> float:
+def _float(value: Any) -> float:
     try:
-        return float(x)
+        return float(value)
     except OverflowError:  # an int past float64's range: out of range all the same
-        return math.inf if x > 0 else -math.inf
+        return math.inf if value > 0 else -math.inf

@@ -95,9 +95,14 @@ class _Config(TypedDict):
     parallel_min_bytes: int
     stream_min_bytes: int
 
+# IndexError naming the first of indices (integers, or Python ints in an object
+# array) outside [0, rows): the kernels' own scan and message.
 def check_in_range(
     indices: np.ndarray, rows: SupportsIndex, name: str, noun: str, table: str = ""
 ) -> None: ...
+
+# out_just_allocated: the caller allocated out for this call, so the kernel
+# writes it with plain stores, as a result of its own (streaming gains nothing).
 def gather(
     table: np.ndarray,
     positions: np.ndarray,
