@@ -56,7 +56,7 @@ py::array embed(const py::array& tokens, const py::array& pos, FloatKind kind,
     positions = positions_obj.cast<py::array>();
     pos_view = positions_view(positions, "positions");
     where = broadcast_positions(positions, ids);
-  } else if (rows > 0 && (offset < 0 || offset + where.tokens > pv.rows)) {
+  } else if (rows > 0 && (offset < 0 || offset > pv.rows - where.tokens)) {
     throw py::value_error("embed: offset and the ids' length do not fit the position table");
   }
   Shape shape(ids.shape(), ids.shape() + ids.ndim());
