@@ -3,24 +3,78 @@
 
 namespace posembed::bind {
 
-bool c_contiguous(const py::array& a) { return (a.flags() & py::array::c_style) != 0; }
+namespace {
 
-IntKind int_kind(const py::array& a) {
+using namespace pybind11::literals;
+
+IntKind int_kind(const py::array& a, const char* name) {
   const py::dtype dt = a.dtype();
   const char kind = dt.kind();
-  const auto size = dt.itemsize();
   if (kind == 'i' || kind == 'u') {
-    const bool s = kind == 'i';
-    switch (size) {
-      case 1: return s ? IntKind::i8 : IntKind::u8;
-      case 2: return s ? IntKind::i16 : IntKind::u16;
-      case 4: return s ? IntKind::i32 : IntKind::u32;
-      case 8: return s ? IntKind::i64 : IntKind::u64;
+    const bool is_signed = kind == 'i';
+    switch (dt.itemsize()) {
+      case 1: return is_signed ? IntKind::i8 : IntKind::u8;
+      case 2: return is_signed ? IntKind::i16 : IntKind::u16;
+      case 4: return is_signed ? IntKind::i32 : IntKind::u32;
+      case 8: return is_signed ? IntKind::i64 : IntKind::u64;
       default: break;
     }
   }
-  throw py::type_error("positions must have an integer dtype (int8..int64, uint8..uint64); got " +
+  throw py::type_error(std::string(name) +
+                       " must have an integer dtype (int8..int64, uint8..uint64); got " +
                        py::str(dt).cast<std::string>());
+}
+
+// The range scan of Python ints in an object array: values past 64 bits,
+// which no kernel can hold, reach no kernel; they are compared as they are.
+OutOfRange find_out_of_range_in_objects(const py::array& indices, int64_t rows) {
+  const py::int_ low(0);
+  const py::int_ high(rows);
+  OutOfRange bad{-1, 0};
+  int64_t i = 0;
+  for (const py::handle value : indices.attr("flat")) {
+    if (value < low || value >= high) {
+      if (!bad.found()) bad.first = i;
+      ++bad.count;
+    }
+    ++i;
+  }
+  return bad;
+}
+
+// IndexError naming the first of `indices` outside [0, rows), if any: the
+// kernels' own scan and wording, for indices that no kernel call will read
+// (a table without rows, nothing to embed, Python ints past 64 bits).
+void check_in_range(const py::array& indices, int64_t rows, const std::string& name,
+                    const std::string& noun, const std::string& table) {
+  OutOfRange bad{-1, 0};
+  if (indices.dtype().kind() == 'O') {
+    bad = find_out_of_range_in_objects(indices, rows);
+  } else {
+    const PositionsView pv = positions_view(indices, name.c_str());
+    py::gil_scoped_release nogil;
+    bad = find_out_of_range(pv, rows);
+  }
+  if (bad.found()) raise_out_of_range(indices, {name, noun, table}, rows, bad);
+}
+
+}  // namespace
+
+bool c_contiguous(const py::array& a) { return (a.flags() & py::array::c_style) != 0; }
+
+PositionsView positions_view(const py::array& a, const char* name) {
+  const IntKind kind = int_kind(a, name);
+  if (!c_contiguous(a) || !a.dtype().attr("isnative").cast<bool>()) {
+    throw py::value_error(std::string(name) + " must be C-contiguous, in native byte order");
+  }
+  return {a.data(), kind, static_cast<int64_t>(a.size())};
+}
+
+const int64_t* int64_positions(const PositionsView& pos, std::vector<int64_t>& storage) {
+  if (pos.kind == IntKind::i64) return static_cast<const int64_t*>(pos.data);
+  storage.resize(static_cast<size_t>(pos.count));
+  widen_positions(pos, storage.data());
+  return storage.data();
 }
 
 std::string index_text(const py::array& a, const char* name, int64_t flat) {
@@ -50,8 +104,19 @@ RowsView float_rows(const py::array& t, FloatKind kind) {
           static_cast<int64_t>(t.shape(1)), static_cast<int64_t>(t.strides(0))};
 }
 
-py::array output_array(const py::object& out, const py::dtype& dtype, const Shape& shape) {
-  if (out.is_none()) return py::array(dtype, shape);
+py::array output_array(const py::object& out, const py::dtype& dtype, const Shape& shape,
+                       Fill fill) {
+  if (out.is_none()) {
+    if (fill == Fill::none) return py::array(dtype, shape);
+    // numpy.zeros maps fresh zero pages: rows a kernel does not write cost nothing
+    PYBIND11_CONSTINIT static py::gil_safe_call_once_and_store<py::object> zeros;
+    const py::object& make = zeros.call_once_and_store_result([] {
+      return py::module_::import("numpy").attr("zeros");
+    }).get_stored();
+    py::tuple dims(shape.size());
+    for (size_t k = 0; k < shape.size(); ++k) dims[k] = shape[k];
+    return make(dims, dtype);
+  }
   if (!py::isinstance<py::array>(out)) throw py::type_error("out must be a numpy.ndarray");
   auto arr = py::reinterpret_borrow<py::array>(out);
   if (Shape(arr.shape(), arr.shape() + arr.ndim()) != shape || arr.itemsize() != dtype.itemsize() ||
@@ -61,18 +126,26 @@ py::array output_array(const py::object& out, const py::dtype& dtype, const Shap
   return arr;
 }
 
-bool all_in_range(const int64_t* p, int64_t n, int64_t rows) {
-  uint64_t bad = 0;
-  const auto top = static_cast<uint64_t>(rows);
-  for (int64_t i = 0; i < n; ++i) bad |= static_cast<uint64_t>(static_cast<uint64_t>(p[i]) >= top);
-  return bad == 0;
+void raise_out_of_range(const py::array& indices, const IndexArg& arg, int64_t rows,
+                        const OutOfRange& bad) {
+  // item() gives a Python int for every integer dtype, and the int itself
+  // from an object array, so each value reads as the caller wrote it
+  const std::string value = py::str(indices.attr("item")(bad.first));
+  std::string msg = arg.noun + " " + value;
+  if (indices.ndim() > 0) msg += " at " + index_text(indices, arg.name.c_str(), bad.first);
+  msg += " is out of range for a table of " + std::to_string(rows) + " rows (";
+  if (!arg.table.empty()) msg += arg.table + "; ";
+  msg += rows > 0 ? "valid " + arg.noun + "s are 0.." + std::to_string(rows - 1)
+                  : "it has no valid " + arg.noun + "s";
+  msg += ")";
+  if (bad.count > 1) {
+    msg += "; " + std::to_string(bad.count) + " of " + std::to_string(indices.size()) + " " +
+           arg.noun + "s are out of range";
+  }
+  throw py::index_error(msg);
 }
 
-void raise_out_of_range(const char* name) {
-  throw py::index_error(std::string(name) + " out of range");
-}
-
-void bind_shared_enums(py::module_& m) {
+void bind_shared(py::module_& m) {
   // Member names are the words the Python API takes, so one table serves
   // both: posembed looks a user's string up in Enum.__members__.
   py::enum_<FloatKind>(m, "FloatKind", "Element type of a float table.")
@@ -84,6 +157,10 @@ void bind_shared_enums(py::module_& m) {
       .value("scale", Align::scale)
       .value("half_pixel", Align::half_pixel)
       .value("corners", Align::corners);
+  m.def("check_in_range", &check_in_range, "indices"_a, "rows"_a, "name"_a, "noun"_a,
+        "table"_a = "",
+        "IndexError naming the first of indices outside [0, rows), with its index, "
+        "the valid range and how many are out.");
 }
 
 }  // namespace posembed::bind

@@ -1,7 +1,8 @@
-// What every binding file shares: array checks, the one out= helper, and the
-// registration function of each kernel family. Binding files convert and
-// check arguments while holding the GIL, release it around the kernel, and
-// turn kernel results into Python exceptions; nothing else.
+// What every binding file shares: array checks, the one out= helper, the one
+// wording of an index out of range, and the registration function of each
+// kernel family. Binding files convert and check arguments while holding the
+// GIL, release it around the kernel, and turn kernel results into Python
+// exceptions; nothing else.
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -11,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "gather.hpp"
 #include "half.hpp"
 #include "interpolate.hpp"
+#include "positions.hpp"
 
 namespace posembed::bind {
 
@@ -24,8 +25,14 @@ using Shape = std::vector<py::ssize_t>;
 
 bool c_contiguous(const py::array& a);
 
-// The IntKind of an integer array (TypeError for any other dtype).
-IntKind int_kind(const py::array& a);
+// A C-contiguous, native-order integer array (int8..int64, uint8..uint64) as
+// the kernels read it; TypeError or ValueError naming `name` otherwise. The
+// Python layer has already made it so; this is the memory-safety check.
+PositionsView positions_view(const py::array& a, const char* name);
+
+// The values of `pos` as int64: `pos` itself when it already is, else widened
+// into `storage` (call without the GIL, after the range scan).
+const int64_t* int64_positions(const PositionsView& pos, std::vector<int64_t>& storage);
 
 // "positions[1, 3]" for the flat C-order index `flat` of `a`.
 std::string index_text(const py::array& a, const char* name, int64_t flat);
@@ -33,24 +40,39 @@ std::string index_text(const py::array& a, const char* name, int64_t flat);
 // A 2-D table of `kind` whose columns are adjacent (rows may be strided).
 RowsView float_rows(const py::array& t, FloatKind kind);
 
+// What a new output starts as when the caller passed no out=.
+enum class Fill { none, zeros };
+
 // The array a kernel writes: a new one of `dtype` and `shape` when out is
-// None, else out itself, refused unless it is an ndarray of that shape and
-// item size, C-contiguous and writeable. The Python layer has already checked
-// out= and written the friendly messages; this is the memory-safety check.
-py::array output_array(const py::object& out, const py::dtype& dtype, const Shape& shape);
+// None (zero pages from numpy.zeros with Fill::zeros, which a kernel writing
+// only some rows needs), else out itself, refused unless it is an ndarray of
+// that shape and item size, C-contiguous and writeable. The Python layer has
+// already checked out= and written the friendly messages; this is the
+// memory-safety check.
+py::array output_array(const py::object& out, const py::dtype& dtype, const Shape& shape,
+                       Fill fill = Fill::none);
 
-// Whether every value of p[0..n) is in [0, rows): one branch-free pass (it
-// vectorises), so the check costs little next to the kernel it guards.
-bool all_in_range(const int64_t* p, int64_t n, int64_t rows);
+// How an error names an integer argument that indexes the rows of a table.
+struct IndexArg {
+  std::string name;   // the argument: "token_ids"
+  std::string noun;   // one of its values: "token id"
+  std::string table;  // the argument that sets the table's size ("token_table",
+                      // "length 5"), or "" when that goes without saying
+};
 
-// Raised when a pre-scan finds an index out of range; the Python layer
-// catches it and reports the first bad value with its place (the slow path
-// runs only on error).
-[[noreturn]] void raise_out_of_range(const char* name);
+// The one wording of indices outside a table of `rows` rows: the first bad
+// value and its index in `indices` (the caller's array: any integer dtype, or
+// Python ints in an object array), the table's size and the argument that
+// sets it, the valid range, and how many are bad, as a range scan found them.
+// "token id 50 at token_ids[1, 3] is out of range for a table of 50 rows
+// (token_table; valid token ids are 0..49); 2 of 16 token ids are out of range"
+[[noreturn]] void raise_out_of_range(const py::array& indices, const IndexArg& arg, int64_t rows,
+                                     const OutOfRange& bad);
 
 // The enums shared by several families (float element types, index
-// conventions), bound once.
-void bind_shared_enums(py::module_& m);
+// conventions) and check_in_range (the range check of indices that no kernel
+// call will read), bound once.
+void bind_shared(py::module_& m);
 
 void bind_runtime(py::module_& m);
 void bind_gather(py::module_& m);

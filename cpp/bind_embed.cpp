@@ -11,31 +11,53 @@ namespace {
 
 using namespace pybind11::literals;
 
-// ids and positions: int64, checked in range by the Python layer (the
-// kernel clamps its reads all the same). Without positions, row r's position
-// is offset + r % period.
-py::array embed(const py::array& tokens, const py::array& pos, FloatKind kind, const I64& ids,
-                const py::object& positions_obj, int64_t offset, int64_t period, bool active,
-                uint64_t seed, uint32_t threshold, double scale, const py::object& out_obj,
-                int64_t first_row) {
+// Where each row takes its position (see PositionRows): `given` broadcast to
+// the ids' shape, which the Python layer has checked (this is the
+// memory-safety check).
+PositionRows broadcast_positions(const py::array& given, const py::array& ids) {
+  const auto rank = ids.ndim();
+  const auto tokens = rank > 0 ? static_cast<int64_t>(ids.shape(rank - 1)) : 1;
+  // given's extent along axis k of the ids, its shape aligned to the right
+  auto extent = [&](py::ssize_t k) {
+    const py::ssize_t axis = k - (rank - given.ndim());
+    return axis >= 0 ? static_cast<int64_t>(given.shape(axis)) : 1;
+  };
+  bool fits = given.ndim() <= rank;
+  for (py::ssize_t k = 0; fits && k < rank; ++k) {
+    fits = extent(k) == 1 || extent(k) == static_cast<int64_t>(ids.shape(k));
+  }
+  if (!fits) throw py::value_error("embed: positions must broadcast to the ids' shape");
+  const int64_t per_token = rank > 0 ? extent(rank - 1) : 1;
+  const int64_t per_sequence = rank > 1 ? extent(0) : 1;
+  return {nullptr, 0, std::max<int64_t>(tokens, 1), per_sequence == 1 ? 0 : per_token,
+          per_token == 1 ? 0 : 1};
+}
+
+// ids and positions: C-contiguous native integers of any dtype, checked in
+// range here before anything is written (the kernel clamps its reads all the
+// same). Without positions, token t of each sequence takes position offset + t.
+py::array embed(const py::array& tokens, const py::array& pos, FloatKind kind,
+                const py::array& ids, const py::object& positions_obj, int64_t offset,
+                bool active, uint64_t seed, uint32_t threshold, double scale,
+                const py::object& out_obj, int64_t first_row) {
   const RowsView tv = float_rows(tokens, kind);
   const RowsView pv = float_rows(pos, kind);
-  const auto rows = static_cast<int64_t>(ids.size());
+  const PositionsView id_view = positions_view(ids, "token_ids");
+  const int64_t rows = id_view.count;
   if (tv.cols != pv.cols || (rows > 0 && (tv.rows < 1 || pv.rows < 1))) {
     throw py::value_error("embed: tables must share their columns and have rows");
   }
-  const int64_t* positions = nullptr;
-  I64 pos_arr;
-  if (!positions_obj.is_none()) {
-    pos_arr = positions_obj.cast<I64>();
-    const auto count = static_cast<int64_t>(pos_arr.size());
-    if (rows > 0 && (period < 1 || count != period || rows % period != 0)) {
-      throw py::value_error("embed: positions must repeat with the period");
-    }
-    positions = pos_arr.data();
-  } else if (rows > 0 && (period < 1 || offset < 0 || offset + period > pv.rows ||
-                          rows % period != 0)) {
-    throw py::value_error("embed: offset and period do not fit the position table");
+  if (ids.ndim() < 1 || ids.ndim() > 2) throw py::value_error("embed: ids must be 1-D or 2-D");
+  const bool given = !positions_obj.is_none();
+  py::array positions;
+  PositionsView pos_view{nullptr, IntKind::i64, 0};
+  PositionRows where{nullptr, offset, std::max<int64_t>(ids.shape(ids.ndim() - 1), 1), 0, 1};
+  if (given) {
+    positions = positions_obj.cast<py::array>();
+    pos_view = positions_view(positions, "positions");
+    where = broadcast_positions(positions, ids);
+  } else if (rows > 0 && (offset < 0 || offset > pv.rows - where.tokens)) {
+    throw py::value_error("embed: offset and the ids' length do not fit the position table");
   }
   Shape shape(ids.shape(), ids.shape() + ids.ndim());
   shape.push_back(tokens.shape(1));
@@ -45,29 +67,36 @@ py::array embed(const py::array& tokens, const py::array& pos, FloatKind kind, c
   }
   const DropoutSpec drop{active, random_key(seed), threshold, scale, first_row};
   char* dst = static_cast<char*>(out.mutable_data());
-  bool ids_ok = true;
-  bool pos_ok = true;
+  OutOfRange bad_id{-1, 0};
+  OutOfRange bad_position{-1, 0};
   {
     py::gil_scoped_release nogil;
-    // Checked before anything is written (the kernel also clamps its reads).
-    ids_ok = all_in_range(ids.data(), rows, tv.rows);
-    pos_ok = positions == nullptr || all_in_range(positions, std::min(rows, period), pv.rows);
-    if (ids_ok && pos_ok) {
-      posembed::embed(tv, ids.data(), rows, pv, positions, offset, period, kind, drop, dst);
+    // every id, then every position, before anything is written
+    bad_id = find_out_of_range(id_view, tv.rows);
+    if (given && !bad_id.found()) bad_position = find_out_of_range(pos_view, pv.rows);
+    if (!bad_id.found() && !bad_position.found() && rows > 0) {
+      std::vector<int64_t> id_storage;
+      std::vector<int64_t> position_storage;
+      if (given) where.given = int64_positions(pos_view, position_storage);
+      posembed::embed(tv, int64_positions(id_view, id_storage), rows, pv, where, kind, drop, dst);
     }
   }
-  if (!ids_ok) raise_out_of_range("token_ids");
-  if (!pos_ok) raise_out_of_range("positions");
+  if (bad_id.found()) {
+    raise_out_of_range(ids, {"token_ids", "token id", "token_table"}, tv.rows, bad_id);
+  }
+  if (bad_position.found()) {
+    raise_out_of_range(positions, {"positions", "position", "pos_table"}, pv.rows, bad_position);
+  }
   return out;
 }
 
-py::array dropout_mask(int64_t n, uint64_t seed, uint32_t threshold) {
-  if (n < 0) throw py::value_error("dropout_mask: negative size");
-  py::array_t<bool> mask(n);
+py::array dropout_mask(int64_t count, uint64_t seed, uint32_t threshold) {
+  if (count < 0) throw py::value_error("dropout_mask: negative size");
+  py::array_t<bool> mask(count);
   bool* dst = mask.mutable_data();
   {
     py::gil_scoped_release nogil;
-    posembed::dropout_mask(random_key(seed), threshold, n, dst);
+    posembed::dropout_mask(random_key(seed), threshold, count, dst);
   }
   return mask;
 }
@@ -76,9 +105,9 @@ py::array dropout_mask(int64_t n, uint64_t seed, uint32_t threshold) {
 
 void bind_embed(py::module_& m) {
   m.def("embed", &embed, "tokens"_a, "pos"_a, "kind"_a, "ids"_a, "positions"_a, "offset"_a,
-        "period"_a, "active"_a, "seed"_a, "threshold"_a, "scale"_a, "out"_a = py::none(),
+        "active"_a, "seed"_a, "threshold"_a, "scale"_a, "out"_a = py::none(),
         "first_row"_a = 0);
-  m.def("dropout_mask", &dropout_mask, "n"_a, "seed"_a, "threshold"_a);
+  m.def("dropout_mask", &dropout_mask, "count"_a, "seed"_a, "threshold"_a);
 }
 
 }  // namespace posembed::bind

@@ -8,8 +8,11 @@ namespace {
 
 using namespace pybind11::literals;
 
+// out_just_allocated: the caller allocated out for this call (extend fills
+// the new rows of its output this way), so the kernel writes it as it would a
+// result of its own, with plain stores (see use_streaming).
 py::array interpolate(const py::array& table, FloatKind kind, int64_t length, Align align,
-                      int64_t first, const py::object& out_obj, bool fresh) {
+                      int64_t first, const py::object& out_obj, bool out_just_allocated) {
   const RowsView rv = float_rows(table, kind);
   if (rv.rows < 1 || length < 1 || first < 0 || first > length) {
     throw py::value_error("interpolate needs a non-empty table and 0 <= first <= length");
@@ -18,7 +21,8 @@ py::array interpolate(const py::array& table, FloatKind kind, int64_t length, Al
   char* dst = static_cast<char*>(out.mutable_data());
   {
     py::gil_scoped_release nogil;
-    posembed::interpolate(rv, kind, length, align, first, dst, fresh || out_obj.is_none());
+    posembed::interpolate(rv, kind, length, align, first, dst,
+                          out_just_allocated || out_obj.is_none());
   }
   return out;
 }
@@ -31,7 +35,7 @@ py::array lerp(const py::array& table, FloatKind kind, const py::array& position
     throw py::value_error("positions must be a C-contiguous native float64 array");
   }
   const auto* pos = static_cast<const double*>(positions.data());
-  const auto n = static_cast<int64_t>(positions.size());
+  const auto count = static_cast<int64_t>(positions.size());
   Shape shape(positions.shape(), positions.shape() + positions.ndim());
   shape.push_back(table.shape(1));
   py::array out = output_array(out_obj, table.dtype(), shape);
@@ -39,8 +43,8 @@ py::array lerp(const py::array& table, FloatKind kind, const py::array& position
   int64_t bad = -1;
   {
     py::gil_scoped_release nogil;
-    bad = first_invalid_fraction(pos, n, rv.rows);
-    if (bad < 0) posembed::lerp(rv, kind, pos, n, dst, out_obj.is_none());
+    bad = first_invalid_fraction(pos, count, rv.rows);
+    if (bad < 0) posembed::lerp(rv, kind, pos, count, dst, out_obj.is_none());
   }
   if (bad >= 0) {
     std::string msg = "position " + py::repr(py::float_(pos[bad])).cast<std::string>();
@@ -57,7 +61,7 @@ py::array lerp(const py::array& table, FloatKind kind, const py::array& position
 
 void bind_interpolate(py::module_& m) {
   m.def("interpolate", &interpolate, "table"_a, "kind"_a, "length"_a, "align"_a, "first"_a = 0,
-        "out"_a = py::none(), "fresh"_a = false);
+        "out"_a = py::none(), "out_just_allocated"_a = false);
   m.def("lerp", &lerp, "table"_a, "kind"_a, "positions"_a, "out"_a = py::none());
 }
 

@@ -8,18 +8,20 @@ namespace {
 
 using namespace pybind11::literals;
 
-py::array resample_grid(const py::array& table, FloatKind kind, int64_t prefix, int64_t h,
-                        int64_t w, int64_t h2, int64_t w2, GridMethod method, Align align) {
+py::array resample_grid(const py::array& table, FloatKind kind, int64_t prefix, int64_t height,
+                        int64_t width, int64_t new_height, int64_t new_width, GridMethod method,
+                        Align align) {
   const RowsView rv = float_rows(table, kind);
-  if (prefix < 0 || h < 1 || w < 1 || h2 < 1 || w2 < 1 || prefix + h * w != rv.rows ||
-      align == Align::scale) {
+  if (prefix < 0 || height < 1 || width < 1 || new_height < 1 || new_width < 1 ||
+      prefix + height * width != rv.rows || align == Align::scale) {
     throw py::value_error("resample_grid: inconsistent sizes or align");
   }
-  py::array out(table.dtype(), Shape{prefix + h2 * w2, table.shape(1)});
+  py::array out(table.dtype(), Shape{prefix + new_height * new_width, table.shape(1)});
   char* dst = static_cast<char*>(out.mutable_data());
   {
     py::gil_scoped_release nogil;
-    posembed::resample_grid(rv, kind, prefix, h, w, h2, w2, method, align, dst);
+    posembed::resample_grid(rv, kind, prefix, height, width, new_height, new_width, method, align,
+                            dst);
   }
   return out;
 }
@@ -30,8 +32,8 @@ void bind_resample_grid(py::module_& m) {
   py::enum_<GridMethod>(m, "GridMethod", "The filter resample_grid resamples with.")
       .value("bilinear", GridMethod::bilinear)
       .value("bicubic", GridMethod::bicubic);
-  m.def("resample_grid", &resample_grid, "table"_a, "kind"_a, "prefix"_a, "h"_a, "w"_a, "h2"_a,
-        "w2"_a, "method"_a, "align"_a);
+  m.def("resample_grid", &resample_grid, "table"_a, "kind"_a, "prefix"_a, "height"_a, "width"_a,
+        "new_height"_a, "new_width"_a, "method"_a, "align"_a);
 }
 
 }  // namespace posembed::bind

@@ -38,7 +38,7 @@ py::dict config() {
 }  // namespace
 
 void bind_runtime(py::module_& m) {
-  m.def("set_num_threads", &set_num_threads, "n"_a);
+  m.def("set_num_threads", &set_num_threads, "threads"_a);
   m.def("get_num_threads", &get_num_threads);
   m.def("config", &config);
 }

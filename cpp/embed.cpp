@@ -19,8 +19,7 @@ constexpr int64_t kBlock = 1024;
 
 template <class S>
 void embed_t(const RowsView& tokens, const int64_t* ids, int64_t rows, const RowsView& pos,
-             const int64_t* positions, int64_t offset, int64_t period, const DropoutSpec& drop,
-             S* out) {
+             const PositionRows& positions, const DropoutSpec& drop, S* out) {
   using C = typename Compute<S>::type;
   const int64_t cols = tokens.cols;
   const auto scale = static_cast<C>(drop.scale);
@@ -33,8 +32,7 @@ void embed_t(const RowsView& tokens, const int64_t* ids, int64_t rows, const Row
     std::vector<uint32_t> u(static_cast<size_t>(drop.active ? cols : 0));
     for (int64_t r = begin; r < end; ++r) {
       const int64_t id = std::clamp<int64_t>(ids[r], 0, last_token);
-      const int64_t p =
-          std::clamp<int64_t>(positions ? positions[r % period] : offset + r % period, 0, last_pos);
+      const int64_t p = std::clamp<int64_t>(positions.of(r), 0, last_pos);
       const auto* a = reinterpret_cast<const S*>(tokens.data + id * tokens.row_stride);
       const auto* b = reinterpret_cast<const S*>(pos.data + p * pos.row_stride);
       S* dst = out + r * cols;
@@ -81,12 +79,10 @@ void dropout_mask(const RandomKey& key, uint32_t threshold, int64_t n, bool* mas
 }
 
 void embed(const RowsView& tokens, const int64_t* ids, int64_t rows, const RowsView& pos,
-           const int64_t* positions, int64_t offset, int64_t period, FloatKind kind,
-           const DropoutSpec& dropout, char* out) {
+           const PositionRows& positions, FloatKind kind, const DropoutSpec& dropout, char* out) {
   with_float_kind(kind, [&](auto s) {
     using S = decltype(s);
-    embed_t<S>(tokens, ids, rows, pos, positions, offset, period, dropout,
-               reinterpret_cast<S*>(out));
+    embed_t<S>(tokens, ids, rows, pos, positions, dropout, reinterpret_cast<S*>(out));
   });
 }
 

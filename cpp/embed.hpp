@@ -29,14 +29,27 @@ struct DropoutSpec {
                        // counter): a block of a larger batch gets the whole's mask
 };
 
-// `rows` rows of out (rows x cols, C-contiguous, storage type of `kind`).
-// Token row r is ids[r]; its position row is positions[r % period] when
-// positions is not null (period = T repeats one row of positions for every
-// sequence of a batch), else offset + r % period. The caller checks every id and position
-// first; reads are clamped all the same, so ids another thread rewrites
-// meanwhile cannot take the kernel out of the tables.
+// Where output row r, token r % tokens of sequence r / tokens, takes its
+// position row: the caller's positions broadcast to the ids' shape (a step of
+// 0 repeats them, as NumPy's broadcasting does), or offset + r % tokens when
+// there are none.
+struct PositionRows {
+  const int64_t* given;   // null: offset + r % tokens
+  int64_t offset;
+  int64_t tokens;         // tokens per sequence, >= 1
+  int64_t sequence_step;  // given's step from one sequence to the next: 0 or its row length
+  int64_t token_step;     // and from one token to the next: 0 or 1
+  int64_t of(int64_t r) const {
+    const int64_t token = r % tokens;
+    return given ? given[r / tokens * sequence_step + token * token_step] : offset + token;
+  }
+};
+
+// `rows` rows of out (rows x cols, C-contiguous, storage type of `kind`):
+// token row ids[r] plus position row positions.of(r). The caller checks every
+// id and position first; reads are clamped all the same, so ids another
+// thread rewrites meanwhile cannot take the kernel out of the tables.
 void embed(const RowsView& tokens, const int64_t* ids, int64_t rows, const RowsView& pos,
-           const int64_t* positions, int64_t offset, int64_t period, FloatKind kind,
-           const DropoutSpec& dropout, char* out);
+           const PositionRows& positions, FloatKind kind, const DropoutSpec& dropout, char* out);
 
 }  // namespace posembed

@@ -32,11 +32,11 @@ void blend_row(S* dst, const S* a, const S* b, double w, int64_t d) {
 // passed in are assembled in a per-thread row buffer and written with
 // streaming stores (see use_streaming).
 template <class S, class TapFn>
-void blend_rows(const RowsView& t, int64_t n, TapFn tap, char* out, bool fresh) {
+void blend_rows(const RowsView& t, int64_t n, TapFn tap, char* out, bool out_just_allocated) {
   const int64_t d = t.cols;
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(S));
   if (n == 0 || row_bytes == 0) return;
-  const bool stream = use_streaming(n * row_bytes, fresh);
+  const bool stream = use_streaming(n * row_bytes, out_just_allocated);
   auto row = [&](int64_t r) { return reinterpret_cast<const S*>(t.data + r * t.row_stride); };
   parallel_for(n, threads_for_bytes(n * row_bytes), [&](int64_t begin, int64_t end, int) {
     std::vector<S> buf(stream && !std::is_same_v<S, float> ? static_cast<size_t>(d) : 0);
@@ -105,13 +105,13 @@ std::vector<LinearTap> linear_plan(int64_t in_size, int64_t out_size, Align alig
 }
 
 void interpolate(const RowsView& table, FloatKind kind, int64_t length, Align align,
-                 int64_t first, char* out, bool fresh_out) {
+                 int64_t first, char* out, bool out_just_allocated) {
   const std::vector<LinearTap> plan = linear_plan(table.rows, length, align);
   with_float_kind(kind, [&](auto s) {
     using S = decltype(s);
     blend_rows<S>(
         table, length - first, [&](int64_t i) { return plan[static_cast<size_t>(first + i)]; },
-        out, fresh_out);
+        out, out_just_allocated);
   });
 }
 
@@ -125,7 +125,7 @@ int64_t first_invalid_fraction(const double* pos, int64_t n, int64_t rows) {
 }
 
 void lerp(const RowsView& table, FloatKind kind, const double* pos, int64_t n, char* out,
-          bool fresh_out) {
+          bool out_just_allocated) {
   const int64_t last = table.rows - 1;
   auto tap = [&](int64_t i) {
     // Checked before; the clamp (which also maps NaN to 0) only keeps memory
@@ -140,7 +140,7 @@ void lerp(const RowsView& table, FloatKind kind, const double* pos, int64_t n, c
   };
   with_float_kind(kind, [&](auto s) {
     using S = decltype(s);
-    blend_rows<S>(table, n, tap, out, fresh_out);
+    blend_rows<S>(table, n, tap, out, out_just_allocated);
   });
 }
 

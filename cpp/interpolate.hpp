@@ -19,7 +19,7 @@ struct RowsView {
 };
 
 enum class Align : int {
-  scale = 0,       // s = i * L / T (the seed's position interpolation)
+  scale = 0,       // s = i * L / T (position interpolation)
   half_pixel = 1,  // s = (i + 0.5) * L / T - 0.5  (PyTorch align_corners=False)
   corners = 2,     // s = i * (L - 1) / (T - 1)    (PyTorch align_corners=True)
 };
@@ -51,15 +51,16 @@ std::vector<LinearTap> linear_plan(int64_t in_size, int64_t out_size, Align alig
 
 // Rows [first, length) of the table interpolated to `length` rows, written to
 // out (length - first, d), C-contiguous, of the table's element type.
-// `fresh_out`: out was just allocated (see use_streaming).
+// `out_just_allocated`: the caller allocated out for this call, so streaming
+// stores would gain nothing (see use_streaming).
 void interpolate(const RowsView& table, FloatKind kind, int64_t length, Align align,
-                 int64_t first, char* out, bool fresh_out);
+                 int64_t first, char* out, bool out_just_allocated);
 
 // Flat index of the first position that is not finite or not in [0, L-1], or -1.
 int64_t first_invalid_fraction(const double* pos, int64_t n, int64_t rows);
 
 // out (n, d) = rows at positions pos[0..n) (all valid, see above).
 void lerp(const RowsView& table, FloatKind kind, const double* pos, int64_t n, char* out,
-          bool fresh_out);
+          bool out_just_allocated);
 
 }  // namespace posembed

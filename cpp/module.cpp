@@ -12,7 +12,7 @@ PYBIND11_MODULE(_core, m) {
   // level than the one asked for would make a comparison of levels a lie.
   const std::string simd_error = posembed::simd_env_error();
   if (!simd_error.empty()) throw std::runtime_error(simd_error);
-  posembed::bind::bind_shared_enums(m);
+  posembed::bind::bind_shared(m);
   posembed::bind::bind_runtime(m);
   posembed::bind::bind_gather(m);
   posembed::bind::bind_interpolate(m);

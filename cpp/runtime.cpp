@@ -126,8 +126,8 @@ int last_team_size() { return g_last_team.load(std::memory_order_relaxed); }
 
 int64_t parallel_min_bytes() { return g_parallel_min.load(std::memory_order_relaxed); }
 int64_t stream_min_bytes() { return g_stream_min.load(std::memory_order_relaxed); }
-bool use_streaming(int64_t output_bytes, bool fresh_output) {
-  return !fresh_output && output_bytes >= stream_min_bytes();
+bool use_streaming(int64_t output_bytes, bool output_just_allocated) {
+  return !output_just_allocated && output_bytes >= stream_min_bytes();
 }
 
 bool use_streaming_random_reads(int64_t output_bytes) {

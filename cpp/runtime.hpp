@@ -61,7 +61,7 @@ int64_t parallel_min_bytes();
 // 2.5-3.3 ms streamed into a reused out=).
 constexpr int64_t kStreamMinBytes = int64_t{8} << 20;
 int64_t stream_min_bytes();
-bool use_streaming(int64_t output_bytes, bool fresh_output);
+bool use_streaming(int64_t output_bytes, bool output_just_allocated);
 // A kernel that reads rows at random (embed's token rows) streams even a
 // fresh output of stream_min_bytes() or more: there its random reads compete
 // with the reads ordinary stores make of every destination line (measured on

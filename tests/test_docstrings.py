@@ -197,6 +197,7 @@ ARGUMENT_TYPES = {
     "float": {"SupportsFloat | SupportsIndex"},
     "typing.SupportsFloat | typing.SupportsIndex": {"SupportsFloat | SupportsIndex"},
     "bool": {"bool"},
+    "str": {"str"},
     "numpy.ndarray": {"np.ndarray"},
     "numpy.ndarray[numpy.int64]": {"npt.ArrayLike"},
     "typing.Annotated[numpy.typing.ArrayLike, numpy.int64]": {"npt.ArrayLike"},

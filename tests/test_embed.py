@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import posembed
-from posembed import reference
+from posembed import _core, reference
 
 from .conftest import assert_same, torch_or_skip
 
@@ -163,6 +165,67 @@ def test_bad_ids_and_positions_raise_before_writing(rng):
         posembed.embed(tok, ok, pos, positions=np.array([0, 1, -1, 3, 4, 5, 6, 7]))
     with pytest.raises(IndexError):
         reference.embed(tok, ok, pos, offset=10)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_first_bad_id_and_position_are_named_with_their_count(
+    rng, restore_threads, tiny_thresholds, threads
+):
+    # 8192 ids: under tiny thresholds the range scan runs on `threads` threads,
+    # each of which may meet a bad value; the message names the first in the array
+    posembed.set_num_threads(threads)
+    tok, pos = tables(rng, vocab=50, length=16)
+    ids = rng.integers(0, 50, (128, 64))
+    where = rng.integers(0, 16, (128, 64))
+    out = np.full((128, 64, tok.shape[1]), 9, np.float32)
+    ids[37, 5], ids[100, 0], ids[127, 63] = 50, -1, 1000
+    where[3, 60], where[90, 1] = 16, -2
+    with pytest.raises(IndexError) as exc:
+        posembed.embed(tok, ids, pos, positions=where, out=out)
+    assert str(exc.value) == (
+        "token id 50 at token_ids[37, 5] is out of range for a table of 50 rows "
+        "(token_table; valid token ids are 0..49); 3 of 8192 token ids are out of range"
+    )
+    if threads > 1:
+        assert _core._probes.last_team_size() == threads  # the scan ran on the team
+    ids %= 50
+    with pytest.raises(IndexError) as exc:
+        posembed.embed(tok, ids, pos, positions=where, out=out)
+    assert str(exc.value) == (
+        "position 16 at positions[3, 60] is out of range for a table of 16 rows "
+        "(pos_table; valid positions are 0..15); 2 of 8192 positions are out of range"
+    )
+    assert (out == 9).all()
+
+
+def test_bad_values_are_named_as_the_caller_wrote_them(rng):
+    tok, pos = tables(rng, vocab=50, length=16)
+    ids = np.array([[1, 2**64 - 1, 3]], np.uint64)  # past int64: the value, not its wrap
+    with pytest.raises(IndexError, match=r"^token id 18446744073709551615 at token_ids\[0, 1\] "):
+        posembed.embed(tok, ids, pos)
+    # broadcast positions: the place in the caller's array, the count of its values
+    where = np.arange(4).reshape(4, 1)
+    where[2, 0] = 99
+    with pytest.raises(IndexError) as exc:
+        posembed.embed(tok, np.zeros((4, 8), np.int32), pos, positions=where)
+    assert str(exc.value) == (
+        "position 99 at positions[2, 0] is out of range for a table of 16 rows "
+        "(pos_table; valid positions are 0..15)"
+    )
+    with pytest.raises(IndexError, match=re.escape("position 16 is out of range for a table")):
+        posembed.embed(tok, np.zeros((4, 8), np.int32), pos, positions=np.int8(16))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int32, np.uint64])
+def test_ids_and_positions_of_any_integer_dtype(rng, dtype):
+    tok, pos = tables(rng, vocab=100, length=16)
+    ids = rng.integers(0, 100, (3, 16))
+    where = rng.integers(0, 16, (3, 16))
+    want = posembed.embed(tok, ids, pos, positions=where, dropout=0.3, seed=1)
+    got = posembed.embed(
+        tok, ids.astype(dtype), pos, positions=where.astype(dtype), dropout=0.3, seed=1
+    )
+    assert_same(got, want)
 
 
 BAD = [

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import posembed
-from posembed import reference
+from posembed import _core, reference
 
 from .conftest import assert_same, torch_or_skip
 
@@ -134,6 +136,41 @@ def test_bad_input(rng):
     ):
         with pytest.raises((IndexError, ValueError, TypeError)):
             reference.gather_backward(*args)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_first_bad_position_is_named_with_the_count(
+    rng, restore_threads, tiny_thresholds, threads
+):
+    # 8192 positions: under tiny thresholds the range scan runs on `threads`
+    # threads; the message names the first bad one in the array
+    posembed.set_num_threads(threads)
+    positions = rng.integers(0, 100, (64, 128))
+    positions[20, 7], positions[50, 3], positions[63, 127] = 100, -5, 2**40
+    grad = np.zeros((64, 128, 4), np.float32)
+    out = np.full((100, 4), 3, np.float32)
+    message = (
+        "position 100 at positions[20, 7] is out of range for a table of 100 rows "
+        "(length 100; valid positions are 0..99); 3 of 8192 positions are out of range"
+    )
+    with pytest.raises(IndexError, match=f"^{re.escape(message)}$"):
+        posembed.gather_backward(grad, positions, 100, out=out)
+    if threads > 1:
+        assert _core._probes.last_team_size() == threads  # the scan ran on the team
+    assert (out == 3).all()
+    # no columns: nothing to sum, every position checked all the same
+    with pytest.raises(IndexError, match=f"^{re.escape(message)}$"):
+        posembed.gather_backward(grad[..., :0], positions, 100)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int32, np.uint64])
+def test_positions_of_any_integer_dtype(rng, dtype):
+    positions = rng.integers(0, 100, (4, 30))
+    grad = rng.standard_normal((4, 30, 6)).astype(np.float32)
+    want = posembed.gather_backward(grad, positions, 100)
+    assert_same(posembed.gather_backward(grad, positions.astype(dtype), 100), want)
+    with pytest.raises(IndexError, match=r"^position 18446744073709551615 at positions\[1\] "):
+        posembed.gather_backward(grad[0, :2], np.array([0, 2**64 - 1], np.uint64), 100)
 
 
 def test_pytorch_embedding_backward_is_the_same(rng):

@@ -12,10 +12,12 @@ from posembed import reference
 from posembed._checkpoint import resize_checkpoint
 from posembed._embed import dropout_mask, embed, last_seed
 from posembed._embedding import LearnedPositionEmbedding
+from posembed._extend import extend
 from posembed._gather import gather, gather_backward
-from posembed._interpolate import extend, interpolate, lerp, similarity
+from posembed._interpolate import interpolate, lerp
 from posembed._resample import resample_grid
 from posembed._runtime import config, get_num_threads, set_num_threads, show_config
+from posembed._similarity import similarity
 from posembed._windows import Windows, stitch, windows
 
 try:

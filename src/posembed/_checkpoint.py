@@ -12,7 +12,8 @@ import numpy as np
 
 from posembed import _safetensors as sft
 from posembed import _validate as v
-from posembed._interpolate import INITS, extend, interpolate
+from posembed._extend import INITS, extend
+from posembed._interpolate import interpolate
 from posembed._resample import METHODS, resample_grid
 
 TABLE_DTYPES = ("F16", "BF16", "F32", "F64")

@@ -1,4 +1,4 @@
-"""embed: token + position embeddings and inverted dropout in one pass; dropout_mask."""
+"""embed: token + position rows with inverted dropout, in one pass; dropout_mask: its mask."""
 
 from __future__ import annotations
 
@@ -31,21 +31,21 @@ def last_seed() -> int | None:
 
 def _seed(seed: Any) -> int:
     if seed is None:
-        s = secrets.randbits(64)
+        value = secrets.randbits(64)
     else:
         if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
             raise TypeError(f"seed must be an integer in 0..2**64-1 or None; got {seed!r}")
-        s = int(seed)
-        if not 0 <= s < 2**64:
-            raise ValueError(f"seed must be in 0..2**64-1; got {s}")
-    _last.seed = s
-    return s
+        value = int(seed)
+        if not 0 <= value < 2**64:
+            raise ValueError(f"seed must be in 0..2**64-1; got {value}")
+    _last.seed = value
+    return value
 
 
-def _dropout_args(p: float) -> tuple[int, float]:
+def _dropout_args(rate: float) -> tuple[int, float]:
     """(threshold, scale): an element is kept when its 32 random bits are >=
-    floor(p * 2^32); kept values are multiplied by 1 / (1 - p)."""
-    return int(p * 2**32), 1.0 / (1.0 - p)
+    floor(rate * 2^32); kept values are multiplied by 1 / (1 - rate)."""
+    return int(rate * 2**32), 1.0 / (1.0 - rate)
 
 
 def dropout_mask(shape: Any, p: float, seed: int) -> np.ndarray:
@@ -94,10 +94,9 @@ def dropout_mask(shape: Any, p: float, seed: int) -> np.ndarray:
     rate = v.probability(p, "p")
     if seed is None:
         raise TypeError("dropout_mask needs the seed whose mask you want (an integer)")
-    s = _seed(seed)
-    n = math.prod(sizes)
+    seed_value = _seed(seed)
     threshold, _ = _dropout_args(rate)
-    mask: np.ndarray = _core.dropout_mask(n, s, threshold).reshape(dims)
+    mask: np.ndarray = _core.dropout_mask(math.prod(sizes), seed_value, threshold).reshape(dims)
     return mask
 
 
@@ -196,21 +195,20 @@ def _embed(
     ids = v.as_positions(token_ids, tt.shape[0], "raise", "token_ids", "token id", "token_table")
     if ids.ndim not in (1, 2):
         raise ValueError(f"token_ids must be (T,) or (B, T); got shape {ids.shape}")
-    if tt.shape[0] == 0:
-        v.check_in_range(ids, 0, "token_ids", "token id", "token_table")  # no row for any id
+    if tt.shape[0] == 0:  # no row for any id
+        _core.check_in_range(ids, 0, "token_ids", "token id", "token_table")
     rate = v.probability(dropout, "dropout")
     length = pt.shape[0]
-    t = ids.shape[-1]
-    pos: np.ndarray | None = None
+    tokens = ids.shape[-1]
     given: np.ndarray | None = None
     start = 0
     if positions is None:
         start = v.non_negative_int(offset, "offset")
-        if ids.size and start + t > length:
+        if ids.size and start + tokens > length:
             valid = f"valid positions are 0..{length - 1}" if length else "it has no rows"
             raise IndexError(
-                f"positions {start}..{start + t - 1} (offset {start} + arange({t})) go past "
-                f"pos_table's {length} rows ({valid})"
+                f"positions {start}..{start + tokens - 1} (offset {start} + arange({tokens})) "
+                f"go past pos_table's {length} rows ({valid})"
             )
     else:
         if not (isinstance(offset, (int, np.integer)) and offset == 0):
@@ -219,21 +217,18 @@ def _embed(
         if length == 0 or ids.size == 0:
             # no row for any position, or no kernel call to check them: every
             # position is checked all the same
-            v.check_in_range(given, length, "positions", "position", "pos_table")
-        if given.shape == ids.shape or (given.ndim == 1 and ids.ndim == 2 and given.size == t):
-            # the whole shape, or one row for every sequence: the kernel
-            # repeats it with period positions.size, without a copy
-            pos = given if given.dtype == np.int64 else given.astype(np.int64)
-        else:
+            _core.check_in_range(given, length, "positions", "position", "pos_table")
+        if given.shape != ids.shape and given.shape != ids.shape[-1:]:
+            # the kernel broadcasts the positions (without a copy); checked here
+            # for NumPy's rules and message
             try:
-                spread = np.broadcast_to(given, ids.shape)
+                np.broadcast_to(given, ids.shape)
             except ValueError:
                 raise ValueError(
                     f"positions of shape {given.shape} do not broadcast to token_ids' shape "
                     f"{ids.shape}"
                 ) from None
-            pos = v.kernel_array(spread, np.int64)
-    s = _seed(seed) if rate > 0 else 0
+    seed_value = _seed(seed) if rate > 0 else 0
     if out is not None:
         # against the caller's arrays too: tt, pt and ids may be converted copies
         out = v.check_out(
@@ -244,19 +239,10 @@ def _embed(
             indices=(ids, token_ids, positions),
         )
     threshold, scale = _dropout_args(rate) if rate > 0 else (0, 1.0)
-    period = max(t if pos is None else pos.size, 1)
-    ids64 = ids if ids.dtype == np.int64 else ids.astype(np.int64)
     if ids.size == 0:
         start = 0  # nothing is read: any offset >= 0 will do, even one past int64
-    try:
-        result: np.ndarray = _core.embed(
-            tt, pt, kind, ids64, pos, start, period, rate > 0, s, threshold, scale, out, first_row
-        )
-    except IndexError:
-        # The kernel checks every id and position before it writes anything;
-        # here the first bad one is found and named.
-        v.check_in_range(ids, tt.shape[0], "token_ids", "token id", "token_table")
-        if given is not None:
-            v.check_in_range(given, length, "positions", "position", "pos_table")
-        raise
+    # the kernel checks every id and position before it writes anything
+    result: np.ndarray = _core.embed(
+        tt, pt, kind, ids, given, start, rate > 0, seed_value, threshold, scale, out, first_row
+    )
     return result

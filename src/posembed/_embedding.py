@@ -1,4 +1,4 @@
-"""The learned position embedding table the seeds describe."""
+"""LearnedPositionEmbedding: a table of learned position vectors, its operations as methods."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import numpy as np
 
 from posembed import _validate as v
 from posembed._embed import embed
+from posembed._extend import extend
 from posembed._gather import gather
-from posembed._interpolate import extend, interpolate
+from posembed._interpolate import interpolate
 from posembed._windows import Windows, windows
 
 _FLOAT_NAMES = ("float16", "bfloat16", "float32", "float64")
@@ -79,7 +80,7 @@ class LearnedPositionEmbedding:
         float16, "bfloat16" (needs ml_dtypes), float32 or float64.
     dropout : float
         Rate in [0, 1) that :meth:`embed` applies after adding token and
-        position embeddings, when training; 0.1, the seeds' common value, by
+        position embeddings, when training; 0.1 (GPT-2's and BERT's rate) by
         default.
 
     Attributes
@@ -236,7 +237,7 @@ class LearnedPositionEmbedding:
     def interpolate(self, length: int, *, align: str = "scale") -> LearnedPositionEmbedding:
         """A new embedding whose table is this one stretched (or shrunk) to ``length`` rows.
 
-        The seed's position interpolation; see :func:`posembed.interpolate`.
+        Position interpolation; see :func:`posembed.interpolate`.
 
         Parameters
         ----------
@@ -361,7 +362,7 @@ class LearnedPositionEmbedding:
     def windows(self, tokens: Any, **kwargs: Any) -> Windows:
         """Windows of ``max_seq_len`` tokens, each to be embedded at positions 0..max_seq_len-1.
 
-        The seeds' sliding windows; see :func:`posembed.windows`.
+        Sliding windows; see :func:`posembed.windows`.
 
         Parameters
         ----------

@@ -1,4 +1,4 @@
-"""gather: the lookup of position rows."""
+"""gather: rows of a table by position; gather_backward: its gradient."""
 
 from __future__ import annotations
 
@@ -123,31 +123,12 @@ def gather_backward(
             f"grad must have shape positions.shape + (d,) = {p.shape} + (d,); got {g.shape}"
         )
     d = g.shape[-1]
-    dtype = g.dtype.newbyteorder("=")  # the kernel writes native floats
+    dtype = g.dtype.newbyteorder("=")  # the kernel reads and writes native floats
     v.check_sizes("length", rows, d, g.itemsize)  # the result, (length, d)
     if out is not None:
-        result = v.check_out(out, (rows, d), dtype, grad=(g, grad), positions=(p, positions))
-    else:
-        result = np.zeros((rows, d), dtype)
-    if rows == 0 or d == 0:
-        v.check_in_range(p, rows, "positions", "position", f"length {rows}")
-        return result
-    if p.size == 0:
-        if out is not None:
-            result[...] = 0
-        return result
-    flat = v.kernel_array(g.reshape(-1, d), g.dtype.newbyteorder("="))
-    try:
-        _core.gather_backward(
-            flat,
-            kind,
-            v.kernel_array(p.reshape(-1), np.int64),
-            rows,
-            result,
-            out is not None,
-        )
-    except IndexError:
-        # checked before anything was written; name the first bad position
-        v.check_in_range(p, rows, "positions", "position", f"length {rows}")
-        raise
+        out = v.check_out(out, (rows, d), dtype, grad=(g, grad), positions=(p, positions))
+    # the kernel checks every position before it writes anything
+    result: np.ndarray = _core.gather_backward(
+        v.kernel_array(g.reshape(p.size, d), dtype), kind, p, rows, out
+    )
     return result

@@ -1,4 +1,4 @@
-"""Thread count and build facts."""
+"""The kernels' runtime: how many threads they take, what build and SIMD level runs them."""
 
 from __future__ import annotations
 

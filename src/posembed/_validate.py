@@ -97,6 +97,12 @@ def as_table(table: Any, name: str = "table") -> np.ndarray:
     return t
 
 
+def check_has_rows(table: np.ndarray) -> None:
+    """ValueError for a table without rows (nothing to interpolate or extend)."""
+    if table.shape[0] == 0:
+        raise ValueError("table must have at least one row; got shape (0, d)")
+
+
 def index_mode(mode: Any) -> _core.IndexMode:
     try:
         return INDEX_MODES[mode]
@@ -115,8 +121,9 @@ def as_positions(
     """Integer positions as a C-contiguous, native-order array of their own dtype.
 
     Python ints beyond 64 bits cannot reach the kernel; they are resolved here
-    (clip / wrap) or reported (raise, naming ``table``, the argument that sets
-    ``rows``, as check_in_range does), so that nothing wraps around silently.
+    (clip / wrap) or reported (raise: by ``_core.check_in_range``, the kernels'
+    own wording, naming ``table``, the argument that sets ``rows``), so that
+    nothing wraps around silently.
     """
     p = positions if type(positions) is np.ndarray else as_array(positions, name)
     kind = p.dtype.kind
@@ -142,59 +149,34 @@ def as_positions(
     return p
 
 
-def kernel_array(a: Any, dtype: Any = None) -> np.ndarray:
-    """``a`` as the kernels read arrays: C-contiguous, aligned for its dtype (a
-    view into a byte buffer at an odd offset is not), in ``dtype``; ``a``
-    itself when it already is, else one copy."""
-    r = np.asarray(a, dtype=dtype, order="C")
-    if not r.flags.aligned:
-        r = r.copy()
-    return r
+def kernel_array(array: Any, dtype: Any = None) -> np.ndarray:
+    """``array`` as the kernels read arrays: C-contiguous, aligned for its
+    dtype (a view into a byte buffer at an odd offset is not), in ``dtype``;
+    ``array`` itself when it already is, else one copy."""
+    result = np.asarray(array, dtype=dtype, order="C")
+    if not result.flags.aligned:
+        result = result.copy()
+    return result
 
 
 def _positions_from_ints(
-    p: np.ndarray, rows: int, mode: str, name: str, noun: str, table: str
+    positions: np.ndarray, rows: int, mode: str, name: str, noun: str, table: str
 ) -> np.ndarray:
     """Python ints of any size (an object array) as int64 positions."""
     values = []
-    for v in p.ravel():
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-            raise TypeError(f"{name} must be integers; got {type(v).__name__} {v!r}")
-        values.append(int(v))
-    if mode == "raise":  # the kernels' own message, for values they could not hold
-        check_in_range(np.array(values, dtype=object).reshape(p.shape), rows, name, noun, table)
+    for value in positions.ravel():
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name} must be integers; got {type(value).__name__} {value!r}")
+        values.append(int(value))
+    if mode == "raise":  # the kernels' own check and message, for values they could not hold
+        ints = np.array(values, dtype=object).reshape(positions.shape)
+        _core.check_in_range(ints, rows, name, noun, table)
     if mode == "wrap" and rows > 0:
-        values = [v % rows for v in values]
+        values = [value % rows for value in values]
     # clip (and an empty table, which the kernel reports) only need the sign
     # and size kept: the kernel clips int64 extremes the same way.
-    values = [min(max(v, _INT64_MIN), _INT64_MAX) for v in values]
-    return np.array(values, dtype=np.int64).reshape(p.shape)
-
-
-def _valid(rows: int, noun: str, table: str) -> str:
-    valid = f"valid {noun}s are 0..{rows - 1}" if rows else f"it has no valid {noun}s"
-    return f"{table}; {valid}" if table else valid
-
-
-def check_in_range(p: np.ndarray, rows: int, name: str, noun: str, table: str = "") -> None:
-    """IndexError unless every value of the integer array p is in [0, rows): it
-    names the first bad value, its index in ``name``, the table size (and
-    ``table``, the argument that sets it, when given) and the valid range, and
-    how many are bad."""
-    if p.size == 0:
-        return
-    bad = (p < 0) | (p >= rows)
-    if not bad.any():
-        return
-    where = np.flatnonzero(bad.ravel())
-    i = int(where[0])
-    at = f" at {name}[{', '.join(str(int(k)) for k in np.unravel_index(i, p.shape))}]"
-    valid = _valid(rows, noun, table)
-    more = f"; {where.size} of {p.size} {noun}s are out of range" if where.size > 1 else ""
-    raise IndexError(
-        f"{noun} {p.ravel()[i]}{at if p.ndim else ''} is out of range for a table of "
-        f"{rows} rows ({valid}){more}"
-    )
+    values = [min(max(value, _INT64_MIN), _INT64_MAX) for value in values]
+    return np.array(values, dtype=np.int64).reshape(positions.shape)
 
 
 def probability(value: Any, name: str) -> float:
@@ -262,8 +244,8 @@ def check_out(
         )
     for name, given in inputs.items():
         for obj in given if isinstance(given, tuple) else (given,):
-            arr = _memory_of(obj, name)
-            if arr is not None and np.may_share_memory(out, arr) and _shares(out, arr):
+            memory = _memory_of(obj, name)
+            if memory is not None and np.may_share_memory(out, memory) and _shares(out, memory):
                 raise ValueError(f"out must not overlap {name}: they share memory")
     viewed: np.ndarray = out
     return viewed
@@ -282,10 +264,10 @@ def _memory_of(obj: Any, name: str) -> np.ndarray | None:
         return None
 
 
-def _shares(a: np.ndarray, b: np.ndarray) -> bool:
+def _shares(out: np.ndarray, given: np.ndarray) -> bool:
     work: Any = 1 << 20  # bounded effort; NumPy's stubs only admit -1 and 0
     try:
-        return bool(np.shares_memory(a, b, max_work=work))
+        return bool(np.shares_memory(out, given, max_work=work))
     except np.exceptions.TooHardError:
         return True  # cannot prove them disjoint
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from posembed._interpolate import interpolate, similarity
+from posembed._interpolate import interpolate
+from posembed._similarity import similarity
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -95,12 +95,20 @@ class _Config(TypedDict):
     parallel_min_bytes: int
     stream_min_bytes: int
 
+# IndexError naming the first of indices (integers, or Python ints in an object
+# array) outside [0, rows): the kernels' own scan and message.
+def check_in_range(
+    indices: np.ndarray, rows: SupportsIndex, name: str, noun: str, table: str = ""
+) -> None: ...
+
+# out_just_allocated: the caller allocated out for this call, so the kernel
+# writes it with plain stores, as a result of its own (streaming gains nothing).
 def gather(
     table: np.ndarray,
     positions: np.ndarray,
     mode: IndexMode,
     out: np.ndarray | None = None,
-    fresh: bool = False,
+    out_just_allocated: bool = False,
 ) -> np.ndarray: ...
 def interpolate(
     table: np.ndarray,
@@ -109,7 +117,7 @@ def interpolate(
     align: Align,
     first: SupportsIndex = 0,
     out: np.ndarray | None = None,
-    fresh: bool = False,
+    out_just_allocated: bool = False,
 ) -> np.ndarray: ...
 def lerp(
     table: np.ndarray,
@@ -121,10 +129,10 @@ def resample_grid(
     table: np.ndarray,
     kind: FloatKind,
     prefix: SupportsIndex,
-    h: SupportsIndex,
-    w: SupportsIndex,
-    h2: SupportsIndex,
-    w2: SupportsIndex,
+    height: SupportsIndex,
+    width: SupportsIndex,
+    new_height: SupportsIndex,
+    new_width: SupportsIndex,
     method: GridMethod,
     align: Align,
 ) -> np.ndarray: ...
@@ -132,10 +140,9 @@ def embed(
     tokens: np.ndarray,
     pos: np.ndarray,
     kind: FloatKind,
-    ids: npt.ArrayLike,
-    positions: npt.ArrayLike | None,
+    ids: np.ndarray,
+    positions: np.ndarray | None,
     offset: SupportsIndex,
-    period: SupportsIndex,
     active: bool,
     seed: SupportsIndex,
     threshold: SupportsIndex,
@@ -144,16 +151,15 @@ def embed(
     first_row: SupportsIndex = 0,
 ) -> np.ndarray: ...
 def dropout_mask(
-    n: SupportsIndex, seed: SupportsIndex, threshold: SupportsIndex
+    count: SupportsIndex, seed: SupportsIndex, threshold: SupportsIndex
 ) -> npt.NDArray[np.bool_]: ...
 def gather_backward(
     grad: np.ndarray,
     kind: FloatKind,
-    positions: npt.ArrayLike,
+    positions: np.ndarray,
     length: SupportsIndex,
-    out: np.ndarray,
-    zero_unused: bool,
-) -> None: ...
+    out: np.ndarray | None = None,
+) -> np.ndarray: ...
 def windows(
     tokens: np.ndarray,
     doc_offsets: np.ndarray,
@@ -182,6 +188,6 @@ def stitch(
     own: npt.ArrayLike | None,
     fill: SupportsFloat | SupportsIndex,
 ) -> np.ndarray: ...
-def set_num_threads(n: SupportsIndex) -> None: ...
+def set_num_threads(threads: SupportsIndex) -> None: ...
 def get_num_threads() -> int: ...
 def config() -> _Config: ...
