@@ -16,7 +16,7 @@ from posembed._gather import gather, gather_backward
 from posembed._interpolate import extend, interpolate, lerp, similarity
 from posembed._resample import resample_grid
 from posembed._runtime import config, get_num_threads, set_num_threads, show_config
-from posembed._windows import Windows, stitch, windows
+from posembed._windows import WindowLayout, Windows, stitch, window_layout, windows
 
 try:
     __version__ = version("posembed")
@@ -25,6 +25,7 @@ except PackageNotFoundError:  # running from a source tree
 
 __all__ = [
     "LearnedPositionEmbedding",
+    "WindowLayout",
     "Windows",
     "__version__",
     "config",
@@ -44,5 +45,6 @@ __all__ = [
     "show_config",
     "similarity",
     "stitch",
+    "window_layout",
     "windows",
 ]

@@ -10,14 +10,13 @@ import sys
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from posembed import _validate as v
-from posembed._windows import TAILS, Windows, _offsets, _step, window_counts, windows
+from posembed._windows import TAILS, _cut, _layout_part, _LayoutPart, _offsets, _step
 
 # Output bytes built per kernel call: large enough to keep the threads busy,
 # small enough that the command needs about 2 x this much memory, whatever the file.
@@ -103,6 +102,8 @@ def _open_tokens(path: Path, dtype: str | None) -> _TokenFile:
             raise ChunkError(f"--dtype {dtype!r} is not a NumPy dtype") from None
         if dt.kind not in "iu":
             raise ChunkError(f"--dtype must be an integer type; got {dt}")
+        if not dt.isnative:
+            raise ChunkError(f"--dtype must be in native byte order; got {dt.str}")
         nbytes = path.stat().st_size
         if nbytes % dt.itemsize:
             raise ChunkError(
@@ -110,33 +111,6 @@ def _open_tokens(path: Path, dtype: str | None) -> _TokenFile:
                 f"({dt.itemsize} bytes each)"
             )
         return _TokenFile(path, dt, 0, nbytes // dt.itemsize)
-
-
-def _pieces(counts: np.ndarray, per_batch: int) -> Iterator[tuple[int, int, int, int]]:
-    """(first document, end document, first window in the first document, windows)
-    pieces of at most `per_batch` windows; a document with more is cut into
-    window ranges."""
-    ndocs = len(counts)
-    d = 0
-    while d < ndocs:
-        if counts[d] > per_batch:
-            # The last part keeps at least two windows: with tail="shift" its
-            # last window starts before the part's pad start.
-            total, k0 = int(counts[d]), 0
-            while k0 < total:
-                take = min(per_batch, total - k0)
-                if total - k0 - take == 1:
-                    take += 1
-                yield d, d + 1, k0, take
-                k0 += take
-            d += 1
-            continue
-        e, total = d, 0
-        while e < ndocs and counts[e] <= per_batch and total + counts[e] <= per_batch:
-            total += int(counts[e])
-            e += 1
-        yield d, e, 0, total
-        d = e
 
 
 def chunk_file(
@@ -209,38 +183,43 @@ def chunk_file(
         Writing the outputs fails (the temporary folder is removed).
     """
     quiet = v.flag(quiet, "quiet")
-    src, out, n, s, tokens, offsets = _prepare(
+    job = _prepare(
         input_path, output_dir, size, step, overlap, tail, dtype, offsets_path, pad_value, force
     )
-    counts = window_counts(np.diff(offsets), n, s, tail)
-    first = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    total = int(first[-1])
-    per_batch = max(1, BATCH_BYTES // (n * tokens.dtype.itemsize))
+    tokens, out = job.tokens, job.output
+    # Every document's windows are counted once, here; each batch then takes
+    # its range of the layout (memory holds a batch's windows, never all).
+    window_offsets = _layout_part(
+        job.doc_offsets, job.size, job.step, job.tail, end=0
+    ).window_offsets
+    total = int(window_offsets[-1])
+    per_batch = max(1, BATCH_BYTES // (job.size * tokens.dtype.itemsize))
 
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     outputs: dict[str, _NpyWriter] = {}
     try:
-        outputs["windows"] = _NpyWriter(tmp / "windows.npy", tokens.dtype, (total, n))
+        outputs["windows"] = _NpyWriter(tmp / "windows.npy", tokens.dtype, (total, job.size))
         for name in ("starts", "lengths", "documents"):
             outputs[name] = _NpyWriter(tmp / f"{name}.npy", np.dtype(np.int64), (total,))
         tokens.open()
-        plans = (
-            _plan(piece, counts, offsets, first, n, s, tail) for piece in _pieces(counts, per_batch)
+        batches = (
+            _batch(job, window_offsets, begin, min(total, begin + per_batch))
+            for begin in range(0, total, per_batch)
         )
         bar = _progress(tokens.count, quiet)
-        _run_pipeline(plans, tokens, outputs, n, s, pad_value, per_batch, bar)
+        _run_pipeline(batches, job, outputs, pad_value, per_batch, bar)
         for writer in outputs.values():
             writer.close()
         meta = {
-            "input": str(src),
+            "input": str(job.source),
             "tokens": int(tokens.shape[0]),
-            "documents": len(counts),
+            "documents": int(job.doc_offsets.shape[0] - 1),
             "windows": total,
-            "size": n,
-            "step": s,
-            "tail": tail,
+            "size": job.size,
+            "step": job.step,
+            "tail": job.tail,
             "dtype": tokens.dtype.name,
             "pad_value": pad_value,
         }
@@ -258,6 +237,18 @@ def chunk_file(
     return meta
 
 
+class ChunkJob(NamedTuple):
+    """What :func:`_prepare` checked and opened: a chunk run's input and parameters."""
+
+    source: Path  # the token file
+    output: Path  # the folder to write
+    size: int
+    step: int
+    tail: str
+    tokens: _TokenFile  # opened lazily
+    doc_offsets: np.ndarray  # int64, from 0 to the token count
+
+
 def _prepare(
     input_path: str | os.PathLike[str],
     output_dir: str | os.PathLike[str],
@@ -269,14 +260,14 @@ def _prepare(
     offsets_path: str | os.PathLike[str] | None,
     pad_value: int,
     force: bool,
-) -> tuple[Path, Path, int, int, _TokenFile, np.ndarray]:
+) -> ChunkJob:
     """The checks of chunk_file (and of posembed.dask.chunk_parts): the paths,
-    size, step, the token file (opened lazily) and the document offsets."""
+    size, step, tail, the token file (opened lazily) and the document offsets."""
     src, out = Path(input_path), Path(output_dir)
     force = v.flag(force, "force")
     try:
-        n = v.positive_int(size, "--size")
-        s = _step(n, step, overlap)
+        size = v.positive_int(size, "--size")
+        step = _step(size, step, overlap)
         v.choice(tail, "--tail", TAILS)
     except (TypeError, ValueError) as exc:
         raise ChunkError(str(exc)) from None
@@ -298,44 +289,26 @@ def _prepare(
             ) from None
         except (OSError, TypeError, ValueError) as exc:
             raise ChunkError(f"--offsets {offsets_path}: {exc}") from None
-    return src, out, n, s, tokens, offsets
+    return ChunkJob(src, out, size, step, tail, tokens, offsets)
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """One batch: tokens [lo, hi) cut with these windows() arguments, written
-    from output row w0; document and start numbers shift by d and k0 * step."""
+class _Batch(NamedTuple):
+    """Windows [begin, begin + len(layout)) of a run: their layout and the
+    corpus tokens [first_token, end_token) they cover."""
 
-    lo: int
-    hi: int
-    tail: str
-    offsets: np.ndarray | None
-    w0: int
-    d: int
-    k0: int
-    count: int  # windows in this batch
-    done: int  # input tokens fully handled once this batch is written
+    begin: int
+    layout: _LayoutPart
+    first_token: int
+    end_token: int
 
 
-def _plan(
-    piece: tuple[int, int, int, int],
-    counts: np.ndarray,
-    offsets: np.ndarray,
-    first: np.ndarray,
-    size: int,
-    step: int,
-    tail: str,
-) -> _Plan | None:
-    d, e, k0, count = piece
-    if count == 0:
-        return None
-    lo = int(offsets[d]) + k0 * step
-    w0 = int(first[d]) + k0
-    if e == d + 1 and k0 + count < counts[d]:  # a middle part of one long document
-        hi = lo + (count - 1) * step + size
-        return _Plan(lo, hi, "pad", None, w0, d, k0, count, lo + count * step)
-    offs = offsets[d : e + 1] - lo if k0 == 0 else None
-    return _Plan(lo, int(offsets[e]), tail, offs, w0, d, k0, count, int(offsets[e]))
+def _batch(job: ChunkJob, window_offsets: np.ndarray, begin: int, end: int) -> _Batch:
+    layout = _layout_part(job.doc_offsets, job.size, job.step, job.tail, window_offsets, begin, end)
+    offsets = job.doc_offsets
+    # windows lie in corpus order: the first starts first, the last ends last
+    first_token = int(offsets[layout.documents[0]] + layout.starts[0])
+    end_token = int(offsets[layout.documents[-1]] + layout.starts[-1] + layout.lengths[-1])
+    return _Batch(begin, layout, first_token, end_token)
 
 
 # Batches mapped ahead of and written behind the one being cut: the reads and
@@ -344,61 +317,61 @@ READ_AHEAD, WRITE_BEHIND = 2, 2
 
 
 def _run_pipeline(
-    plans: Iterator[_Plan | None],
-    tokens: _TokenFile,
+    batches: Iterator[_Batch],
+    job: ChunkJob,
     outputs: dict[str, _NpyWriter],
-    size: int,
-    step: int,
     pad_value: int,
     per_batch: int,
     bar: Any,
 ) -> None:
+    tokens, size = job.tokens, job.size
     # Windows are cut into a ring of buffers, each free again by the time it
     # comes round (at most WRITE_BEHIND writes are in flight): no batch pays
     # for the page faults of a new array.
-    # (_pieces may give a batch one window more than per_batch.)
-    ring = [np.empty((per_batch + 1, size), tokens.dtype) for _ in range(WRITE_BEHIND + 1)]
+    ring = [np.empty((per_batch, size), tokens.dtype) for _ in range(WRITE_BEHIND + 1)]
 
-    def write(plan: _Plan, part: Windows) -> None:
-        outputs["windows"].write(plan.w0, part.tokens)
-        outputs["starts"].write(plan.w0, part.starts + (plan.k0 * step))
-        outputs["lengths"].write(plan.w0, part.lengths)
-        outputs["documents"].write(plan.w0, part.documents + plan.d)
+    def write(batch: _Batch, rows: np.ndarray) -> None:
+        outputs["windows"].write(batch.begin, rows)
+        outputs["starts"].write(batch.begin, batch.layout.starts)
+        outputs["lengths"].write(batch.begin, batch.layout.lengths)
+        outputs["documents"].write(batch.begin, batch.layout.documents)
 
     # Batches are mapped READ_AHEAD ahead of the one being cut: mapping is
     # cheap, and MADV_WILLNEED has the kernel read them in meanwhile.
-    todo = (p for p in plans if p is not None)
-    ahead: deque[tuple[_Plan, np.ndarray]] = deque()
+    ahead: deque[tuple[_Batch, np.ndarray]] = deque()
     writes: deque[Future[None]] = deque()
 
     def map_ahead() -> None:
         while len(ahead) < READ_AHEAD:
-            plan = next(todo, None)
-            if plan is None:
+            batch = next(batches, None)
+            if batch is None:
                 return
-            ahead.append((plan, tokens.read(plan.lo, plan.hi)))
+            ahead.append((batch, tokens.read(batch.first_token, batch.end_token)))
 
     with ThreadPoolExecutor(1) as writer:
         try:
             map_ahead()
             turn = 0
             while ahead:
-                plan, batch = ahead.popleft()
+                batch, mapped = ahead.popleft()
                 map_ahead()
-                part = windows(
-                    batch,
+                layout = batch.layout
+                rows = _cut(
+                    v.kernel_array(mapped),
+                    batch.first_token,
+                    job.doc_offsets,
+                    layout.starts,
+                    layout.lengths,
+                    layout.documents,
                     size,
-                    step=step,
-                    tail=plan.tail,
-                    pad_value=pad_value,
-                    offsets=plan.offsets,
-                    out=ring[turn % len(ring)][: plan.count],
+                    pad_value,
+                    ring[turn % len(ring)][: layout.starts.shape[0]],
                 )
-                del batch  # its mapping goes with it
-                writes.append(writer.submit(write, plan, part))
+                del mapped  # its mapping goes with it
+                writes.append(writer.submit(write, batch, rows))
                 while len(writes) > WRITE_BEHIND:
                     writes.popleft().result()
-                bar.update(max(0, plan.done - bar.n))
+                bar.update(max(0, batch.end_token - bar.n))  # each token cut at least once
                 turn += 1
             while writes:
                 writes.popleft().result()
