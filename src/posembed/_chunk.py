@@ -16,7 +16,15 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from posembed import _validate as v
-from posembed._windows import TAILS, _cut, _layout_part, _LayoutPart, _offsets, _step
+from posembed._windows import (
+    TAILS,
+    _check_pad_value,
+    _cut,
+    _layout_part,
+    _LayoutPart,
+    _offsets,
+    _step,
+)
 
 # Output bytes built per kernel call: large enough to keep the threads busy,
 # small enough that the command needs about 2 x this much memory, whatever the file.
@@ -30,8 +38,24 @@ class ChunkError(ValueError):
     """
 
 
-class _TokenFile:
-    """Tokens on disk, mapped a slice at a time (so memory holds a few batches, not the file)."""
+class TokenFile:
+    """A 1-D token file on disk, memory-mapped a slice at a time.
+
+    Memory holds the slices in use, never the whole file; a closed
+    ``TokenFile`` pickles small (a path and four numbers), so workers of a
+    cluster can each open and read their own slices.
+
+    Attributes
+    ----------
+    path : Path
+        The file.
+    dtype : numpy.dtype
+        The tokens' integer dtype (native byte order).
+    offset : int
+        Bytes before the first token (a ``.npy`` header; 0 for a raw file).
+    count : int
+        Number of tokens.
+    """
 
     def __init__(self, path: Path, dtype: np.dtype[Any], offset: int, count: int) -> None:
         self.path, self.dtype, self.offset, self.count = path, dtype, offset, count
@@ -39,20 +63,44 @@ class _TokenFile:
 
     @property
     def shape(self) -> tuple[int]:
+        """(count,), as for an array of the tokens."""
         return (self.count,)
 
     def open(self) -> None:
+        """Open the file for :meth:`read` (:meth:`close` closes it)."""
         self.fd = os.open(self.path, os.O_RDONLY)
 
     def close(self) -> None:
+        """Close the file (mapped slices stay readable until they are dropped)."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
 
     def read(self, start: int, stop: int) -> np.ndarray:
-        """Tokens [start, stop), memory-mapped (the page cache's own pages, not
-        a copy) and asked for ahead of use; the mapping goes when the array does.
-        As with any memory map, the file must not shrink while it is read."""
+        """Tokens [start, stop), memory-mapped and asked for ahead of use.
+
+        The array holds the page cache's own pages, not a copy; the mapping
+        goes when the array does. As with any memory map, the file must not
+        shrink while it is read.
+
+        Parameters
+        ----------
+        start, stop : int
+            The token range, 0 <= start and stop <= count (stop <= start: no
+            tokens).
+
+        Returns
+        -------
+        ndarray, shape (stop - start,)
+            Read-only, of :attr:`dtype`.
+
+        Raises
+        ------
+        ChunkError
+            The file is shorter than the range (it changed while being read).
+        OSError
+            The file is not open, or cannot be mapped.
+        """
         n = max(0, stop - start)
         if n == 0:
             return np.empty(0, self.dtype)
@@ -67,7 +115,7 @@ class _TokenFile:
         return np.frombuffer(mapped, self.dtype, count=n, offset=pos - base)
 
 
-def _open_tokens(path: Path, dtype: str | None) -> _TokenFile:
+def _open_tokens(path: Path, dtype: str | None) -> TokenFile:
     if not path.is_file():
         raise ChunkError(f"{path}: no such file")
     if path.suffix == ".npy":
@@ -90,7 +138,7 @@ def _open_tokens(path: Path, dtype: str | None) -> _TokenFile:
         if not mapped.dtype.isnative:
             raise ChunkError(f"{path}: tokens must be in native byte order; got {mapped.dtype}")
         header = int(mapped.offset)
-        result = _TokenFile(path, mapped.dtype, header, int(mapped.shape[0]))
+        result = TokenFile(path, mapped.dtype, header, int(mapped.shape[0]))
         del mapped
         return result
     else:
@@ -110,7 +158,7 @@ def _open_tokens(path: Path, dtype: str | None) -> _TokenFile:
                 f"{path}: {nbytes} bytes is not a whole number of {dt} tokens "
                 f"({dt.itemsize} bytes each)"
             )
-        return _TokenFile(path, dt, 0, nbytes // dt.itemsize)
+        return TokenFile(path, dt, 0, nbytes // dt.itemsize)
 
 
 def chunk_file(
@@ -183,8 +231,17 @@ def chunk_file(
         Writing the outputs fails (the temporary folder is removed).
     """
     quiet = v.flag(quiet, "quiet")
-    job = _prepare(
-        input_path, output_dir, size, step, overlap, tail, dtype, offsets_path, pad_value, force
+    job = prepare_chunk(
+        input_path,
+        output_dir,
+        size=size,
+        step=step,
+        overlap=overlap,
+        tail=tail,
+        dtype=dtype,
+        offsets_path=offsets_path,
+        pad_value=pad_value,
+        force=force,
     )
     tokens, out = job.tokens, job.output
     # Every document's windows are counted once, here; each batch then takes
@@ -238,31 +295,71 @@ def chunk_file(
 
 
 class ChunkJob(NamedTuple):
-    """What :func:`_prepare` checked and opened: a chunk run's input and parameters."""
+    """A checked ``posembed chunk`` run, as :func:`prepare_chunk` returns it.
 
-    source: Path  # the token file
-    output: Path  # the folder to write
+    Attributes
+    ----------
+    source : Path
+        The token file.
+    output : Path
+        The folder to write.
+    size : int
+        Window length.
+    step : int
+        Distance between window starts.
+    tail : {"pad", "shift", "drop"}
+        How the last window of each document is placed.
+    tokens : TokenFile
+        The input, not yet opened.
+    doc_offsets : ndarray of int64, shape (documents + 1,)
+        The documents' offsets, from 0 to the token count.
+    """
+
+    source: Path
+    output: Path
     size: int
     step: int
     tail: str
-    tokens: _TokenFile  # opened lazily
-    doc_offsets: np.ndarray  # int64, from 0 to the token count
+    tokens: TokenFile
+    doc_offsets: np.ndarray
 
 
-def _prepare(
+def prepare_chunk(
     input_path: str | os.PathLike[str],
     output_dir: str | os.PathLike[str],
+    *,
     size: int,
-    step: int | None,
-    overlap: int | None,
-    tail: str,
-    dtype: str | None,
-    offsets_path: str | os.PathLike[str] | None,
-    pad_value: int,
-    force: bool,
+    step: int | None = None,
+    overlap: int | None = None,
+    tail: str = "pad",
+    dtype: str | None = None,
+    offsets_path: str | os.PathLike[str] | None = None,
+    pad_value: int = 0,
+    force: bool = False,
 ) -> ChunkJob:
-    """The checks of chunk_file (and of posembed.dask.chunk_parts): the paths,
-    size, step, tail, the token file (opened lazily) and the document offsets."""
+    """Check a ``posembed chunk`` run's arguments and open its input.
+
+    What :func:`chunk_file` and ``posembed.dask.chunk_parts`` do first; a
+    pipeline of one's own can start from it too.
+
+    Parameters
+    ----------
+    input_path, output_dir, size, step, overlap, tail, dtype, offsets_path, pad_value, force
+        As for :func:`chunk_file`.
+
+    Returns
+    -------
+    ChunkJob
+        The paths, the window parameters, the token file (not yet opened)
+        and the document offsets.
+
+    Raises
+    ------
+    ChunkError
+        As for :func:`chunk_file` (a ValueError).
+    TypeError
+        A ``force`` that is not a bool.
+    """
     src, out = Path(input_path), Path(output_dir)
     force = v.flag(force, "force")
     try:
@@ -274,9 +371,10 @@ def _prepare(
     if out.exists() and not force:
         raise ChunkError(f"{out} exists; pass --force to replace it")
     tokens = _open_tokens(src, dtype)
-    info = np.iinfo(tokens.dtype)
-    if not info.min <= pad_value <= info.max:
-        raise ChunkError(f"--pad-value {pad_value} does not fit {tokens.dtype}")
+    try:
+        _check_pad_value(pad_value, tokens.dtype)  # TypeError unless an integer
+    except ValueError:
+        raise ChunkError(f"--pad-value {pad_value} does not fit {tokens.dtype}") from None
     if offsets_path is None:
         offsets = np.array([0, tokens.shape[0]], dtype=np.int64)
     else:

@@ -463,20 +463,20 @@ def _step(size: int, step: Any, overlap: Any) -> int:
     if step is not None and overlap is not None:
         raise ValueError("give step or overlap, not both (overlap = size - step)")
     if overlap is not None:
-        overlap = v.non_negative_int(overlap, "overlap")
-        if overlap >= size:
+        shared = v.non_negative_int(overlap, "overlap")
+        if shared >= size:
             raise ValueError(
-                f"overlap must be in 0..{size - 1} (less than size {size}); got {overlap}"
+                f"overlap must be in 0..{size - 1} (less than size {size}); got {shared}"
             )
-        return size - overlap
+        return size - shared
     if step is None:
         return size
-    step = v.positive_int(step, "step")
-    if step > size:
+    chosen = v.positive_int(step, "step")
+    if chosen > size:
         raise ValueError(
-            f"step must be in 1..{size} (at most size, or tokens are skipped); got {step}"
+            f"step must be in 1..{size} (at most size, or tokens are skipped); got {chosen}"
         )
-    return int(step)
+    return chosen
 
 
 def _offsets(offsets: Any, n_tokens: int | None) -> np.ndarray:
