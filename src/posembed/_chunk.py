@@ -220,10 +220,12 @@ def chunk_file(
         Any problem with the input or the parameters, in one line: a bad
         ``size``, ``step``, ``overlap`` or ``tail``; ``output_dir`` exists
         without ``force``; a missing, empty or unreadable ``.npy`` input, one
-        that is not 1-D integers in native byte order, a raw file without ``dtype`` (or not a
-        whole number of its tokens), ``dtype`` with a ``.npy`` file; a
-        ``pad_value`` that does not fit; empty, unreadable or invalid offsets;
-        an input that shrinks while it is read. A ChunkError is a ValueError.
+        that is not 1-D integers in native byte order, a raw file without
+        ``dtype`` (or not a whole number of its tokens), a ``dtype`` that is
+        not an integer type in native byte order, ``dtype`` with a ``.npy``
+        file; a ``pad_value`` that does not fit; empty, unreadable or invalid
+        offsets; an input that shrinks while it is read. A ChunkError is a
+        ValueError.
     TypeError
         A ``pad_value`` that is not an integer; a ``force`` or ``quiet`` that
         is not a bool.
