@@ -130,6 +130,7 @@ def test_cut_refuses_tokens_that_miss_the_windows():
         ({"windows": slice("a", 2)}, TypeError, r"windows must be a slice of integers"),
         ({"token_start": -1}, ValueError, r"token_start must be an integer >= 0; got -1"),
         ({"token_start": 1.0}, TypeError, r"token_start must be an integer >= 0"),
+        ({"token_start": 2**64}, ValueError, r"token_start is too large: 18446744073709551616"),
         ({"pad_value": 1.5}, TypeError, r"pad_value must be an integer; got 1\.5"),
         ({"pad_value": 70_000}, ValueError, r"pad_value 70000 does not fit uint16"),
         ({"out": np.zeros((3, 4), np.int64)}, TypeError, r"out must have dtype uint16"),
@@ -150,6 +151,9 @@ def test_cut_bad_input(kw, exc, text):
     [
         (10, {"size": 0}, ValueError, r"size must be a positive integer; got 0"),
         (10, {"size": 4.0}, TypeError, r"size must be a positive integer"),
+        (10, {"size": 2**63}, ValueError, r"size is too large: 9223372036854775808 reaches 2\^62"),
+        (10, {"size": 4, "step": 2**63}, ValueError, r"step must be in 1\.\.4"),
+        (10, {"size": 4, "overlap": 2**64}, ValueError, r"overlap must be in 0\.\.3"),
         (10, {"size": 4, "step": 5}, ValueError, r"step must be in 1\.\.4"),
         (10, {"size": 4, "overlap": 4}, ValueError, r"overlap must be in 0\.\.3"),
         (10, {"size": 4, "step": 2, "overlap": 2}, ValueError, r"give step or overlap, not both"),

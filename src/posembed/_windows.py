@@ -192,8 +192,8 @@ class WindowLayout:
             that is not a 1-D integer array, a ``size`` that is not an integer.
         ValueError
             ``tokens`` that is not 1-D or does not hold the windows' tokens;
-            a ``windows`` slice whose step is not 1; a negative
-            ``token_start``; a ``pad_value`` that does not fit the tokens'
+            a ``windows`` slice whose step is not 1; a ``token_start`` below 0
+            or of 2^62 or more; a ``pad_value`` that does not fit the tokens'
             dtype; ``out`` of the wrong shape, read-only, misaligned,
             non-contiguous or overlapping an input; (for a ``WindowLayout``
             built by hand) arrays that do not describe its documents.
@@ -205,6 +205,7 @@ class WindowLayout:
             raise TypeError(f"tokens must be integers; got dtype {token_array.dtype}")
         begin, end = _window_range(windows, len(self))
         first_token = v.non_negative_int(token_start, "token_start")
+        v.check_sizes("token_start", first_token)  # a corpus position: int64, with room to spare
         size = v.positive_int(self.size, "layout.size")
         v.check_sizes("layout.size", size, token_array.itemsize)
         _check_pad_value(pad_value, token_array.dtype)
@@ -386,12 +387,13 @@ def window_layout(
         A ``size``, ``step`` or ``overlap`` that is not an integer; a token
         count that is a bool; offsets that are not a 1-D integer array.
     ValueError
-        ``size`` < 1; both ``step`` and ``overlap``; ``step`` outside
-        1..size or ``overlap`` outside 0..size-1; an unknown ``tail``; a
-        negative token count; offsets that do not start at 0, that decrease
-        or that reach 2^63.
+        ``size`` < 1 or >= 2^62; both ``step`` and ``overlap``; ``step``
+        outside 1..size or ``overlap`` outside 0..size-1; an unknown
+        ``tail``; a negative token count, or one of 2^63 or more; offsets
+        that do not start at 0, that decrease or that reach 2^63.
     """
     size = v.positive_int(size, "size")
+    v.check_sizes("size", size)  # positions in a window must fit int64, with room to spare
     step = _step(size, step, overlap)
     v.choice(tail, "tail", TAILS)
     if isinstance(offsets_or_token_count, (int, np.integer)):  # bool too: refused by name
