@@ -1,6 +1,8 @@
-// Bindings of the windows family: windows (a token stream or corpus cut into
-// overlapping windows), window_owner (which slot owns each token) and stitch
-// (per-window values back to per-token values).
+// Bindings of the windows family: window_layout (where the windows of a
+// corpus lie), fill_windows (their tokens, cut from a run of the corpus),
+// window_owner (which slot owns each token) and stitch (per-window values
+// back to per-token values).
+#include <algorithm>
 #include <type_traits>
 
 #include "bind.hpp"
@@ -11,40 +13,113 @@ namespace {
 
 using namespace pybind11::literals;
 
-// tokens: 1-D C-contiguous; doc_offsets: int64 C-contiguous, validated by the
-// Python layer (starts at 0, non-decreasing, ends at len(tokens)); pad: one
-// element of the tokens' dtype.
-py::tuple windows(const py::array& tokens, const py::array& doc_offsets, int64_t size,
-                  int64_t step, Tail tail, const py::array& pad, const py::object& out_obj) {
-  if (tokens.ndim() != 1 || !c_contiguous(tokens) || doc_offsets.ndim() != 1 ||
-      !c_contiguous(doc_offsets) || doc_offsets.itemsize() != 8 || doc_offsets.size() < 1 ||
-      pad.size() != 1 || pad.itemsize() != tokens.itemsize() || size < 1 || step < 1 ||
-      step > size) {
-    throw py::value_error("windows: inconsistent arguments");
+// doc_offsets[k..k+1] must not decrease from a non-negative start: then every
+// document length is >= 0 and no difference overflows.
+void check_offsets(const int64_t* offs, int64_t from, int64_t to) {
+  if (offs[from] < 0) throw py::value_error("window_layout: offsets must not be negative");
+  for (int64_t k = from; k < to; ++k) {
+    if (offs[k + 1] < offs[k]) throw py::value_error("window_layout: offsets must not decrease");
   }
-  const auto* offs = static_cast<const int64_t*>(doc_offsets.data());
+}
+
+// Returns (window offsets, starts, lengths, documents) of windows [begin,
+// end) (end -1: to the last). Without win_offsets they are counted here, for
+// every document; with them (window_offsets as an earlier call returned them:
+// a stream takes its windows range by range) the documents the range touches
+// are checked against them, so that a wrong one cannot send the kernel past
+// the arrays, and the others are never read.
+py::tuple window_layout(const I64& doc_offsets, int64_t size, int64_t step, Tail tail,
+                        const py::object& win_offsets, int64_t begin, int64_t end) {
+  if (doc_offsets.ndim() != 1 || doc_offsets.size() < 1 || size < 1 || step < 1 || step > size) {
+    throw py::value_error("window_layout: inconsistent arguments");
+  }
   const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
-  if (offs[0] != 0 || offs[ndocs] != static_cast<int64_t>(tokens.size())) {
-    throw py::value_error("windows: offsets must run from 0 to len(tokens)");
+  const int64_t* offs = doc_offsets.data();
+  I64 win;
+  if (win_offsets.is_none()) {
+    check_offsets(offs, 0, ndocs);
+    win = I64(ndocs + 1);
+    py::gil_scoped_release nogil;
+    window_offsets(offs, ndocs, size, step, tail, win.mutable_data());
+  } else {
+    win = win_offsets.cast<I64>();
+    if (win.ndim() != 1 || win.size() != doc_offsets.size() || win.data()[0] != 0) {
+      throw py::value_error("window_layout: window offsets do not match the documents");
+    }
   }
-  for (int64_t k = 0; k < ndocs; ++k) {
-    if (offs[k + 1] < offs[k]) throw py::value_error("windows: offsets must not decrease");
+  const int64_t* wins = win.data();
+  const int64_t total = wins[ndocs];
+  if (end == -1) end = total;
+  if (begin < 0 || begin > end || end > total) {
+    throw py::value_error("window_layout: windows [begin, end) out of range");
   }
-  std::vector<int64_t> win(static_cast<size_t>(ndocs + 1));
-  window_offsets(offs, ndocs, size, step, tail, win.data());
-  const int64_t n = win[static_cast<size_t>(ndocs)];
-  py::array out = output_array(out_obj, tokens.dtype(), {n, size});
-  py::array_t<int64_t> starts(n), lengths(n), documents(n);
-  const WindowsOut wo{static_cast<char*>(out.mutable_data()), starts.mutable_data(),
-                      lengths.mutable_data(), documents.mutable_data()};
-  const auto* src = static_cast<const char*>(tokens.data());
-  const auto* pv = static_cast<const char*>(pad.data());
-  const auto itemsize = static_cast<int64_t>(tokens.itemsize());
+  // The documents [d0, d1] that hold windows [begin, end).
+  int64_t d0 = 0, d1 = ndocs - 1;
+  if (begin < end && !win_offsets.is_none()) {
+    d0 = std::upper_bound(wins, wins + ndocs + 1, begin) - wins - 1;
+    d1 = std::upper_bound(wins, wins + ndocs + 1, end - 1) - wins - 1;
+    if (d0 < 0 || d1 < d0 || d1 >= ndocs || wins[d0] > begin || wins[d1 + 1] < end) {
+      throw py::value_error("window_layout: window offsets do not match the documents");
+    }
+    check_offsets(offs, d0, d1 + 1);
+    for (int64_t k = d0; k <= d1; ++k) {
+      if (wins[k + 1] - wins[k] != window_count(offs[k + 1] - offs[k], size, step, tail)) {
+        throw py::value_error("window_layout: window offsets do not match the documents");
+      }
+    }
+  }
+  const int64_t count = end - begin;
+  I64 starts(count), lengths(count), documents(count);
+  const Layout out{starts.mutable_data(), lengths.mutable_data(), documents.mutable_data()};
+  if (count > 0) {
+    py::gil_scoped_release nogil;
+    posembed::window_layout(offs + d0, wins + d0, d1 - d0 + 1, d0, size, step, tail, begin, end,
+                            out);
+  }
+  return py::make_tuple(win, starts, lengths, documents);
+}
+
+// tokens: 1-D C-contiguous, tokens [token_start, token_start + len) of the
+// corpus; the layout: any windows of the corpus of doc_offsets (checked
+// against both before anything is written); pad: one element of the tokens'
+// dtype.
+py::array fill_windows(const py::array& tokens, int64_t token_start, const I64& doc_offsets,
+                       const I64& starts, const I64& lengths, const I64& documents, int64_t size,
+                       const py::array& pad, const py::object& out_obj) {
+  if (tokens.ndim() != 1 || !c_contiguous(tokens) || doc_offsets.ndim() != 1 ||
+      doc_offsets.size() < 1 || starts.ndim() != 1 || lengths.size() != starts.size() ||
+      documents.size() != starts.size() || pad.size() != 1 ||
+      pad.itemsize() != tokens.itemsize() || size < 1 || token_start < 0) {
+    throw py::value_error("fill_windows: inconsistent arguments");
+  }
+  const TokenSpan span{static_cast<const char*>(tokens.data()),
+                       static_cast<int64_t>(tokens.itemsize()), token_start,
+                       static_cast<int64_t>(tokens.size())};
+  const auto count = static_cast<int64_t>(starts.size());
+  const ConstLayout layout{starts.data(), lengths.data(), documents.data(), count};
+  const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
+  int64_t bad = -1;
   {
     py::gil_scoped_release nogil;
-    fill_windows(src, itemsize, offs, ndocs, win.data(), size, step, tail, pv, wo);
+    bad = first_misplaced_window(span, doc_offsets.data(), ndocs, layout, size);
   }
-  return py::make_tuple(out, starts, lengths, documents);
+  if (bad >= 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "layout: window %lld (document %lld, start %lld, length %lld) does not lie "
+                 "inside its document and the tokens given",
+                 static_cast<long long>(bad), static_cast<long long>(documents.data()[bad]),
+                 static_cast<long long>(starts.data()[bad]),
+                 static_cast<long long>(lengths.data()[bad]));
+    throw py::error_already_set();
+  }
+  py::array out = output_array(out_obj, tokens.dtype(), {count, size});
+  const auto* pv = static_cast<const char*>(pad.data());
+  char* rows = static_cast<char*>(out.mutable_data());
+  {
+    py::gil_scoped_release nogil;
+    posembed::fill_windows(span, doc_offsets.data(), layout, size, pv, rows);
+  }
+  return out;
 }
 
 // First window of each document (ndocs + 1 entries) from the sorted document
@@ -96,17 +171,10 @@ py::array window_owner(const I64& doc_offsets, const I64& starts, const I64& len
 template <class T>
 py::array stitch_typed(const py::array& values, const I64& doc_offsets, const I64& starts,
                        const I64& lengths, const std::vector<int64_t>& win, int64_t size,
-                       Reduce reduce, const py::object& own_obj, const py::object& fill) {
+                       Reduce reduce, const py::object& fill) {
   const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
   const int64_t tokens = doc_offsets.data()[ndocs];
   const auto f = static_cast<int64_t>(values.shape(2));
-  const bool* own = nullptr;
-  py::array_t<bool, py::array::c_style> own_arr;
-  if (!own_obj.is_none()) {
-    own_arr = own_obj.cast<py::array_t<bool, py::array::c_style>>();
-    if (own_arr.size() != values.shape(0) * size) throw py::value_error("stitch: owner shape");
-    own = own_arr.data();
-  }
   py::array_t<T> out(std::vector<py::ssize_t>{tokens, f});
   const T fill_value = fill.cast<T>();
   const T* src = static_cast<const T*>(values.data());
@@ -115,8 +183,7 @@ py::array stitch_typed(const py::array& values, const I64& doc_offsets, const I6
   {
     py::gil_scoped_release nogil;
     unfit = posembed::stitch<T>(src, f, doc_offsets.data(), ndocs, win.data(), starts.data(),
-                                lengths.data(), size, reduce,
-                                own, fill_value, dst);
+                                lengths.data(), size, reduce, fill_value, dst);
   }
   if (unfit >= 0) {
     PyErr_Format(PyExc_ValueError,
@@ -133,19 +200,23 @@ py::array stitch_typed(const py::array& values, const I64& doc_offsets, const I6
 // Python layer converts); returns (N, f) of the same type.
 py::array stitch(const py::array& values, const I64& doc_offsets, const I64& starts,
                  const I64& lengths, const I64& documents, int64_t size, Reduce reduce,
-                 const py::object& own, const py::object& fill) {
+                 const py::object& fill) {
   const std::vector<int64_t> win =
       windows_per_document(doc_offsets, starts, lengths, documents, size);
   if (values.ndim() != 3 || !c_contiguous(values) || values.shape(0) != starts.size() ||
-      values.shape(1) != size || (reduce == Reduce::owned && own.is_none())) {
+      values.shape(1) != size) {
     throw py::value_error("stitch: values must be (n, size, f) and C-contiguous");
   }
   const char kind = values.dtype().kind();
   const auto isz = values.itemsize();
-  if (kind == 'f' && isz == 4) return stitch_typed<float>(values, doc_offsets, starts, lengths, win, size, reduce, own, fill);
-  if (kind == 'f' && isz == 8) return stitch_typed<double>(values, doc_offsets, starts, lengths, win, size, reduce, own, fill);
-  if (kind == 'i' && isz == 8) return stitch_typed<int64_t>(values, doc_offsets, starts, lengths, win, size, reduce, own, fill);
-  if (kind == 'u' && isz == 8) return stitch_typed<uint64_t>(values, doc_offsets, starts, lengths, win, size, reduce, own, fill);
+  const auto typed = [&](auto zero) {
+    using T = decltype(zero);
+    return stitch_typed<T>(values, doc_offsets, starts, lengths, win, size, reduce, fill);
+  };
+  if (kind == 'f' && isz == 4) return typed(float{});
+  if (kind == 'f' && isz == 8) return typed(double{});
+  if (kind == 'i' && isz == 8) return typed(int64_t{});
+  if (kind == 'u' && isz == 8) return typed(uint64_t{});
   throw py::type_error("stitch: values must be float32, float64, int64 or uint64");
 }
 
@@ -163,13 +234,16 @@ void bind_windows(py::module_& m) {
       .value("mean", Reduce::mean)
       .value("sum", Reduce::sum)
       .value("max", Reduce::max)
-      .value("owned", Reduce::owned);
-  m.def("windows", &windows, "tokens"_a, "doc_offsets"_a, "size"_a, "step"_a, "tail"_a, "pad"_a,
-        "out"_a = py::none());
+      .value("first", Reduce::first)
+      .value("center", Reduce::center);
+  m.def("window_layout", &window_layout, "doc_offsets"_a, "size"_a, "step"_a, "tail"_a,
+        "win_offsets"_a = py::none(), "begin"_a = 0, "end"_a = -1);
+  m.def("fill_windows", &fill_windows, "tokens"_a, "token_start"_a, "doc_offsets"_a, "starts"_a,
+        "lengths"_a, "documents"_a, "size"_a, "pad"_a, "out"_a = py::none());
   m.def("window_owner", &window_owner, "doc_offsets"_a, "starts"_a, "lengths"_a, "documents"_a,
         "size"_a, "rule"_a);
   m.def("stitch", &stitch, "values"_a, "doc_offsets"_a, "starts"_a, "lengths"_a, "documents"_a,
-        "size"_a, "reduce"_a, "own"_a, "fill"_a);
+        "size"_a, "reduce"_a, "fill"_a);
 }
 
 }  // namespace posembed::bind

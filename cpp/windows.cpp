@@ -32,6 +32,28 @@ void window_offsets(const int64_t* doc_offsets, int64_t ndocs, int64_t size, int
   }
 }
 
+void window_layout(const int64_t* doc_offsets, const int64_t* win_offsets, int64_t ndocs,
+                   int64_t doc_base, int64_t size, int64_t step, Tail tail, int64_t begin,
+                   int64_t end, const Layout& out) {
+  const int64_t count = end - begin;
+  // Each thread takes a range of windows and walks the documents they belong to.
+  parallel_for(count, threads_for_bytes(count * 3 * 8), [&](int64_t lo, int64_t hi, int) {
+    if (lo >= hi) return;
+    int64_t doc =
+        std::upper_bound(win_offsets, win_offsets + ndocs + 1, begin + lo) - win_offsets - 1;
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t w = begin + i;
+      while (win_offsets[doc + 1] <= w) ++doc;
+      const int64_t n = doc_offsets[doc + 1] - doc_offsets[doc];
+      const int64_t windows = win_offsets[doc + 1] - win_offsets[doc];
+      const int64_t start = window_start(w - win_offsets[doc], windows, n, size, step, tail);
+      out.starts[i] = start;
+      out.lengths[i] = std::min(size, n - start);
+      out.documents[i] = doc_base + doc;
+    }
+  });
+}
+
 namespace {
 
 void fill_pad(char* dst, const char* pad, int64_t itemsize, int64_t count) {
@@ -63,30 +85,53 @@ void fill_pad(char* dst, const char* pad, int64_t itemsize, int64_t count) {
 
 }  // namespace
 
-void fill_windows(const char* tokens, int64_t itemsize, const int64_t* doc_offsets, int64_t ndocs,
-                  const int64_t* win_offsets, int64_t size, int64_t step, Tail tail,
-                  const char* pad, const WindowsOut& out) {
-  const int64_t total = win_offsets[ndocs];
+int64_t first_misplaced_window(const TokenSpan& tokens, const int64_t* doc_offsets, int64_t ndocs,
+                               const ConstLayout& layout, int64_t size) {
+  std::atomic<int64_t> first_bad{-1};
+  parallel_for(layout.count, threads_for_bytes(layout.count * 3 * 8),
+               [&](int64_t begin, int64_t end, int) {
+                 for (int64_t w = begin; w < end; ++w) {
+                   const int64_t doc = layout.documents[w];
+                   const int64_t start = layout.starts[w];
+                   const int64_t len = layout.lengths[w];
+                   bool ok = doc >= 0 && doc < ndocs && start >= 0 && len >= 0 && len <= size;
+                   if (ok) {
+                     const int64_t lo = doc_offsets[doc];
+                     const int64_t hi = doc_offsets[doc + 1];
+                     // each step keeps every difference inside int64
+                     ok = lo >= 0 && hi >= lo && start <= hi - lo && len <= hi - lo - start;
+                     if (ok) {
+                       const int64_t at = lo + start;  // in the corpus
+                       ok = at >= tokens.first && at - tokens.first <= tokens.count - len;
+                     }
+                   }
+                   if (!ok) {
+                     int64_t seen = first_bad.load();
+                     while ((seen < 0 || w < seen) && !first_bad.compare_exchange_weak(seen, w)) {
+                     }
+                     return;  // later windows of this range cannot come first
+                   }
+                 }
+               });
+  return first_bad.load();
+}
+
+void fill_windows(const TokenSpan& tokens, const int64_t* doc_offsets, const ConstLayout& layout,
+                  int64_t size, const char* pad, char* rows) {
+  const int64_t itemsize = tokens.itemsize;
   const int64_t row_bytes = size * itemsize;
-  // Each thread takes a range of windows and walks the documents they belong to.
-  parallel_for(total, threads_for_bytes(total * row_bytes), [&](int64_t begin, int64_t end, int) {
-    if (begin >= end) return;
-    int64_t doc = std::upper_bound(win_offsets, win_offsets + ndocs + 1, begin) - win_offsets - 1;
-    for (int64_t w = begin; w < end; ++w) {
-      while (win_offsets[doc + 1] <= w) ++doc;
-      const int64_t n = doc_offsets[doc + 1] - doc_offsets[doc];
-      const int64_t count = win_offsets[doc + 1] - win_offsets[doc];
-      const int64_t start = window_start(w - win_offsets[doc], count, n, size, step, tail);
-      const int64_t len = std::min(size, n - start);
-      char* dst = out.tokens + w * row_bytes;
-      std::memcpy(dst, tokens + (doc_offsets[doc] + start) * itemsize,
-                  static_cast<size_t>(len * itemsize));
-      fill_pad(dst + len * itemsize, pad, itemsize, size - len);
-      out.starts[w] = start;
-      out.lengths[w] = len;
-      out.documents[w] = doc;
-    }
-  });
+  parallel_for(layout.count, threads_for_bytes(layout.count * row_bytes),
+               [&](int64_t begin, int64_t end, int) {
+                 for (int64_t w = begin; w < end; ++w) {
+                   const int64_t len = layout.lengths[w];
+                   const int64_t at =
+                       doc_offsets[layout.documents[w]] + layout.starts[w] - tokens.first;
+                   char* dst = rows + w * row_bytes;
+                   std::memcpy(dst, tokens.data + at * itemsize,
+                               static_cast<size_t>(len * itemsize));
+                   fill_pad(dst + len * itemsize, pad, itemsize, size - len);
+                 }
+               });
 }
 
 namespace {
@@ -263,7 +308,7 @@ inline void note_overflow(std::atomic<int64_t>& first, int64_t token) {
 template <class T>
 int64_t stitch(const T* values, int64_t f, const int64_t* doc_offsets, int64_t ndocs,
             const int64_t* win_offsets, const int64_t* starts, const int64_t* lengths,
-            int64_t size, Reduce reduce, const bool* own, T fill, T* out) {
+            int64_t size, Reduce reduce, T fill, T* out) {
   const int64_t tokens = doc_offsets[ndocs];
   const auto bytes = static_cast<int64_t>(sizeof(T)) * f;
   std::atomic<int64_t> first_overflow{-1};
@@ -302,14 +347,23 @@ int64_t stitch(const T* values, int64_t f, const int64_t* doc_offsets, int64_t n
         auto block = [&](int64_t w) { return values + (w * size + (p - starts[w])) * f; };
         if (lo == hi) {
           std::fill(dst, dst + m, fill);
-        } else if (reduce == Reduce::owned) {
+        } else if (reduce == Reduce::first) {
+          // The earliest window holding a token is lo, for the whole segment.
+          std::copy(block(lo), block(lo) + m, dst);
+        } else if (reduce == Reduce::center) {
+          // The best score over the windows holding the token, the earliest
+          // on ties: what window_owner marks for any layout stitch accepts.
           for (int64_t j = 0; j < q - p; ++j) {
-            for (int64_t w = lo; w < hi; ++w) {
-              if (own[w * size + (p + j - starts[w])]) {
-                std::copy(block(w) + j * f, block(w) + (j + 1) * f, dst + j * f);
-                break;
+            int64_t best = lo;
+            int64_t best_score = center_score(p + j, starts[lo], lengths[lo]);
+            for (int64_t w = lo + 1; w < hi; ++w) {
+              const int64_t score = center_score(p + j, starts[w], lengths[w]);
+              if (score > best_score) {
+                best = w;
+                best_score = score;
               }
             }
+            std::copy(block(best) + j * f, block(best) + (j + 1) * f, dst + j * f);
           }
         } else {
           std::copy(block(lo), block(lo) + m, dst);
@@ -342,16 +396,15 @@ int64_t stitch(const T* values, int64_t f, const int64_t* doc_offsets, int64_t n
 }
 
 template int64_t stitch<float>(const float*, int64_t, const int64_t*, int64_t, const int64_t*,
-                            const int64_t*, const int64_t*, int64_t, Reduce, const bool*, float,
-                            float*);
+                               const int64_t*, const int64_t*, int64_t, Reduce, float, float*);
 template int64_t stitch<double>(const double*, int64_t, const int64_t*, int64_t, const int64_t*,
-                             const int64_t*, const int64_t*, int64_t, Reduce, const bool*, double,
-                             double*);
-template int64_t stitch<int64_t>(const int64_t*, int64_t, const int64_t*, int64_t, const int64_t*,
-                              const int64_t*, const int64_t*, int64_t, Reduce, const bool*,
-                              int64_t, int64_t*);
-template int64_t stitch<uint64_t>(const uint64_t*, int64_t, const int64_t*, int64_t, const int64_t*,
-                               const int64_t*, const int64_t*, int64_t, Reduce, const bool*,
-                               uint64_t, uint64_t*);
+                                const int64_t*, const int64_t*, int64_t, Reduce, double,
+                                double*);
+template int64_t stitch<int64_t>(const int64_t*, int64_t, const int64_t*, int64_t,
+                                 const int64_t*, const int64_t*, const int64_t*, int64_t, Reduce,
+                                 int64_t, int64_t*);
+template int64_t stitch<uint64_t>(const uint64_t*, int64_t, const int64_t*, int64_t,
+                                  const int64_t*, const int64_t*, const int64_t*, int64_t,
+                                  Reduce, uint64_t, uint64_t*);
 
 }  // namespace posembed

@@ -230,3 +230,60 @@ def test_a_large_corpus_in_bounded_memory(tmp_path):
     assert out["windows"].shape == (-(-n // 2048), 2048)
     assert np.array_equal(out["windows"][5], np.fromfile(src, np.uint16, 2048, offset=5 * 4096))
     assert out["lengths"][-1] == n - (out["windows"].shape[0] - 1) * 2048
+
+
+def test_the_chunk_module_is_the_pipeline_s_public_face(corpus):
+    """posembed.chunk: the checks and the token file that chunk_file and
+    posembed.dask.chunk_parts start from, for pipelines of one's own."""
+    from posembed import chunk
+
+    assert chunk.chunk_file is chunk_file
+    assert chunk.ChunkError is ChunkError
+    path, tokens, offsets = corpus
+    job = chunk.prepare_chunk(
+        path / "train.bin",
+        path / "x",
+        size=64,
+        overlap=16,
+        dtype="uint16",
+        offsets_path=path / "offsets.npy",
+    )
+    assert isinstance(job, chunk.ChunkJob)
+    assert (job.size, job.step, job.tail) == (64, 48, "pad")
+    assert (job.source, job.output) == (path / "train.bin", path / "x")
+    assert np.array_equal(job.doc_offsets, offsets)
+    assert job.doc_offsets.dtype == np.int64
+    assert isinstance(job.tokens, chunk.TokenFile)
+    assert (job.tokens.count, job.tokens.dtype, job.tokens.offset) == (len(tokens), np.uint16, 0)
+    assert not (path / "x").exists()  # nothing written yet
+    layout = posembed.window_layout(job.doc_offsets, job.size, step=job.step, tail=job.tail)
+    job.tokens.open()
+    try:
+        part = job.tokens.read(100, 5000)
+        assert np.array_equal(part, tokens[100:5000])
+        first = int(np.searchsorted(offsets[layout.documents] + layout.starts, 100))
+        last = int(
+            np.searchsorted(
+                offsets[layout.documents] + layout.starts + layout.lengths, 5000, side="right"
+            )
+        )
+        rows = layout.cut(part, windows=slice(first, last), token_start=100)
+    finally:
+        job.tokens.close()
+    want = posembed.windows(tokens, 64, overlap=16, offsets=offsets)
+    assert np.array_equal(rows, want.tokens[first:last])
+    with pytest.raises(TypeError, match=r"^pad_value must be an integer; got 1\.5$"):
+        chunk.prepare_chunk(path / "tokens.npy", path / "x", size=8, pad_value=1.5)
+    with pytest.raises(ChunkError, match=r"--pad-value 70000 does not fit uint16"):
+        chunk.prepare_chunk(path / "tokens.npy", path / "x", size=8, pad_value=70_000)
+
+
+def test_a_raw_file_in_the_other_byte_order_is_refused_in_one_line(corpus):
+    path, _, _ = corpus
+    other = np.dtype(np.uint16).newbyteorder().str  # ">u2" on a little-endian machine
+    done = run(path / "train.bin", "--dtype", other, "-o", path / "never", "--size", 8)
+    assert done.returncode == 2, done.stderr
+    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("posembed chunk: error")]
+    assert len(errors) == 1, done.stderr
+    assert f"--dtype must be in native byte order; got {other}" in errors[0]
+    assert "Traceback" not in done.stderr

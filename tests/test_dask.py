@@ -52,12 +52,13 @@ def random_case(rng: np.random.Generator) -> dict[str, Any]:
 
 @pytest.mark.parametrize("seed", range(60))
 def test_layout_is_the_windows_layout(seed):
+    # the layout posembed.dask cuts its blocks by: posembed.window_layout's
     case = random_case(np.random.default_rng(seed))
     w = posembed.windows(**case)
-    starts, lengths, documents = pdask.layout(w.doc_offsets, w.size, w.step, w.tail)
-    assert_same(starts, w.starts)
-    assert_same(lengths, w.lengths)
-    assert_same(documents, w.documents)
+    layout = posembed.window_layout(w.doc_offsets, w.size, step=w.step, tail=w.tail)
+    assert_same(layout.starts, w.starts)
+    assert_same(layout.lengths, w.lengths)
+    assert_same(layout.documents, w.documents)
 
 
 @pytest.mark.parametrize("seed", range(40))

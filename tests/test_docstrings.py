@@ -25,6 +25,8 @@ from posembed import _core, reference
 NO_RAISES = {
     "posembed.show_config": "prints to `file` as it is; print's own errors are not its",
     "posembed.Windows": "a dataclass: __init__ stores the fields as given; windows() builds it",
+    "posembed.WindowLayout": "a dataclass: __init__ stores the fields as given; "
+    "window_layout() builds it",
 }
 
 
@@ -125,6 +127,8 @@ def test_the_census_finds_everything():
         "posembed.LearnedPositionEmbedding.__call__",
         "posembed.Windows.owner",
         "posembed.Windows.mask",
+        "posembed.window_layout",
+        "posembed.WindowLayout.cut",
         "posembed.reference.uniform_bits",
     ):
         assert expected in names
@@ -210,7 +214,8 @@ RETURN_TYPES = {
     "numpy.ndarray": {"np.ndarray", "npt.NDArray[np.bool_]"},
     "dict": {"_Config"},
     "tuple": {
-        "tuple[np.ndarray, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]"
+        "tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], "
+        "npt.NDArray[np.int64]]"
     },
 }
 

@@ -316,3 +316,32 @@ def test_pytorch_embedding_plus_position_is_the_same(rng):
         seed=1,
     )
     assert np.unique(ours[ours != 0]).tolist() == scale.tolist()
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_first_row_gives_a_piece_the_mask_of_the_whole_batch(rng, dtype):
+    """A batch embedded piece by piece, each piece told where it sits, is the
+    batch embedded at once: the dropout mask included."""
+    tok, pos = tables(rng, dtype, vocab=50, length=16, d=12)
+    ids = rng.integers(0, 50, (7, 16))
+    whole = posembed.embed(tok, ids, pos, dropout=0.4, seed=11)
+    for a, b in [(0, 2), (2, 3), (3, 7)]:
+        piece = posembed.embed(tok, ids[a:b], pos, dropout=0.4, seed=11, first_row=a * 16)
+        assert_same(piece, whole[a:b])
+    # pieces of one sequence: positions go on, rows count tokens
+    row = ids[0]
+    whole = posembed.embed(tok, row, pos, dropout=0.4, seed=3)
+    for a, b in [(0, 5), (5, 6), (6, 16)]:
+        piece = posembed.embed(tok, row[a:b], pos, offset=a, dropout=0.4, seed=3, first_row=a)
+        assert_same(piece, whole[a:b])
+    assert_same(posembed.embed(tok, ids, pos, first_row=5), posembed.embed(tok, ids, pos))
+
+
+def test_first_row_bad_input():
+    tok = np.zeros((5, 4), np.float32)
+    with pytest.raises(ValueError, match=r"first_row must be an integer >= 0; got -1"):
+        posembed.embed(tok, [0, 1], tok, first_row=-1)
+    with pytest.raises(TypeError, match=r"first_row must be an integer >= 0; got float 1\.0"):
+        posembed.embed(tok, [0, 1], tok, first_row=1.0)
+    with pytest.raises(ValueError, match=r"first_row must be in 0\.\.1152921504606846976 "):
+        posembed.embed(tok, [0, 1], tok, first_row=2**60 + 1)

@@ -67,6 +67,7 @@ TAKES_FLOAT_TABLES = {
     "resize_checkpoint": [],  # tests/test_checkpoint.py (F16 and BF16 tables)
 }
 NO_FLOAT_TABLES = {
+    "WindowLayout",
     "Windows",
     "__version__",
     "config",
@@ -76,6 +77,7 @@ NO_FLOAT_TABLES = {
     "reference",
     "set_num_threads",
     "show_config",
+    "window_layout",
     "windows",
 }
 

@@ -68,6 +68,16 @@ CASES = {
         "posembed.windows(x, 512, step=384, offsets=off)",
         "posembed.windows(x, 512, step=384, offsets=off[::-1])",
     ),
+    "window_layout": (
+        "import dataclasses\n"
+        "x = np.arange(20000, dtype=np.int32); off = np.array([0, 7000, 20000]); "
+        "lay = posembed.window_layout(off, 512, step=384); "
+        "long = np.where(np.arange(len(lay)) == 3, 513, lay.lengths); "
+        "wrong = dataclasses.replace(lay, lengths=long)",
+        "lay = posembed.window_layout(off, 512, step=384); "
+        "lay.cut(x[7000:], windows=slice(int(lay.window_offsets[1]), None), token_start=7000)",
+        "wrong.cut(x)",  # ValueError from the kernel's check of every window
+    ),
     "stitch": (
         "w = posembed.windows(np.arange(5000), 256, step=192); v = np.ones(w.tokens.shape)",
         "posembed.stitch(v, w, reduce='mean')",
@@ -160,7 +170,13 @@ def test_repeated_calls_keep_memory_flat(name):
 def test_every_public_function_is_covered():
     import posembed
 
-    not_functions = {"LearnedPositionEmbedding", "Windows", "__version__", "reference"}
+    not_functions = {
+        "LearnedPositionEmbedding",
+        "WindowLayout",
+        "Windows",
+        "__version__",
+        "reference",
+    }
     # runtime controls: no arrays, nothing allocated per call
     controls = {"config", "get_num_threads", "last_seed", "set_num_threads", "show_config"}
     assert set(posembed.__all__) - not_functions - controls == set(CASES)

@@ -18,7 +18,7 @@ from posembed._interpolate import interpolate, lerp
 from posembed._resample import resample_grid
 from posembed._runtime import config, get_num_threads, set_num_threads, show_config
 from posembed._similarity import similarity
-from posembed._windows import Windows, stitch, windows
+from posembed._windows import WindowLayout, Windows, stitch, window_layout, windows
 
 try:
     __version__ = version("posembed")
@@ -27,6 +27,7 @@ except PackageNotFoundError:  # running from a source tree
 
 __all__ = [
     "LearnedPositionEmbedding",
+    "WindowLayout",
     "Windows",
     "__version__",
     "config",
@@ -46,5 +47,6 @@ __all__ = [
     "show_config",
     "similarity",
     "stitch",
+    "window_layout",
     "windows",
 ]

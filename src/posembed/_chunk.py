@@ -10,14 +10,21 @@ import sys
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from posembed import _validate as v
-from posembed._windows import TAILS, Windows, _offsets, _step, window_counts, windows
+from posembed._windows import (
+    TAILS,
+    _check_pad_value,
+    _cut,
+    _layout_part,
+    _LayoutPart,
+    _offsets,
+    _step,
+)
 
 # Output bytes built per kernel call: large enough to keep the threads busy,
 # small enough that the command needs about 2 x this much memory, whatever the file.
@@ -31,8 +38,24 @@ class ChunkError(ValueError):
     """
 
 
-class _TokenFile:
-    """Tokens on disk, mapped a slice at a time (so memory holds a few batches, not the file)."""
+class TokenFile:
+    """A 1-D token file on disk, memory-mapped a slice at a time.
+
+    Memory holds the slices in use, never the whole file; a closed
+    ``TokenFile`` pickles small (a path and four numbers), so workers of a
+    cluster can each open and read their own slices.
+
+    Attributes
+    ----------
+    path : Path
+        The file.
+    dtype : numpy.dtype
+        The tokens' integer dtype (native byte order).
+    offset : int
+        Bytes before the first token (a ``.npy`` header; 0 for a raw file).
+    count : int
+        Number of tokens.
+    """
 
     def __init__(self, path: Path, dtype: np.dtype[Any], offset: int, count: int) -> None:
         self.path, self.dtype, self.offset, self.count = path, dtype, offset, count
@@ -40,20 +63,44 @@ class _TokenFile:
 
     @property
     def shape(self) -> tuple[int]:
+        """(count,), as for an array of the tokens."""
         return (self.count,)
 
     def open(self) -> None:
+        """Open the file for :meth:`read` (:meth:`close` closes it)."""
         self.fd = os.open(self.path, os.O_RDONLY)
 
     def close(self) -> None:
+        """Close the file (mapped slices stay readable until they are dropped)."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
 
     def read(self, start: int, stop: int) -> np.ndarray:
-        """Tokens [start, stop), memory-mapped (the page cache's own pages, not
-        a copy) and asked for ahead of use; the mapping goes when the array does.
-        As with any memory map, the file must not shrink while it is read."""
+        """Tokens [start, stop), memory-mapped and asked for ahead of use.
+
+        The array holds the page cache's own pages, not a copy; the mapping
+        goes when the array does. As with any memory map, the file must not
+        shrink while it is read.
+
+        Parameters
+        ----------
+        start, stop : int
+            The token range, 0 <= start and stop <= count (stop <= start: no
+            tokens).
+
+        Returns
+        -------
+        ndarray, shape (stop - start,)
+            Read-only, of :attr:`dtype`.
+
+        Raises
+        ------
+        ChunkError
+            The file is shorter than the range (it changed while being read).
+        OSError
+            The file is not open, or cannot be mapped.
+        """
         n = max(0, stop - start)
         if n == 0:
             return np.empty(0, self.dtype)
@@ -68,7 +115,7 @@ class _TokenFile:
         return np.frombuffer(mapped, self.dtype, count=n, offset=pos - base)
 
 
-def _open_tokens(path: Path, dtype: str | None) -> _TokenFile:
+def _open_tokens(path: Path, dtype: str | None) -> TokenFile:
     if not path.is_file():
         raise ChunkError(f"{path}: no such file")
     if path.suffix == ".npy":
@@ -91,7 +138,7 @@ def _open_tokens(path: Path, dtype: str | None) -> _TokenFile:
         if not mapped.dtype.isnative:
             raise ChunkError(f"{path}: tokens must be in native byte order; got {mapped.dtype}")
         header = int(mapped.offset)
-        result = _TokenFile(path, mapped.dtype, header, int(mapped.shape[0]))
+        result = TokenFile(path, mapped.dtype, header, int(mapped.shape[0]))
         del mapped
         return result
     else:
@@ -103,40 +150,15 @@ def _open_tokens(path: Path, dtype: str | None) -> _TokenFile:
             raise ChunkError(f"--dtype {dtype!r} is not a NumPy dtype") from None
         if dt.kind not in "iu":
             raise ChunkError(f"--dtype must be an integer type; got {dt}")
+        if not dt.isnative:
+            raise ChunkError(f"--dtype must be in native byte order; got {dt.str}")
         nbytes = path.stat().st_size
         if nbytes % dt.itemsize:
             raise ChunkError(
                 f"{path}: {nbytes} bytes is not a whole number of {dt} tokens "
                 f"({dt.itemsize} bytes each)"
             )
-        return _TokenFile(path, dt, 0, nbytes // dt.itemsize)
-
-
-def _pieces(counts: np.ndarray, per_batch: int) -> Iterator[tuple[int, int, int, int]]:
-    """(first document, end document, first window in the first document, windows)
-    pieces of at most `per_batch` windows; a document with more is cut into
-    window ranges."""
-    ndocs = len(counts)
-    d = 0
-    while d < ndocs:
-        if counts[d] > per_batch:
-            # The last part keeps at least two windows: with tail="shift" its
-            # last window starts before the part's pad start.
-            total, k0 = int(counts[d]), 0
-            while k0 < total:
-                take = min(per_batch, total - k0)
-                if total - k0 - take == 1:
-                    take += 1
-                yield d, d + 1, k0, take
-                k0 += take
-            d += 1
-            continue
-        e, total = d, 0
-        while e < ndocs and counts[e] <= per_batch and total + counts[e] <= per_batch:
-            total += int(counts[e])
-            e += 1
-        yield d, e, 0, total
-        d = e
+        return TokenFile(path, dt, 0, nbytes // dt.itemsize)
 
 
 def chunk_file(
@@ -198,10 +220,12 @@ def chunk_file(
         Any problem with the input or the parameters, in one line: a bad
         ``size``, ``step``, ``overlap`` or ``tail``; ``output_dir`` exists
         without ``force``; a missing, empty or unreadable ``.npy`` input, one
-        that is not 1-D integers in native byte order, a raw file without ``dtype`` (or not a
-        whole number of its tokens), ``dtype`` with a ``.npy`` file; a
-        ``pad_value`` that does not fit; empty, unreadable or invalid offsets;
-        an input that shrinks while it is read. A ChunkError is a ValueError.
+        that is not 1-D integers in native byte order, a raw file without
+        ``dtype`` (or not a whole number of its tokens), a ``dtype`` that is
+        not an integer type in native byte order, ``dtype`` with a ``.npy``
+        file; a ``pad_value`` that does not fit; empty, unreadable or invalid
+        offsets; an input that shrinks while it is read. A ChunkError is a
+        ValueError.
     TypeError
         A ``pad_value`` that is not an integer; a ``force`` or ``quiet`` that
         is not a bool.
@@ -209,38 +233,52 @@ def chunk_file(
         Writing the outputs fails (the temporary folder is removed).
     """
     quiet = v.flag(quiet, "quiet")
-    src, out, n, s, tokens, offsets = _prepare(
-        input_path, output_dir, size, step, overlap, tail, dtype, offsets_path, pad_value, force
+    job = prepare_chunk(
+        input_path,
+        output_dir,
+        size=size,
+        step=step,
+        overlap=overlap,
+        tail=tail,
+        dtype=dtype,
+        offsets_path=offsets_path,
+        pad_value=pad_value,
+        force=force,
     )
-    counts = window_counts(np.diff(offsets), n, s, tail)
-    first = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    total = int(first[-1])
-    per_batch = max(1, BATCH_BYTES // (n * tokens.dtype.itemsize))
+    tokens, out = job.tokens, job.output
+    # Every document's windows are counted once, here; each batch then takes
+    # its range of the layout (memory holds a batch's windows, never all).
+    window_offsets = _layout_part(
+        job.doc_offsets, job.size, job.step, job.tail, end=0
+    ).window_offsets
+    total = int(window_offsets[-1])
+    per_batch = max(1, BATCH_BYTES // (job.size * tokens.dtype.itemsize))
 
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     outputs: dict[str, _NpyWriter] = {}
     try:
-        outputs["windows"] = _NpyWriter(tmp / "windows.npy", tokens.dtype, (total, n))
+        outputs["windows"] = _NpyWriter(tmp / "windows.npy", tokens.dtype, (total, job.size))
         for name in ("starts", "lengths", "documents"):
             outputs[name] = _NpyWriter(tmp / f"{name}.npy", np.dtype(np.int64), (total,))
         tokens.open()
-        plans = (
-            _plan(piece, counts, offsets, first, n, s, tail) for piece in _pieces(counts, per_batch)
+        batches = (
+            _batch(job, window_offsets, begin, min(total, begin + per_batch))
+            for begin in range(0, total, per_batch)
         )
         bar = _progress(tokens.count, quiet)
-        _run_pipeline(plans, tokens, outputs, n, s, pad_value, per_batch, bar)
+        _run_pipeline(batches, job, outputs, pad_value, per_batch, bar)
         for writer in outputs.values():
             writer.close()
         meta = {
-            "input": str(src),
+            "input": str(job.source),
             "tokens": int(tokens.shape[0]),
-            "documents": len(counts),
+            "documents": int(job.doc_offsets.shape[0] - 1),
             "windows": total,
-            "size": n,
-            "step": s,
-            "tail": tail,
+            "size": job.size,
+            "step": job.step,
+            "tail": job.tail,
             "dtype": tokens.dtype.name,
             "pad_value": pad_value,
         }
@@ -258,34 +296,87 @@ def chunk_file(
     return meta
 
 
-def _prepare(
+class ChunkJob(NamedTuple):
+    """A checked ``posembed chunk`` run, as :func:`prepare_chunk` returns it.
+
+    Attributes
+    ----------
+    source : Path
+        The token file.
+    output : Path
+        The folder to write.
+    size : int
+        Window length.
+    step : int
+        Distance between window starts.
+    tail : {"pad", "shift", "drop"}
+        How the last window of each document is placed.
+    tokens : TokenFile
+        The input, not yet opened.
+    doc_offsets : ndarray of int64, shape (documents + 1,)
+        The documents' offsets, from 0 to the token count.
+    """
+
+    source: Path
+    output: Path
+    size: int
+    step: int
+    tail: str
+    tokens: TokenFile
+    doc_offsets: np.ndarray
+
+
+def prepare_chunk(
     input_path: str | os.PathLike[str],
     output_dir: str | os.PathLike[str],
+    *,
     size: int,
-    step: int | None,
-    overlap: int | None,
-    tail: str,
-    dtype: str | None,
-    offsets_path: str | os.PathLike[str] | None,
-    pad_value: int,
-    force: bool,
-) -> tuple[Path, Path, int, int, _TokenFile, np.ndarray]:
-    """The checks of chunk_file (and of posembed.dask.chunk_parts): the paths,
-    size, step, the token file (opened lazily) and the document offsets."""
+    step: int | None = None,
+    overlap: int | None = None,
+    tail: str = "pad",
+    dtype: str | None = None,
+    offsets_path: str | os.PathLike[str] | None = None,
+    pad_value: int = 0,
+    force: bool = False,
+) -> ChunkJob:
+    """Check a ``posembed chunk`` run's arguments and open its input.
+
+    What :func:`chunk_file` and ``posembed.dask.chunk_parts`` do first; a
+    pipeline of one's own can start from it too.
+
+    Parameters
+    ----------
+    input_path, output_dir, size, step, overlap, tail, dtype, offsets_path, pad_value, force
+        As for :func:`chunk_file`.
+
+    Returns
+    -------
+    ChunkJob
+        The paths, the window parameters, the token file (not yet opened)
+        and the document offsets.
+
+    Raises
+    ------
+    ChunkError
+        As for :func:`chunk_file` (a ValueError).
+    TypeError
+        A ``force`` that is not a bool.
+    """
     src, out = Path(input_path), Path(output_dir)
     force = v.flag(force, "force")
     try:
-        n = v.positive_int(size, "--size")
-        s = _step(n, step, overlap)
+        size = v.positive_int(size, "--size")
+        step = _step(size, step, overlap)
         v.choice(tail, "--tail", TAILS)
     except (TypeError, ValueError) as exc:
         raise ChunkError(str(exc)) from None
     if out.exists() and not force:
         raise ChunkError(f"{out} exists; pass --force to replace it")
     tokens = _open_tokens(src, dtype)
-    info = np.iinfo(tokens.dtype)
-    if not info.min <= pad_value <= info.max:
-        raise ChunkError(f"--pad-value {pad_value} does not fit {tokens.dtype}")
+    try:
+        _check_pad_value(pad_value, tokens.dtype)  # TypeError unless an integer
+    except ValueError:
+        raise ChunkError(f"--pad-value {pad_value} does not fit {tokens.dtype}") from None
     if offsets_path is None:
         offsets = np.array([0, tokens.shape[0]], dtype=np.int64)
     else:
@@ -298,44 +389,26 @@ def _prepare(
             ) from None
         except (OSError, TypeError, ValueError) as exc:
             raise ChunkError(f"--offsets {offsets_path}: {exc}") from None
-    return src, out, n, s, tokens, offsets
+    return ChunkJob(src, out, size, step, tail, tokens, offsets)
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """One batch: tokens [lo, hi) cut with these windows() arguments, written
-    from output row w0; document and start numbers shift by d and k0 * step."""
+class _Batch(NamedTuple):
+    """Windows [begin, begin + len(layout)) of a run: their layout and the
+    corpus tokens [first_token, end_token) they cover."""
 
-    lo: int
-    hi: int
-    tail: str
-    offsets: np.ndarray | None
-    w0: int
-    d: int
-    k0: int
-    count: int  # windows in this batch
-    done: int  # input tokens fully handled once this batch is written
+    begin: int
+    layout: _LayoutPart
+    first_token: int
+    end_token: int
 
 
-def _plan(
-    piece: tuple[int, int, int, int],
-    counts: np.ndarray,
-    offsets: np.ndarray,
-    first: np.ndarray,
-    size: int,
-    step: int,
-    tail: str,
-) -> _Plan | None:
-    d, e, k0, count = piece
-    if count == 0:
-        return None
-    lo = int(offsets[d]) + k0 * step
-    w0 = int(first[d]) + k0
-    if e == d + 1 and k0 + count < counts[d]:  # a middle part of one long document
-        hi = lo + (count - 1) * step + size
-        return _Plan(lo, hi, "pad", None, w0, d, k0, count, lo + count * step)
-    offs = offsets[d : e + 1] - lo if k0 == 0 else None
-    return _Plan(lo, int(offsets[e]), tail, offs, w0, d, k0, count, int(offsets[e]))
+def _batch(job: ChunkJob, window_offsets: np.ndarray, begin: int, end: int) -> _Batch:
+    layout = _layout_part(job.doc_offsets, job.size, job.step, job.tail, window_offsets, begin, end)
+    offsets = job.doc_offsets
+    # windows lie in corpus order: the first starts first, the last ends last
+    first_token = int(offsets[layout.documents[0]] + layout.starts[0])
+    end_token = int(offsets[layout.documents[-1]] + layout.starts[-1] + layout.lengths[-1])
+    return _Batch(begin, layout, first_token, end_token)
 
 
 # Batches mapped ahead of and written behind the one being cut: the reads and
@@ -344,61 +417,61 @@ READ_AHEAD, WRITE_BEHIND = 2, 2
 
 
 def _run_pipeline(
-    plans: Iterator[_Plan | None],
-    tokens: _TokenFile,
+    batches: Iterator[_Batch],
+    job: ChunkJob,
     outputs: dict[str, _NpyWriter],
-    size: int,
-    step: int,
     pad_value: int,
     per_batch: int,
     bar: Any,
 ) -> None:
+    tokens, size = job.tokens, job.size
     # Windows are cut into a ring of buffers, each free again by the time it
     # comes round (at most WRITE_BEHIND writes are in flight): no batch pays
     # for the page faults of a new array.
-    # (_pieces may give a batch one window more than per_batch.)
-    ring = [np.empty((per_batch + 1, size), tokens.dtype) for _ in range(WRITE_BEHIND + 1)]
+    ring = [np.empty((per_batch, size), tokens.dtype) for _ in range(WRITE_BEHIND + 1)]
 
-    def write(plan: _Plan, part: Windows) -> None:
-        outputs["windows"].write(plan.w0, part.tokens)
-        outputs["starts"].write(plan.w0, part.starts + (plan.k0 * step))
-        outputs["lengths"].write(plan.w0, part.lengths)
-        outputs["documents"].write(plan.w0, part.documents + plan.d)
+    def write(batch: _Batch, rows: np.ndarray) -> None:
+        outputs["windows"].write(batch.begin, rows)
+        outputs["starts"].write(batch.begin, batch.layout.starts)
+        outputs["lengths"].write(batch.begin, batch.layout.lengths)
+        outputs["documents"].write(batch.begin, batch.layout.documents)
 
     # Batches are mapped READ_AHEAD ahead of the one being cut: mapping is
     # cheap, and MADV_WILLNEED has the kernel read them in meanwhile.
-    todo = (p for p in plans if p is not None)
-    ahead: deque[tuple[_Plan, np.ndarray]] = deque()
+    ahead: deque[tuple[_Batch, np.ndarray]] = deque()
     writes: deque[Future[None]] = deque()
 
     def map_ahead() -> None:
         while len(ahead) < READ_AHEAD:
-            plan = next(todo, None)
-            if plan is None:
+            batch = next(batches, None)
+            if batch is None:
                 return
-            ahead.append((plan, tokens.read(plan.lo, plan.hi)))
+            ahead.append((batch, tokens.read(batch.first_token, batch.end_token)))
 
     with ThreadPoolExecutor(1) as writer:
         try:
             map_ahead()
             turn = 0
             while ahead:
-                plan, batch = ahead.popleft()
+                batch, mapped = ahead.popleft()
                 map_ahead()
-                part = windows(
-                    batch,
+                layout = batch.layout
+                rows = _cut(
+                    v.kernel_array(mapped),
+                    batch.first_token,
+                    job.doc_offsets,
+                    layout.starts,
+                    layout.lengths,
+                    layout.documents,
                     size,
-                    step=step,
-                    tail=plan.tail,
-                    pad_value=pad_value,
-                    offsets=plan.offsets,
-                    out=ring[turn % len(ring)][: plan.count],
+                    pad_value,
+                    ring[turn % len(ring)][: layout.starts.shape[0]],
                 )
-                del batch  # its mapping goes with it
-                writes.append(writer.submit(write, plan, part))
+                del mapped  # its mapping goes with it
+                writes.append(writer.submit(write, batch, rows))
                 while len(writes) > WRITE_BEHIND:
                     writes.popleft().result()
-                bar.update(max(0, plan.done - bar.n))
+                bar.update(max(0, batch.end_token - bar.n))  # each token cut at least once
                 turn += 1
             while writes:
                 writes.popleft().result()

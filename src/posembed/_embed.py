@@ -13,6 +13,7 @@ from posembed import _core
 from posembed import _validate as v
 
 _last = threading.local()
+_MASK_ELEMENTS = 1 << 62
 
 
 def last_seed() -> int | None:
@@ -110,6 +111,7 @@ def embed(
     dropout: float = 0.0,
     seed: int | None = None,
     out: np.ndarray | None = None,
+    first_row: int = 0,
 ) -> np.ndarray:
     """``dropout(token_table[token_ids] + pos_table[positions])`` in one pass.
 
@@ -141,6 +143,12 @@ def embed(
     out : ndarray, optional
         Destination of shape ``token_ids.shape + (d,)`` and the tables' dtype,
         writeable, C-contiguous and not overlapping an input.
+    first_row : int
+        Where this batch sits in a larger one, >= 0: its output's row 0 (of
+        the output seen as rows of d) is row ``first_row`` of the larger
+        batch's, and gets that row's dropout mask. A batch embedded piece by
+        piece (as ``posembed.dask.embed`` does) then gets the mask one call
+        gives it. Default 0, the batch on its own.
 
     Returns
     -------
@@ -154,33 +162,17 @@ def embed(
         one, with its index), or ``offset + T`` past L.
     TypeError
         A table NumPy cannot read or not of a float dtype above; tables of
-        different dtypes; non-integer ids or positions; a ``dropout``, ``offset``
-        or ``seed`` of the wrong type; ``out`` that is not an ndarray or of
-        another dtype.
+        different dtypes; non-integer ids or positions; a ``dropout``, ``offset``,
+        ``seed`` or ``first_row`` of the wrong type; ``out`` that is not an
+        ndarray or of another dtype.
     ValueError
         A table that is not 2-D; tables with different ``d``; ids that are not
         1-D or 2-D; ``dropout`` outside [0, 1); a negative ``offset``, or
         ``positions`` with a non-zero ``offset``; positions that do not
-        broadcast to the ids' shape; ``seed`` outside 0..2**64-1; ``out`` of the
+        broadcast to the ids' shape; ``seed`` outside 0..2**64-1; a negative
+        ``first_row``, or one whose rows of d values reach 2^62; ``out`` of the
         wrong shape, read-only, misaligned, non-contiguous or overlapping an input.
     """
-    return _embed(token_table, token_ids, pos_table, positions, offset, dropout, seed, out, 0)
-
-
-def _embed(
-    token_table: Any,
-    token_ids: Any,
-    pos_table: Any,
-    positions: Any,
-    offset: int,
-    dropout: float,
-    seed: int | None,
-    out: np.ndarray | None,
-    first_row: int,
-) -> np.ndarray:
-    """:func:`embed`, with the dropout mask of rows ``first_row`` on of a larger
-    batch (posembed.dask embeds a batch block by block, each with the mask the
-    whole batch would give it)."""
     tt, kind = v.float_table(token_table, "token_table")
     pt, _ = v.float_table(pos_table, "pos_table")
     if tt.dtype != pt.dtype:
@@ -198,6 +190,12 @@ def _embed(
     if tt.shape[0] == 0:  # no row for any id
         _core.check_in_range(ids, 0, "token_ids", "token id", "token_table")
     rate = v.probability(dropout, "dropout")
+    row = v.non_negative_int(first_row, "first_row")
+    if row > _MASK_ELEMENTS // max(tt.shape[1], 1):  # the mask counts elements in int64
+        raise ValueError(
+            f"first_row must be in 0..{_MASK_ELEMENTS // max(tt.shape[1], 1)} (rows of "
+            f"{tt.shape[1]} values below 2^62); got {row}"
+        )
     length = pt.shape[0]
     tokens = ids.shape[-1]
     given: np.ndarray | None = None
@@ -243,6 +241,6 @@ def _embed(
         start = 0  # nothing is read: any offset >= 0 will do, even one past int64
     # the kernel checks every id and position before it writes anything
     result: np.ndarray = _core.embed(
-        tt, pt, kind, ids, given, start, rate > 0, seed_value, threshold, scale, out, first_row
+        tt, pt, kind, ids, given, start, rate > 0, seed_value, threshold, scale, out, row
     )
     return result

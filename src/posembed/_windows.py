@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -14,11 +14,9 @@ from posembed import _validate as v
 
 TAILS = _core.Tail.__members__
 OWNER_RULES = _core.OwnerRule.__members__
-# "first" and "center" take the slot that Windows.owner(rule) marks.
-REDUCES = {
-    **{name: _core.Reduce.__members__[name] for name in ("mean", "sum", "max")},
-    **{rule: _core.Reduce.__members__["owned"] for rule in OWNER_RULES},
-}
+# "first" and "center" take the slot of the window that owns the token, the
+# one Windows.owner(rule) marks: the kernel finds it for each token itself.
+REDUCES = _core.Reduce.__members__
 
 
 @dataclass(frozen=True)
@@ -99,24 +97,347 @@ class Windows:
         return _core.window_owner(*_fields(self), chosen)
 
 
+@dataclass(frozen=True)
+class WindowLayout:
+    """Where the windows of a corpus lie, before any token is cut.
+
+    What :func:`window_layout` returns: the starts, lengths and documents
+    that :func:`windows` gives, from the document lengths alone, and where
+    each document's windows begin. ``len(layout)`` is the number of windows n.
+
+    Attributes
+    ----------
+    starts : ndarray of int64, shape (n,)
+        Start of each window within its document.
+    lengths : ndarray of int64, shape (n,)
+        Number of the document's tokens in each window (the slots after them
+        are padding).
+    documents : ndarray of int64, shape (n,)
+        Index of each window's document.
+    window_offsets : ndarray of int64, shape (documents + 1,)
+        CSR offsets of the windows: document k's windows are
+        ``window_offsets[k]`` to ``window_offsets[k + 1] - 1``; the last entry
+        is n.
+    doc_offsets : ndarray of int64, shape (documents + 1,)
+        CSR offsets of the documents' tokens (``[0, N]`` for one stream of N).
+    size : int
+        Window length.
+    step : int
+        Distance between window starts in a document.
+    tail : {"pad", "shift", "drop"}
+        How the last window of each document is placed.
+    """
+
+    starts: np.ndarray
+    lengths: np.ndarray
+    documents: np.ndarray
+    window_offsets: np.ndarray
+    doc_offsets: np.ndarray
+    size: int
+    step: int
+    tail: str
+
+    def __len__(self) -> int:
+        return int(np.shape(self.starts)[0])
+
+    def cut(
+        self,
+        tokens: Any,
+        *,
+        windows: slice | None = None,
+        token_start: int = 0,
+        pad_value: int = 0,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The token rows of these windows, cut from ``tokens``.
+
+        ``window_layout(offsets, size, ...).cut(tokens)`` equals
+        ``windows(tokens, size, ..., offsets=offsets).tokens``. With
+        ``windows`` and ``token_start`` a range of windows is cut from a
+        slice of the corpus (a batch of a stream, a block of a Dask array), so
+        no call needs all the tokens at once.
+
+        Parameters
+        ----------
+        tokens : array_like of int, shape (M,)
+            The corpus's tokens from ``token_start`` on (all N of them by
+            default); they must hold every token of the windows cut. The rows
+            keep their dtype (in native byte order).
+        windows : slice, optional
+            The windows to cut, ``slice(a, b)`` (step 1, as for a list);
+            default all of them.
+        token_start : int
+            Index in the corpus of ``tokens[0]``, >= 0.
+        pad_value : int
+            Fills the slots past each window's length; must fit the tokens'
+            dtype.
+        out : ndarray, optional
+            C-contiguous array of shape (windows cut, size) and the tokens'
+            dtype to write the rows into (a buffer reused batch after batch);
+            it is returned. Checked before anything is written.
+
+        Returns
+        -------
+        ndarray, shape (windows cut, size)
+            The tokens' dtype; row i is window ``a + i``.
+
+        Raises
+        ------
+        TypeError
+            ``tokens`` that NumPy cannot read or not of an integer dtype;
+            ``windows`` that is not a slice of integers; a ``token_start`` or
+            ``pad_value`` that is not an integer; ``out`` that is not an
+            ndarray or of another dtype; (for a ``WindowLayout`` built by
+            hand) ``starts``, ``lengths``, ``documents`` or ``doc_offsets``
+            that is not a 1-D integer array, a ``size`` that is not an integer.
+        ValueError
+            ``tokens`` that is not 1-D or does not hold the windows' tokens;
+            a ``windows`` slice whose step is not 1; a ``token_start`` below 0
+            or of 2^62 or more; a ``pad_value`` that does not fit the tokens'
+            dtype; ``out`` of the wrong shape, read-only, misaligned,
+            non-contiguous or overlapping an input; (for a ``WindowLayout``
+            built by hand) arrays that do not describe its documents.
+        """
+        token_array = v.as_array(tokens, "tokens")
+        if token_array.ndim != 1:
+            raise ValueError(f"tokens must be 1-D; got shape {token_array.shape}")
+        if token_array.dtype.kind not in "iu":
+            raise TypeError(f"tokens must be integers; got dtype {token_array.dtype}")
+        begin, end = _window_range(windows, len(self))
+        first_token = v.non_negative_int(token_start, "token_start")
+        v.check_sizes("token_start", first_token)  # a corpus position: int64, with room to spare
+        size = v.positive_int(self.size, "layout.size")
+        v.check_sizes("layout.size", size, token_array.itemsize)
+        _check_pad_value(pad_value, token_array.dtype)
+        doc_offsets, starts, lengths, documents = (
+            _int_field(self, name, "layout") for name in _FIELDS
+        )
+        if not starts.shape == lengths.shape == documents.shape:
+            raise ValueError(
+                f"layout.starts, .lengths and .documents must have one entry per window; got "
+                f"{starts.shape[0]}, {lengths.shape[0]} and {documents.shape[0]}"
+            )
+        starts, lengths, documents = starts[begin:end], lengths[begin:end], documents[begin:end]
+        if begin < end:
+            _check_covered(doc_offsets, starts, lengths, documents, first_token, token_array)
+        native = token_array.dtype.newbyteorder("=")
+        if out is not None:
+            out = v.check_out(
+                out,
+                (end - begin, size),
+                native,
+                tokens=(token_array, tokens),
+                layout=(doc_offsets, starts, lengths, documents),
+            )
+        token_array = v.kernel_array(token_array, native)
+        return _cut(
+            token_array, first_token, doc_offsets, starts, lengths, documents, size, pad_value, out
+        )
+
+
+def _window_range(windows: Any, count: int) -> tuple[int, int]:
+    """[begin, end) of the windows a slice names, as ``list[windows]`` would."""
+    if windows is None:
+        return 0, count
+    if not isinstance(windows, slice):
+        raise TypeError(
+            f"windows must be a slice of window indices, such as slice(a, b); "
+            f"got {type(windows).__name__} {windows!r}"
+        )
+    try:
+        begin, end, step = windows.indices(count)
+    except TypeError:
+        raise TypeError(f"windows must be a slice of integers; got {windows!r}") from None
+    if step != 1:
+        raise ValueError(
+            f"windows must be a slice with step 1 (a range of windows); got {windows!r}"
+        )
+    return begin, max(begin, end)
+
+
+def _check_covered(
+    doc_offsets: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    documents: np.ndarray,
+    first_token: int,
+    tokens: np.ndarray,
+) -> None:
+    """ValueError unless ``tokens`` (the corpus's from ``first_token`` on)
+    hold the windows' tokens. Windows lie in corpus order, so the first and
+    the last tell; for a layout built by hand the kernel checks every one."""
+    ndocs = doc_offsets.shape[0] - 1
+    first_doc, last_doc = int(documents[0]), int(documents[-1])
+    if not (0 <= first_doc < ndocs and 0 <= last_doc < ndocs):
+        return
+    need_from = int(doc_offsets[first_doc]) + int(starts[0])
+    need_to = int(doc_offsets[last_doc]) + int(starts[-1]) + int(lengths[-1])
+    held_to = first_token + tokens.shape[0]
+    if need_from < first_token or need_to > held_to:
+        held = f"{first_token}..{held_to - 1}" if held_to > first_token else "none"
+        raise ValueError(
+            f"tokens must hold the corpus's tokens {need_from}..{need_to - 1} that these windows "
+            f"cover; they hold {held} (token_start={first_token}, {tokens.shape[0]} tokens)"
+        )
+
+
+def _cut(
+    tokens: np.ndarray,
+    token_start: int,
+    doc_offsets: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    documents: np.ndarray,
+    size: int,
+    pad_value: int,
+    out: np.ndarray | None,
+) -> np.ndarray:
+    """The rows of windows (a layout or a range of one), cut by the kernel from
+    native ``tokens`` that start at corpus token ``token_start``."""
+    pad = np.array([pad_value], dtype=tokens.dtype)
+    rows: np.ndarray = _core.fill_windows(
+        tokens, token_start, doc_offsets, starts, lengths, documents, size, pad, out
+    )
+    return rows
+
+
+class _LayoutPart(NamedTuple):
+    """What the layout kernel returns: the window offsets of every document,
+    and the starts, lengths and documents of the windows asked for."""
+
+    window_offsets: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+    documents: np.ndarray
+
+
+def _layout_part(
+    doc_offsets: np.ndarray,
+    size: int,
+    step: int,
+    tail: str,
+    window_offsets: np.ndarray | None = None,
+    begin: int = 0,
+    end: int = -1,
+) -> _LayoutPart:
+    """The one call into the layout kernel (arguments already checked):
+    windows [begin, end), end -1 meaning to the last. The documents' windows
+    are counted unless ``window_offsets`` from an earlier call are given (a
+    stream takes its windows range by range, never holding them all)."""
+    return _LayoutPart(
+        *_core.window_layout(doc_offsets, size, step, TAILS[tail], window_offsets, begin, end)
+    )
+
+
+def _layout(doc_offsets: np.ndarray, size: int, step: int, tail: str) -> WindowLayout:
+    part = _layout_part(doc_offsets, size, step, tail)
+    return WindowLayout(
+        part.starts,
+        part.lengths,
+        part.documents,
+        part.window_offsets,
+        doc_offsets,
+        size,
+        step,
+        tail,
+    )
+
+
+def window_layout(
+    offsets_or_token_count: Any,
+    size: int,
+    *,
+    step: int | None = None,
+    overlap: int | None = None,
+    tail: str = "pad",
+) -> WindowLayout:
+    """Where the windows of a corpus lie, from its document lengths alone.
+
+    The starts, lengths and documents of the windows that :func:`windows`
+    cuts with the same arguments, before any token is read: size the buffers
+    first (``len(layout)`` windows of ``size`` tokens), then cut the tokens
+    all at once or range by range with :meth:`WindowLayout.cut`.
+
+    Parameters
+    ----------
+    offsets_or_token_count : int or array_like of int
+        The number of tokens N of one stream, or the CSR offsets of a corpus,
+        shape (documents + 1,): document k is tokens ``offsets[k]`` to
+        ``offsets[k+1] - 1``; they start at 0 and never decrease.
+    size : int
+        Window length, >= 1.
+    step : int, optional
+        Distance between window starts, 1..size; default ``size`` (no
+        overlap). At most one of ``step`` and ``overlap``.
+    overlap : int, optional
+        ``size - step``, 0..size-1.
+    tail : {"pad", "shift", "drop"}
+        How the last window of each document is placed, as for
+        :func:`windows`.
+
+    Returns
+    -------
+    WindowLayout
+        The windows' starts, lengths and documents, each document's first
+        window, and the arguments.
+
+    Raises
+    ------
+    TypeError
+        A ``size``, ``step`` or ``overlap`` that is not an integer; a token
+        count that is a bool; offsets that are not a 1-D integer array.
+    ValueError
+        ``size`` < 1 or >= 2^62; both ``step`` and ``overlap``; ``step``
+        outside 1..size or ``overlap`` outside 0..size-1; an unknown
+        ``tail``; a negative token count, or one of 2^63 or more; offsets
+        that do not start at 0, that decrease or that reach 2^63.
+    """
+    size = v.positive_int(size, "size")
+    v.check_sizes("size", size)  # positions in a window must fit int64, with room to spare
+    step = _step(size, step, overlap)
+    v.choice(tail, "tail", TAILS)
+    if isinstance(offsets_or_token_count, (int, np.integer)):  # bool too: refused by name
+        count = v.non_negative_int(offsets_or_token_count, "offsets_or_token_count")
+        if count > _INT64_MAX:
+            raise ValueError(f"offsets_or_token_count must stay below 2^63; got {count}")
+        doc_offsets = np.array([0, count], dtype=np.int64)
+    else:
+        doc_offsets = _offsets(offsets_or_token_count, None)
+    return _layout(doc_offsets, size, step, tail)
+
+
 _FIELDS = ("doc_offsets", "starts", "lengths", "documents")
+_INT64_MAX = 2**63 - 1
 
 
-def _fields(w: Windows) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+class _WindowArrays(NamedTuple):
+    """A Windows' arrays and size as the kernels take them."""
+
+    doc_offsets: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+    documents: np.ndarray
+    size: int
+
+
+def _int_field(record: Any, name: str, prefix: str) -> np.ndarray:
+    """Field ``name`` of a Windows or WindowLayout as int64, refused by name
+    unless it is a 1-D integer array (one built by hand may hold anything)."""
+    a = getattr(record, name)
+    if not (type(a) is np.ndarray and a.dtype == np.int64 and a.ndim == 1):
+        a = v.as_array(a, f"{prefix}.{name}")
+        if a.ndim != 1 or a.dtype.kind not in "iu":
+            raise TypeError(
+                f"{prefix}.{name} must be a 1-D integer array; got {a.dtype} of shape {a.shape}"
+            )
+    return v.kernel_array(a, np.int64)
+
+
+def _fields(w: Windows) -> _WindowArrays:
     """doc_offsets, starts, lengths, documents and size as the kernels take them.
     A Windows built by hand with a field of the wrong kind is refused by name;
     whether the fields describe the documents the kernels check."""
-    arrays = []
-    for name in _FIELDS:
-        a = getattr(w, name)
-        if not (type(a) is np.ndarray and a.dtype == np.int64 and a.ndim == 1):
-            a = v.as_array(a, f"windows.{name}")
-            if a.ndim != 1 or a.dtype.kind not in "iu":
-                raise TypeError(
-                    f"windows.{name} must be a 1-D integer array; got {a.dtype} of shape {a.shape}"
-                )
-        arrays.append(v.kernel_array(a, np.int64))
-    offsets, starts, lengths, documents = arrays
+    offsets, starts, lengths, documents = (_int_field(w, name, "windows") for name in _FIELDS)
     if offsets.size == 0 or offsets[0] != 0 or (offsets[1:] < offsets[:-1]).any():
         raise ValueError(
             f"windows.doc_offsets must start at 0 and never decrease; got {offsets.tolist()[:8]}"
@@ -127,7 +448,8 @@ def _fields(w: Windows) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
             f"windows.tokens has {rows[0] if rows else 'no'} rows but windows.starts has "
             f"{starts.shape[0]} entries: one window per row"
         )
-    return offsets, starts, lengths, documents, v.positive_int(w.size, "windows.size")
+    size = v.positive_int(w.size, "windows.size")
+    return _WindowArrays(offsets, starts, lengths, documents, size)
 
 
 def _check_pad_value(pad_value: Any, dtype: np.dtype[Any]) -> None:
@@ -143,47 +465,47 @@ def _step(size: int, step: Any, overlap: Any) -> int:
     if step is not None and overlap is not None:
         raise ValueError("give step or overlap, not both (overlap = size - step)")
     if overlap is not None:
-        o = v.non_negative_int(overlap, "overlap")
-        if o >= size:
-            raise ValueError(f"overlap must be in 0..{size - 1} (less than size {size}); got {o}")
-        return size - o
+        shared = v.non_negative_int(overlap, "overlap")
+        if shared >= size:
+            raise ValueError(
+                f"overlap must be in 0..{size - 1} (less than size {size}); got {shared}"
+            )
+        return size - shared
     if step is None:
         return size
-    s = v.positive_int(step, "step")
-    if s > size:
+    chosen = v.positive_int(step, "step")
+    if chosen > size:
         raise ValueError(
-            f"step must be in 1..{size} (at most size, or tokens are skipped); got {s}"
+            f"step must be in 1..{size} (at most size, or tokens are skipped); got {chosen}"
         )
-    return s
+    return chosen
 
 
-def _offsets(offsets: Any, n_tokens: int) -> np.ndarray:
+def _offsets(offsets: Any, n_tokens: int | None) -> np.ndarray:
+    """CSR document offsets as int64: from 0 to ``n_tokens`` (to anywhere
+    below 2^63 when None), never decreasing; ``[0, n_tokens]`` for None."""
     if offsets is None:
         return np.array([0, n_tokens], dtype=np.int64)
-    o = v.as_array(offsets, "offsets")
-    if o.ndim != 1 or o.dtype.kind not in "iu":
-        raise TypeError(f"offsets must be a 1-D integer array; got {o.dtype} of shape {o.shape}")
-    if o.size == 0 or o[0] != 0 or o[-1] != n_tokens:
-        raise ValueError(
-            f"offsets must start at 0 and end at len(tokens) = {n_tokens}; "
-            f"got {o[:1].tolist()}..{o[-1:].tolist()}"
+    given = v.as_array(offsets, "offsets")
+    if given.ndim != 1 or given.dtype.kind not in "iu":
+        raise TypeError(
+            f"offsets must be a 1-D integer array; got {given.dtype} of shape {given.shape}"
         )
-    down = o[1:] < o[:-1]  # in the offsets' own dtype: uint64 past 2^63 compares right
+    ends = f"{given[:1].tolist()}..{given[-1:].tolist()}"
+    if n_tokens is None:
+        if given.size == 0 or given[0] != 0:
+            raise ValueError(f"offsets must start at 0; got {ends}")
+    elif given.size == 0 or given[0] != 0 or given[-1] != n_tokens:
+        raise ValueError(f"offsets must start at 0 and end at len(tokens) = {n_tokens}; got {ends}")
+    down = given[1:] < given[:-1]  # in the offsets' own dtype: uint64 past 2^63 compares right
     if down.any():
         k = int(np.flatnonzero(down)[0])
-        raise ValueError(f"offsets must not decrease; offsets[{k + 1}] = {o[k + 1]} < {o[k]}")
-    return v.kernel_array(o, np.int64)
-
-
-def window_counts(lengths: np.ndarray, size: int, step: int, tail: str) -> np.ndarray:
-    """Windows per document of these lengths (int64)."""
-    lengths = lengths.astype(np.int64, copy=False)
-    if tail == "drop":
-        return np.where(lengths < size, 0, (lengths - size) // step + 1)
-    counts: np.ndarray = np.where(
-        lengths == 0, 0, np.where(lengths <= size, 1, -(-(lengths - size) // step) + 1)
-    )
-    return counts
+        raise ValueError(
+            f"offsets must not decrease; offsets[{k + 1}] = {given[k + 1]} < {given[k]}"
+        )
+    if int(given[-1]) > _INT64_MAX:
+        raise ValueError(f"offsets must stay below 2^63; got {given[-1]}")
+    return v.kernel_array(given, np.int64)
 
 
 def windows(
@@ -199,7 +521,7 @@ def windows(
 ) -> Windows:
     """Cut tokens into windows of ``size``.
 
-    The seeds' sliding windows: each window gets positions 0..size-1. No
+    Sliding windows: each window gets positions 0..size-1. No
     window crosses a document boundary.
 
     Parameters
@@ -252,26 +574,42 @@ def windows(
         0 and end at N, or that decrease; ``out`` of the wrong shape,
         read-only, misaligned, non-contiguous or overlapping ``tokens``.
     """
-    t = v.as_array(tokens, "tokens")
-    if t.ndim != 1:
-        raise ValueError(f"tokens must be 1-D; got shape {t.shape}")
-    if t.dtype.kind not in "iu":
-        raise TypeError(f"tokens must be integers; got dtype {t.dtype}")
-    n = v.positive_int(size, "size")
-    v.check_sizes("size", n, t.itemsize)  # a window's bytes must fit int64
-    s = _step(n, step, overlap)
-    placement = TAILS[v.choice(tail, "tail", TAILS)]
-    _check_pad_value(pad_value, t.dtype)
-    o = _offsets(offsets, t.shape[0])
+    token_array = v.as_array(tokens, "tokens")
+    if token_array.ndim != 1:
+        raise ValueError(f"tokens must be 1-D; got shape {token_array.shape}")
+    if token_array.dtype.kind not in "iu":
+        raise TypeError(f"tokens must be integers; got dtype {token_array.dtype}")
+    size = v.positive_int(size, "size")
+    v.check_sizes("size", size, token_array.itemsize)  # a window's bytes must fit int64
+    step = _step(size, step, overlap)
+    v.choice(tail, "tail", TAILS)
+    _check_pad_value(pad_value, token_array.dtype)
+    doc_offsets = _offsets(offsets, token_array.shape[0])
+    layout = _layout(doc_offsets, size, step, tail)  # the windows are counted here, once
+    native = token_array.dtype.newbyteorder("=")
     if out is not None:
-        total = int(window_counts(np.diff(o), n, s, tail).sum())
         out = v.check_out(
-            out, (total, n), t.dtype.newbyteorder("="), tokens=(t, tokens), offsets=(o, offsets)
+            out,
+            (len(layout), size),
+            native,
+            tokens=(token_array, tokens),
+            offsets=(doc_offsets, offsets),
         )
-    t = v.kernel_array(t, t.dtype.newbyteorder("="))
-    pad = np.array([pad_value], dtype=t.dtype)
-    rows, starts, lengths, documents = _core.windows(t, o, n, s, placement, pad, out)
-    return Windows(rows, starts, lengths, documents, o, n, s, tail)
+    token_array = v.kernel_array(token_array, native)
+    rows = _cut(
+        token_array,
+        0,
+        doc_offsets,
+        layout.starts,
+        layout.lengths,
+        layout.documents,
+        size,
+        pad_value,
+        out,
+    )
+    return Windows(
+        rows, layout.starts, layout.lengths, layout.documents, doc_offsets, size, step, tail
+    )
 
 
 def _stitch_types(dtype: np.dtype[Any], reduce: str) -> tuple[np.dtype[Any], np.dtype[Any]]:
@@ -334,10 +672,10 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
     """
     if not isinstance(windows, Windows):
         raise TypeError(f"windows must be a posembed.Windows; got {type(windows).__name__}")
-    offsets, starts, lengths, documents, size = _fields(windows)
+    fields = _fields(windows)
     r = v.choice(reduce, "reduce", REDUCES)
     vals = v.as_array(values, "values")
-    lead = (starts.shape[0], size)
+    lead = (fields.starts.shape[0], fields.size)
     if vals.shape[:2] != lead:
         raise ValueError(
             f"values must have leading shape (windows, size) = {lead}; got shape {vals.shape}"
@@ -354,10 +692,16 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
             fill_value = compute.type(fill)
     except (TypeError, ValueError, OverflowError, FloatingPointError):
         raise TypeError(f"fill must be a number that fits {result}; got {fill!r}") from None
-    own = windows.owner(r) if r in ("first", "center") else None
     out = _core.stitch(
-        flat, offsets, starts, lengths, documents, size, REDUCES[r], own, fill_value.item()
+        flat,
+        fields.doc_offsets,
+        fields.starts,
+        fields.lengths,
+        fields.documents,
+        fields.size,
+        REDUCES[r],
+        fill_value.item(),
     )
-    total = int(offsets[-1])
+    total = int(fields.doc_offsets[-1])
     shaped: np.ndarray = out.reshape(total, *rest).astype(result, copy=False)
     return shaped

@@ -74,7 +74,8 @@ class Reduce(_Enum):
     mean: ClassVar[Reduce]
     sum: ClassVar[Reduce]
     max: ClassVar[Reduce]
-    owned: ClassVar[Reduce]
+    first: ClassVar[Reduce]
+    center: ClassVar[Reduce]
 
 @type_check_only
 class _Config(TypedDict):
@@ -160,15 +161,28 @@ def gather_backward(
     length: SupportsIndex,
     out: np.ndarray | None = None,
 ) -> np.ndarray: ...
-def windows(
-    tokens: np.ndarray,
-    doc_offsets: np.ndarray,
+def window_layout(
+    doc_offsets: npt.ArrayLike,
     size: SupportsIndex,
     step: SupportsIndex,
     tail: Tail,
+    win_offsets: npt.ArrayLike | None = None,
+    begin: SupportsIndex = 0,
+    end: SupportsIndex = -1,
+) -> tuple[
+    npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]
+]: ...
+def fill_windows(
+    tokens: np.ndarray,
+    token_start: SupportsIndex,
+    doc_offsets: npt.ArrayLike,
+    starts: npt.ArrayLike,
+    lengths: npt.ArrayLike,
+    documents: npt.ArrayLike,
+    size: SupportsIndex,
     pad: np.ndarray,
     out: np.ndarray | None = None,
-) -> tuple[np.ndarray, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]: ...
+) -> np.ndarray: ...
 def window_owner(
     doc_offsets: npt.ArrayLike,
     starts: npt.ArrayLike,
@@ -185,7 +199,6 @@ def stitch(
     documents: npt.ArrayLike,
     size: SupportsIndex,
     reduce: Reduce,
-    own: npt.ArrayLike | None,
     fill: SupportsFloat | SupportsIndex,
 ) -> np.ndarray: ...
 def set_num_threads(threads: SupportsIndex) -> None: ...
