@@ -1,4 +1,4 @@
-"""extend: the seed's option 1, growing a table while keeping the trained rows."""
+"""extend: extend-and-fine-tune's first step, growing a table while keeping the trained rows."""
 
 from __future__ import annotations
 

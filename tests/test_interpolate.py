@@ -58,7 +58,7 @@ def test_seed_example_scale_half():
     got = posembed.interpolate(rows, 256)
     np.testing.assert_array_equal(got[[0, 64, 128, 192, 255], 0], [0.0, 32.0, 64.0, 96.0, 127.0])
     np.testing.assert_array_equal(got[[1, 3, 253], 0], [0.5, 1.5, 126.5])
-    # the seed's own loop, written out
+    # position interpolation's textbook loop, written out
     table = np.random.default_rng(42).standard_normal((128, 64))
     seed = np.zeros((256, 64))
     for i in range(256):

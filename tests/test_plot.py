@@ -1,4 +1,4 @@
-"""The seeds' picture: similarity heatmaps before and after interpolation."""
+"""The classic picture: similarity heatmaps before and after interpolation."""
 
 from __future__ import annotations
 

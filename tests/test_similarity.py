@@ -1,4 +1,4 @@
-"""similarity: cosine similarity of position rows (the seeds' analysis)."""
+"""similarity: cosine similarity of position rows (the classic analysis of a learned table)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_matches_reference(rng, dtype):
 
 
 def test_interpolation_preserves_the_similarity_structure():
-    # The seeds' picture: a smooth table keeps its banded similarity when stretched.
+    # The classic picture: a smooth table keeps its banded similarity when stretched.
     pos = np.arange(128)[:, None]
     freqs = np.arange(1, 33)[None, :] / 128
     table = np.concatenate([np.sin(pos * freqs), np.cos(pos * freqs)], axis=1)
