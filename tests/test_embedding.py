@@ -1,4 +1,4 @@
-"""LearnedPositionEmbedding: the learned position table, its lookup and its ways past max_seq_len."""
+"""LearnedPositionEmbedding: the learned table, its lookup and its ways past max_seq_len."""
 
 from __future__ import annotations
 
