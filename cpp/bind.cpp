@@ -94,6 +94,7 @@ std::string index_text(const py::array& a, const char* name, int64_t flat) {
 }
 
 RowsView float_rows(const py::array& t, FloatKind kind) {
+  member(kind, FloatKind::f64);
   if (t.ndim() != 2) throw py::value_error("table must be 2-D");
   const int64_t size = element_size(kind);
   const bool strided = t.shape(0) > 0 && t.shape(1) > 1 && t.strides(1) != t.itemsize();

@@ -23,6 +23,17 @@ namespace py = pybind11;
 using I64 = py::array_t<int64_t, py::array::c_style>;
 using Shape = std::vector<py::ssize_t>;
 
+// `value` if it is one of the enum's members 0..last. pybind11's enums take
+// any integer (IndexMode(7)); a kernel's switch must never see one.
+template <class E>
+E member(E value, E last) {
+  const auto v = static_cast<int>(value);
+  if (v < 0 || v > static_cast<int>(last)) {
+    throw py::value_error("not a member of the enum: " + std::to_string(v));
+  }
+  return value;
+}
+
 bool c_contiguous(const py::array& a);
 
 // A C-contiguous, native-order integer array (int8..int64, uint8..uint64) as

@@ -25,6 +25,7 @@ const char* mode_name(IndexMode m) {
 // result of its own, with plain stores (see use_streaming).
 py::array gather(const py::array& table, const py::array& positions, IndexMode mode,
                  const py::object& out_obj, bool out_just_allocated) {
+  member(mode, IndexMode::wrap);
   if (table.ndim() != 2) throw py::value_error("table must be 2-D");
   const TableView tv{static_cast<const char*>(table.data()),   static_cast<int64_t>(table.shape(0)),
                      static_cast<int64_t>(table.shape(1)),     static_cast<int64_t>(table.strides(0)),
@@ -55,6 +56,7 @@ py::array gather(const py::array& table, const py::array& positions, IndexMode m
 // writes only the rows some position names; a given out is overwritten whole.
 py::array gather_backward(const py::array& grad, FloatKind kind, const py::array& positions,
                           int64_t length, const py::object& out_obj) {
+  member(kind, FloatKind::f64);
   if (grad.ndim() != 2 || !c_contiguous(grad) || grad.itemsize() != element_size(kind) ||
       grad.shape(0) != positions.size() || length < 0) {
     throw py::value_error("gather_backward: inconsistent arguments");

@@ -13,6 +13,7 @@ using namespace pybind11::literals;
 // result of its own, with plain stores (see use_streaming).
 py::array interpolate(const py::array& table, FloatKind kind, int64_t length, Align align,
                       int64_t first, const py::object& out_obj, bool out_just_allocated) {
+  member(align, Align::corners);
   const RowsView rv = float_rows(table, kind);
   if (rv.rows < 1 || length < 1 || first < 0 || first > length) {
     throw py::value_error("interpolate needs a non-empty table and 0 <= first <= length");

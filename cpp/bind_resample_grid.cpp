@@ -11,6 +11,8 @@ using namespace pybind11::literals;
 py::array resample_grid(const py::array& table, FloatKind kind, int64_t prefix, int64_t height,
                         int64_t width, int64_t new_height, int64_t new_width, GridMethod method,
                         Align align) {
+  member(method, GridMethod::bicubic);
+  member(align, Align::corners);
   const RowsView rv = float_rows(table, kind);
   if (prefix < 0 || height < 1 || width < 1 || new_height < 1 || new_width < 1 ||
       prefix + height * width != rv.rows || align == Align::scale) {

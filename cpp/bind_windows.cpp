@@ -30,6 +30,7 @@ void check_offsets(const int64_t* offs, int64_t from, int64_t to) {
 // the arrays, and the others are never read.
 py::tuple window_layout(const I64& doc_offsets, int64_t size, int64_t step, Tail tail,
                         const py::object& win_offsets, int64_t begin, int64_t end) {
+  member(tail, Tail::drop);
   if (doc_offsets.ndim() != 1 || doc_offsets.size() < 1 || size < 1 || step < 1 || step > size) {
     throw py::value_error("window_layout: inconsistent arguments");
   }
@@ -96,20 +97,41 @@ py::array fill_windows(const py::array& tokens, int64_t token_start, const I64& 
                        static_cast<int64_t>(tokens.itemsize()), token_start,
                        static_cast<int64_t>(tokens.size())};
   const auto count = static_cast<int64_t>(starts.size());
-  const ConstLayout layout{starts.data(), lengths.data(), documents.data(), count};
   const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
+  // The layout and the offsets may be the caller's own arrays, which another
+  // thread can rewrite while the GIL is released: the kernel checks and cuts
+  // from private copies, so what it checked is what it uses. Only the offsets
+  // of the documents these windows name are copied (a stream cuts a batch of
+  // a large corpus at a time), their indices rebased to the copy.
+  std::vector<int64_t> win_starts(starts.data(), starts.data() + count);
+  std::vector<int64_t> win_lengths(lengths.data(), lengths.data() + count);
+  std::vector<int64_t> win_docs(documents.data(), documents.data() + count);
+  int64_t first_doc = 0;
+  int64_t last_doc = -1;
+  if (count > 0) {
+    const auto [lo, hi] = std::minmax_element(win_docs.begin(), win_docs.end());
+    first_doc = std::clamp<int64_t>(*lo, 0, std::max<int64_t>(ndocs - 1, 0));
+    last_doc = std::clamp<int64_t>(*hi, first_doc, std::max<int64_t>(ndocs - 1, 0));
+  }
+  // A document outside 0..ndocs-1 stays outside the copy's range after the
+  // shift, so the kernel's check still refuses it.
+  const int64_t copied_docs = ndocs > 0 ? last_doc - first_doc + 1 : 0;
+  std::vector<int64_t> offsets(doc_offsets.data() + first_doc,
+                               doc_offsets.data() + first_doc + copied_docs + (ndocs > 0 ? 1 : 0));
+  for (auto& d : win_docs) d = (d < first_doc || d > last_doc) ? -1 : d - first_doc;
+  const ConstLayout layout{win_starts.data(), win_lengths.data(), win_docs.data(), count};
   int64_t bad = -1;
   {
     py::gil_scoped_release nogil;
-    bad = first_misplaced_window(span, doc_offsets.data(), ndocs, layout, size);
+    bad = first_misplaced_window(span, offsets.data(), copied_docs, layout, size);
   }
   if (bad >= 0) {
+    const auto at = static_cast<size_t>(bad);
     PyErr_Format(PyExc_ValueError,
                  "layout: window %lld (document %lld, start %lld, length %lld) does not lie "
                  "inside its document and the tokens given",
                  static_cast<long long>(bad), static_cast<long long>(documents.data()[bad]),
-                 static_cast<long long>(starts.data()[bad]),
-                 static_cast<long long>(lengths.data()[bad]));
+                 static_cast<long long>(win_starts[at]), static_cast<long long>(win_lengths[at]));
     throw py::error_already_set();
   }
   py::array out = output_array(out_obj, tokens.dtype(), {count, size});
@@ -117,7 +139,7 @@ py::array fill_windows(const py::array& tokens, int64_t token_start, const I64& 
   char* rows = static_cast<char*>(out.mutable_data());
   {
     py::gil_scoped_release nogil;
-    posembed::fill_windows(span, doc_offsets.data(), layout, size, pv, rows);
+    posembed::fill_windows(span, offsets.data(), layout, size, pv, rows);
   }
   return out;
 }
@@ -154,6 +176,7 @@ std::vector<int64_t> windows_per_document(const I64& doc_offsets, const I64& sta
 
 py::array window_owner(const I64& doc_offsets, const I64& starts, const I64& lengths,
                        const I64& documents, int64_t size, OwnerRule rule) {
+  member(rule, OwnerRule::center);
   const std::vector<int64_t> win =
       windows_per_document(doc_offsets, starts, lengths, documents, size);
   const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
@@ -201,6 +224,7 @@ py::array stitch_typed(const py::array& values, const I64& doc_offsets, const I6
 py::array stitch(const py::array& values, const I64& doc_offsets, const I64& starts,
                  const I64& lengths, const I64& documents, int64_t size, Reduce reduce,
                  const py::object& fill) {
+  member(reduce, Reduce::center);
   const std::vector<int64_t> win =
       windows_per_document(doc_offsets, starts, lengths, documents, size);
   if (values.ndim() != 3 || !c_contiguous(values) || values.shape(0) != starts.size() ||

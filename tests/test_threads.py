@@ -154,6 +154,56 @@ def test_positions_rewritten_by_another_thread_never_crash():
     assert all(r.tobytes() in rows for r in out[99_990:100_020])
 
 
+def test_a_layout_rewritten_by_another_thread_never_crashes():
+    # WindowLayout.cut reads the caller's layout arrays, which another thread
+    # may rewrite while the GIL is released: the kernel cuts from the copies
+    # it checked, so a racing writer changes nothing it reads.
+    tokens = np.arange(400_000, dtype=np.int32)
+    offsets = np.array([0, 200_000, 400_000])
+    layout = posembed.window_layout(offsets, 64, step=32)
+    want = layout.cut(tokens).copy()
+    lengths, documents, starts = layout.lengths, layout.documents, layout.starts
+    doc_offsets = layout.doc_offsets
+    spot = slice(1, 11)  # small writes: the writer holds the GIL through each
+    saved = [a[spot].copy() for a in (lengths, documents, starts, doc_offsets)]
+    stop = threading.Event()
+
+    def scribble():
+        while not stop.is_set():
+            for array, good, bad in zip(
+                (lengths, documents, starts, doc_offsets), saved, (1 << 40, 1 << 40, -1, 1 << 60)
+            ):
+                array[spot] = bad
+                array[spot] = good
+
+    writer = threading.Thread(target=scribble)
+    writer.start()
+    cut = 0
+    try:
+        for _ in range(200):
+            try:
+                got = layout.cut(tokens)
+            except ValueError:
+                continue  # the writer won the race before the copy
+            cut += 1
+            assert np.array_equal(got, want)
+    finally:
+        stop.set()
+        writer.join()
+    assert cut > 0
+
+
+def test_enum_values_that_are_no_member_are_refused():
+    # pybind11's enums take any integer; a binding refuses what is no member.
+    table = np.zeros((4, 2), np.float32)
+    with pytest.raises(ValueError, match="not a member"):
+        _core.gather(table, np.zeros(1, np.int64), _core.IndexMode(7))
+    with pytest.raises(ValueError, match="not a member"):
+        _core.interpolate(table, _core.FloatKind(9), 8, _core.Align.scale)
+    with pytest.raises(ValueError, match="not a member"):
+        _core.interpolate(table, _core.FloatKind.float32, 8, _core.Align(5))
+
+
 def test_results_identical_across_python_threads():
     table = np.random.default_rng(0).standard_normal((512, 128)).astype(np.float32)
     pos = np.random.default_rng(1).integers(0, 512, 30_000)
