@@ -171,7 +171,10 @@ def test_a_layout_rewritten_by_another_thread_never_crashes():
     def scribble():
         while not stop.is_set():
             for array, good, bad in zip(
-                (lengths, documents, starts, doc_offsets), saved, (1 << 40, 1 << 40, -1, 1 << 60)
+                (lengths, documents, starts, doc_offsets),
+                saved,
+                (1 << 40, 1 << 40, -1, 1 << 60),
+                strict=True,
             ):
                 array[spot] = bad
                 array[spot] = good

@@ -15,7 +15,7 @@ from posembed._embedding import LearnedPositionEmbedding
 from posembed._extend import extend
 from posembed._gather import gather, gather_backward
 from posembed._interpolate import interpolate, lerp
-from posembed._resample import resample_grid
+from posembed._resample_grid import resample_grid
 from posembed._runtime import config, get_num_threads, set_num_threads, show_config
 from posembed._similarity import similarity
 from posembed._windows import WindowLayout, Windows, stitch, window_layout, windows

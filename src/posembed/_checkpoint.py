@@ -14,7 +14,7 @@ from posembed import _safetensors as sft
 from posembed import _validate as v
 from posembed._extend import INITS, extend
 from posembed._interpolate import interpolate
-from posembed._resample import METHODS, resample_grid
+from posembed._resample_grid import METHODS, resample_grid
 
 TABLE_DTYPES = ("F16", "BF16", "F32", "F64")
 

@@ -21,7 +21,6 @@ import numpy as np
 
 import posembed
 from posembed.chunk import ChunkError, TokenFile, prepare_chunk
-from posembed.dask.compute import _corpus_starts
 
 INDEX_VERSION = 1
 
@@ -129,7 +128,8 @@ def chunk_parts(
     )
     per_part = _positive_part_tokens(part_tokens)
     layout = posembed.window_layout(job.doc_offsets, job.size, step=job.step, tail=job.tail)
-    corpus_starts = _corpus_starts(layout.doc_offsets, layout.starts, layout.documents)
+    # each window's start in the flat token file (sorted: documents are in order)
+    corpus_starts = layout.doc_offsets[:-1][layout.documents] + layout.starts
     tokens, out = job.tokens, job.output
     total = tokens.count
     bounds = np.append(np.arange(0, total, per_part, dtype=np.int64), total)
