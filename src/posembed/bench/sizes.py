@@ -139,12 +139,20 @@ def caches() -> Caches:
     return Caches(DEFAULT_L2, DEFAULT_LAST_LEVEL, "L3", cpus, "default")
 
 
+def _physical_memory() -> int:
+    """Bytes of memory this machine has (a large number if it cannot tell)."""
+    pages, page = _sysconf("SC_PHYS_PAGES"), _sysconf("SC_PAGE_SIZE")
+    return pages * page if pages and page else 1 << 50
+
+
 def sizes(quick: bool = False, of: Caches | None = None) -> Sizes:
     """The in-cache and in-memory problem sizes for the caches ``of`` (default:
     this machine's)."""
     c = caches() if of is None else of
     in_cache = c.last_level // IN_CACHE_SHARE
-    in_memory = c.last_level * IN_MEMORY_FACTOR
+    # A case holds a few buffers of this size at once: on a host whose cache
+    # is large next to its memory, memory sets the limit, not the cache.
+    in_memory = min(c.last_level * IN_MEMORY_FACTOR, max(_physical_memory() // 16, 64 * MiB))
     if quick:
         return Sizes(min(in_cache, QUICK_IN_CACHE), min(in_memory, QUICK_IN_MEMORY), True)
     return Sizes(in_cache, in_memory)
