@@ -200,6 +200,9 @@ def twin_of(obj: Any) -> Any:
     if isinstance(obj, posembed.Windows):
         fields = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
         return reference.Windows(*fields)
+    if isinstance(obj, posembed.WindowLayout):
+        fields = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
+        return reference.WindowLayout(*fields)
     raise AssertionError(obj)
 
 
@@ -341,10 +344,12 @@ def out_cases(add: Callable[..., None], shape: tuple[int, ...], dtype: Any, twin
 
 
 def arrays_in(value: Any) -> list[np.ndarray]:
-    """The arrays an argument holds (a Windows' fields, an embedding's table)."""
+    """The arrays an argument holds (a Windows' or a WindowLayout's fields, an
+    embedding's table)."""
     if isinstance(value, np.ndarray):
         return [value]
-    if isinstance(value, (posembed.Windows, reference.Windows)):
+    records = (posembed.Windows, reference.Windows, posembed.WindowLayout, reference.WindowLayout)
+    if isinstance(value, records):
         return [v for v in vars(value).values() if isinstance(v, np.ndarray)]
     if isinstance(value, posembed.LearnedPositionEmbedding):
         return [value.embeddings]

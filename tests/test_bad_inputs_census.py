@@ -59,6 +59,9 @@ NO_ARGUMENTS = {
     "Windows": "a frozen dataclass holding what windows() returns; its fields are "
     "checked where they are used (Windows.owner and stitch, which have cases for a "
     "Windows built by hand)",
+    "WindowLayout": "a frozen dataclass holding what window_layout() returns; its fields "
+    "are checked where they are used (WindowLayout.cut, which has cases for a layout "
+    "built by hand)",
 }
 NOT_CALLABLE = {
     "reference": "the module of twins: every case whose target has a twin calls it",

@@ -44,6 +44,7 @@ FAMILY = Family(
                 "dropout": 0.0,
                 "seed": None,
                 "out": sentinel((2, 3, 4)),
+                "first_row": 0,
             },
         ),
         "dropout_mask": function(
@@ -70,6 +71,7 @@ add("offset", "type", None, TypeError, r"offset must be an integer >= 0; got Non
 add("dropout", "type", "0.1", TypeError, r"dropout must be a number in \[0, 1\); got str '0\.1'")
 add("dropout", "type", None, TypeError, r"dropout must be a number in \[0, 1\); got NoneType")
 add("dropout", "type", True, TypeError, r"dropout must be a number in \[0, 1\); got bool True")
+add("first_row", "type", 1.5, TypeError, r"first_row must be an integer >= 0; got float 1\.5")
 DROP = {"dropout": 0.1}
 add("seed", "type", "1", TypeError, EMBED_SEED + r"'1'", also=DROP)
 add("seed", "type", 1.5, TypeError, EMBED_SEED + r"1\.5", also=DROP)
@@ -136,6 +138,16 @@ add(
 add("dropout", "nan", np.nan, ValueError, r"dropout must be in \[0, 1\) .*; got nan")
 add("dropout", "nan", np.inf, ValueError, r"dropout must be in \[0, 1\) .*; got inf")
 add("offset", "size", -1, ValueError, r"offset must be an integer >= 0; got -1")
+add("first_row", "size", -1, ValueError, r"first_row must be an integer >= 0; got -1")
+# the mask counts the larger batch's elements in int64: rows of d = 4 values below 2^62
+add(
+    "first_row",
+    "size",
+    2**62,
+    ValueError,
+    r"first_row must be in 0\.\.1152921504606846976 \(rows of 4 values below 2\^62\); "
+    r"got 4611686018427387904",
+)
 add(
     "offset",
     "size",
@@ -342,6 +354,12 @@ TWO_ERRORS: list[tuple[str, Callable[[Any], Any], type[Exception], str]] = [
         lambda m: m.embed(small_table(), [0], small_table(), offset=5, out=[]),
         IndexError,
         "past",
+    ),
+    (
+        "embed",
+        lambda m: m.embed(small_table(), [9], small_table(), first_row=-1),
+        ValueError,
+        "first_row",
     ),
 ]
 

@@ -1,4 +1,5 @@
-"""The bad-input matrix for windows, stitch and Windows.owner.
+"""The bad-input matrix for windows, stitch, Windows.owner, window_layout and
+WindowLayout.cut.
 
 The cases, the checks they go through and the census that holds the families
 together: see ``tests/badinput_harness.py``.
@@ -30,6 +31,7 @@ from .badinput_harness import (
 )
 
 WINDOWS = posembed.windows(np.arange(20, dtype=np.int32), 4, step=2)  # 9 windows of 4
+LAYOUT = posembed.window_layout(20, 4, step=2)  # WINDOWS' layout: 9 windows of 4
 CHOICES_ONLY = "its only argument is a choice: any other value, whatever its type, is range"
 
 
@@ -60,6 +62,29 @@ FAMILY = Family(
         "Windows.owner": method(
             posembed.Windows, "owner", lambda tmp: {"self": WINDOWS, "rule": "first"}, twin=True
         ),
+        "window_layout": function(
+            "window_layout",
+            lambda tmp: {
+                "offsets_or_token_count": np.array([0, 7, 20]),
+                "size": 4,
+                "step": None,
+                "overlap": None,
+                "tail": "pad",
+            },
+        ),
+        "WindowLayout.cut": method(
+            posembed.WindowLayout,
+            "cut",
+            lambda tmp: {
+                "self": LAYOUT,
+                "tokens": np.arange(20, dtype=np.int32),
+                "windows": None,
+                "token_start": 0,
+                "pad_value": 0,
+                "out": sentinel((9, 4), np.int32),
+            },
+            twin=True,
+        ),
     },
     not_applicable={
         "windows": {
@@ -72,6 +97,12 @@ FAMILY = Family(
             "empty": "a Windows with no windows has an empty owner: valid",
             "nan": "integer fields only",
         },
+        "window_layout": {
+            **ALL_OUT,
+            "shape": "one corpus argument (offsets or a token count); offsets of another rank "
+            "are rank",
+        },
+        "WindowLayout.cut": {},
     },
 )
 
@@ -394,6 +425,190 @@ add(
     ValueError,
     r"windows: inconsistent window arrays",
     **HAND,
+)
+
+# ---- window_layout ----------------------------------------------------------------------
+add = FAMILY.cases_for("window_layout")
+CORPUS = "offsets_or_token_count"
+OFFSETS = {"named": "offsets"}  # an array given for the corpus is named as offsets
+add(
+    CORPUS,
+    "type",
+    "x",
+    TypeError,
+    r"offsets must be a 1-D integer array; got <U1 of shape \(\)",
+    **OFFSETS,
+)
+add(CORPUS, "type", True, TypeError, r"offsets_or_token_count must be an integer >= 0; got bool")
+add("size", "type", "4", TypeError, r"size must be a positive integer; got str '4'")
+add("step", "type", 2.0, TypeError, r"step must be a positive integer; got float 2\.0")
+add("overlap", "type", True, TypeError, r"overlap must be an integer >= 0; got bool True")
+add(
+    CORPUS,
+    "dtype",
+    [0.0, 20.0],
+    TypeError,
+    r"offsets must be a 1-D integer array; got float64",
+    **OFFSETS,
+)
+add(
+    CORPUS,
+    "rank",
+    [[0, 20]],
+    TypeError,
+    r"offsets must be a 1-D integer array; got int64 of shape \(1, 2\)",
+    **OFFSETS,
+)
+add(
+    CORPUS,
+    "empty",
+    np.zeros(0, np.int64),
+    ValueError,
+    r"offsets must start at 0; got \[\]\.\.\[\]",
+    **OFFSETS,
+)
+add(
+    CORPUS,
+    "nan",
+    np.nan,
+    TypeError,
+    r"offsets must be a 1-D integer array; got float64 of shape \(\)",
+    **OFFSETS,
+)
+add("size", "size", 0, ValueError, r"size must be a positive integer; got 0")
+add("size", "size", 2**62, ValueError, r"size is too large: 4611686018427387904 reaches 2\^62")
+add(CORPUS, "size", -1, ValueError, r"offsets_or_token_count must be an integer >= 0; got -1")
+add(CORPUS, "size", 2**63, ValueError, r"offsets_or_token_count must stay below 2\^63")
+add("step", "size", 0, ValueError, r"step must be a positive integer; got 0")
+add("step", "range", 5, ValueError, r"step must be in 1\.\.4 .*; got 5")
+add("overlap", "range", 4, ValueError, r"overlap must be in 0\.\.3 \(less than size 4\); got 4")
+add("tail", "range", "nope", ValueError, r"tail must be one of 'pad', 'shift', 'drop'; got 'nope'")
+add(
+    CORPUS, "range", [1, 20], ValueError, r"offsets must start at 0; got \[1\]\.\.\[20\]", **OFFSETS
+)
+add(
+    CORPUS,
+    "range",
+    [0, 5, 3, 20],
+    ValueError,
+    r"offsets must not decrease; offsets\[2\] = 3 < 5",
+    **OFFSETS,
+)
+add(
+    CORPUS,
+    "range",
+    np.array([0, 2**63 + 1], np.uint64),
+    ValueError,
+    r"offsets must stay below 2\^63",
+    **OFFSETS,
+)
+add(
+    "overlap",
+    "combination",
+    2,
+    ValueError,
+    r"give step or overlap, not both \(overlap = size - step\)",
+    also={"step": 2},
+)
+
+# ---- WindowLayout.cut -------------------------------------------------------------------
+add = FAMILY.cases_for("WindowLayout.cut")
+HAND = {"named": "layout"}  # a WindowLayout built by hand: its fields are named layout.<field>
+COVER = r"tokens must hold the corpus's tokens 0\.\.19 that these windows cover; they hold "
+add("tokens", "type", [[1], [2, 3]], TypeError, r"tokens must be an array NumPy can read")
+add(
+    "windows",
+    "type",
+    [0, 3],
+    TypeError,
+    r"windows must be a slice of window indices, such as slice\(a, b\); got list \[0, 3\]",
+)
+add("windows", "type", slice("a", 3), TypeError, r"windows must be a slice of integers")
+add("token_start", "type", 1.0, TypeError, r"token_start must be an integer >= 0; got float 1\.0")
+add("pad_value", "type", None, TypeError, r"pad_value must be an integer; got None")
+add("tokens", "dtype", np.arange(20.0), TypeError, r"tokens must be integers; got dtype float64")
+add(
+    "self",
+    "dtype",
+    dataclasses.replace(LAYOUT, starts=LAYOUT.starts.astype(float)),
+    TypeError,
+    r"layout\.starts must be a 1-D integer array; got float64 of shape \(9,\)",
+    **HAND,
+)
+add(
+    "tokens",
+    "rank",
+    np.zeros((4, 5), np.int32),
+    ValueError,
+    r"tokens must be 1-D; got shape \(4, 5\)",
+)
+add(
+    "self",
+    "rank",
+    dataclasses.replace(LAYOUT, lengths=LAYOUT.lengths[:, None]),
+    TypeError,
+    r"layout\.lengths must be a 1-D integer array; got int64 of shape \(9, 1\)",
+    **HAND,
+)
+add("tokens", "empty", np.zeros(0, np.int32), ValueError, COVER + "none")
+add("pad_value", "nan", np.nan, TypeError, r"pad_value must be an integer; got nan")
+add("token_start", "size", -1, ValueError, r"token_start must be an integer >= 0; got -1")
+add(
+    "token_start",
+    "size",
+    2**64,
+    ValueError,
+    r"token_start is too large: 18446744073709551616 reaches 2\^62",
+)
+add(
+    "self",
+    "size",
+    dataclasses.replace(LAYOUT, size=0),
+    ValueError,
+    r"layout\.size must be a positive integer; got 0",
+    **HAND,
+)
+add(
+    "pad_value",
+    "range",
+    2**31,
+    ValueError,
+    r"pad_value 2147483648 does not fit int32 \(-2147483648\.\.2147483647\)",
+)
+add(
+    "windows",
+    "range",
+    slice(0, 9, 2),
+    ValueError,
+    r"windows must be a slice with step 1 \(a range of windows\); got slice\(0, 9, 2\)",
+)
+add("token_start", "range", 1, ValueError, COVER + r"1\.\.20 \(token_start=1, 20 tokens\)")
+add(
+    "self",
+    "range",
+    dataclasses.replace(LAYOUT, lengths=np.where(np.arange(9) == 3, 5, LAYOUT.lengths)),
+    ValueError,
+    r"layout: window 3 \(document 0, start 6, length 5\) does not lie inside its document",
+    **HAND,
+)
+add("tokens", "shape", np.arange(10, dtype=np.int32), ValueError, COVER + r"0\.\.9")
+add(
+    "self",
+    "shape",
+    dataclasses.replace(LAYOUT, starts=LAYOUT.starts[:8]),
+    ValueError,
+    r"layout\.starts, \.lengths and \.documents must have one entry per window; got 8, 9 and 9",
+    **HAND,
+)
+out_cases(add, (9, 4), np.int32)
+add(
+    "out",
+    "out_overlap",
+    sharing(
+        tokens=lambda b: i32(b, 0, (20,)), out=lambda b: b[40:184].view(np.int32).reshape(9, 4)
+    ),
+    ValueError,
+    r"out must not overlap tokens: they share memory",
 )
 
 del add

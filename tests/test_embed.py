@@ -345,3 +345,37 @@ def test_first_row_bad_input():
         posembed.embed(tok, [0, 1], tok, first_row=1.0)
     with pytest.raises(ValueError, match=r"first_row must be in 0\.\.1152921504606846976 "):
         posembed.embed(tok, [0, 1], tok, first_row=2**60 + 1)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("first_row", [0, 1, 3, 7, 2**40 + 3, 2**62 // 12])
+def test_first_row_gives_the_twins_bytes(rng, dtype, first_row):
+    """The mask from any row of a larger batch on (up to the last one whose
+    elements the mask's counter still reaches) is the twin's."""
+    tok, pos = tables(rng, dtype, vocab=50, length=16, d=12)
+    for shape in [(3, 10), (10,), (2, 0)]:
+        ids = rng.integers(0, 50, shape)
+        for p in (0.0, 0.1, 0.5):
+            got = posembed.embed(tok, ids, pos, dropout=p, seed=9, first_row=first_row)
+            want = reference.embed(tok, ids, pos, dropout=p, seed=9, first_row=first_row)
+            assert_same(got, want)
+        out = np.full((*shape, 12), 3, tok.dtype)
+        reference.embed(tok, ids, pos, dropout=0.3, seed=2, first_row=first_row, out=out)
+        assert_same(out, posembed.embed(tok, ids, pos, dropout=0.3, seed=2, first_row=first_row))
+
+
+def test_the_twins_pieces_are_its_whole_batch(rng):
+    """The twin's first_row, checked on its own: pieces of a batch told where
+    they sit (at any element, not only at a multiple of the generator's 4
+    words per block) are the batch embedded at once."""
+    tok, pos = tables(rng, "float32", vocab=20, length=9, d=3)
+    ids = rng.integers(0, 20, (5, 9))
+    whole = reference.embed(tok, ids, pos, dropout=0.5, seed=2**64 - 1)
+    for a, b in [(0, 1), (1, 2), (2, 5)]:
+        piece = reference.embed(tok, ids[a:b], pos, dropout=0.5, seed=2**64 - 1, first_row=a * 9)
+        assert_same(piece, whole[a:b])
+    row = ids[1]
+    whole = reference.embed(tok, row, pos, dropout=0.5, seed=4)
+    for a in range(9):
+        piece = reference.embed(tok, row[a:], pos, offset=a, dropout=0.5, seed=4, first_row=a)
+        assert_same(piece, whole[a:])

@@ -3,6 +3,7 @@ suite, and proof that the harness catches the bugs it is there to catch."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import itertools
 import os
@@ -48,7 +49,7 @@ def test_fixed_corpus_passes_and_reaches_every_function(fuzz):
     called = {key.rsplit(": ", 1)[0] for key in seen}
     public = {"gather", "gather_backward", "interpolate", "lerp", "extend", "resample_grid"}
     public |= {"embed", "dropout_mask", "windows", "stitch", "similarity", "Windows.owner"}
-    public |= {"LearnedPositionEmbedding", "set_num_threads"}
+    public |= {"window_layout", "WindowLayout.cut", "LearnedPositionEmbedding", "set_num_threads"}
     assert public <= called
     assert any(name.startswith("LearnedPositionEmbedding.from_table(...).") for name in called)
 
@@ -145,6 +146,59 @@ def test_planted_bug_is_caught(fuzz, monkeypatch, case):
     monkeypatch.setattr(posembed, name, plant(getattr(posembed, name)))
     with pytest.raises(fuzz.FuzzFailure, match=message):
         _fuzz(fuzz, name, 400)
+
+
+def _mask_of_row_zero(real: Callable[..., Any]) -> Callable[..., Any]:
+    """embed that checks first_row, then gives the mask of a batch on its own."""
+
+    def wrong(*args: Any, **kw: Any) -> Any:
+        real(*args, **kw)
+        return real(*args, **{**kw, "first_row": 0})
+
+    return wrong
+
+
+def _shorter_windows(real: Callable[..., Any]) -> Callable[..., Any]:
+    def wrong(*args: Any, **kw: Any) -> Any:
+        layout = real(*args, **kw)
+        return dataclasses.replace(layout, lengths=layout.lengths // 2)
+
+    return wrong
+
+
+# Planted in what the new public names call: (where, name, plant, the target
+# whose inputs reach it, how the harness reports it)
+PLANTED_NEW = {
+    "embed's first_row ignored by its mask": (
+        posembed,
+        "embed",
+        _mask_of_row_zero,
+        "embed",
+        "values differ",
+    ),
+    "a layout's lengths wrong": (
+        posembed,
+        "window_layout",
+        _shorter_windows,
+        "window_layout",
+        "WindowLayout.lengths: values differ",
+    ),
+    "a cut row wrong": (
+        posembed.WindowLayout,
+        "cut",
+        _flip_last_byte,
+        "WindowLayout.cut",
+        "values differ",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLANTED_NEW))
+def test_planted_bug_in_the_layout_and_first_row_is_caught(fuzz, monkeypatch, case):
+    where, name, plant, target, message = PLANTED_NEW[case]
+    monkeypatch.setattr(where, name, plant(getattr(where, name)))
+    with pytest.raises(fuzz.FuzzFailure, match=message):
+        _fuzz(fuzz, target, 400)
 
 
 def test_a_known_bug_is_tolerated_only_where_it_matches(fuzz, monkeypatch):

@@ -277,3 +277,181 @@ def test_stitch_first_and_center_take_the_owner_slot(seed, tail, restore_threads
                 assert_same(got, stitched_before(values, fast, rule, fill))
             if tail != "drop":  # every token is in a window, and its owner gives it back
                 assert_same(posembed.stitch(fast.tokens, fast, reduce=rule), tokens)
+
+
+# ------------------------------------------------------------ against the twin
+
+TOKEN_DTYPES = ["i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8", ">i4", ">u2"]
+LAYOUT_FIELDS = (*LAYOUT, "window_offsets", "doc_offsets")
+
+
+def assert_same_layout(fast: posembed.WindowLayout, slow: reference.WindowLayout) -> None:
+    assert isinstance(fast, posembed.WindowLayout)
+    assert isinstance(slow, reference.WindowLayout)
+    assert len(fast) == len(slow)
+    for name in LAYOUT_FIELDS:
+        assert_same(getattr(fast, name), getattr(slow, name))
+    assert (fast.size, fast.step, fast.tail) == (slow.size, slow.step, slow.tail)
+
+
+def corpus_of(rng: np.random.Generator, case: dict[str, Any]) -> Any:
+    """The case's offsets, or now and then another way to say the same corpus:
+    a token count (one document), no document at all, offsets as a list or of
+    another integer dtype."""
+    offsets = case["offsets"]
+    form = int(rng.integers(0, 6))
+    if form == 0:
+        return int(offsets[-1])
+    if form == 1:
+        return np.zeros(1, np.int64)  # no documents: no windows
+    if form == 2:
+        return offsets.tolist()
+    if form == 3:
+        return offsets.astype(rng.choice(["u4", ">i8", "u8"]))
+    return offsets
+
+
+@pytest.mark.parametrize("tail", TAILS)
+@pytest.mark.parametrize("seed", range(40))
+def test_the_twin_lays_out_and_cuts_what_posembed_does(seed, tail):
+    rng = np.random.default_rng(900 + seed)
+    case = generated_case(rng)
+    size, step = case["size"], case["step"]
+    corpus = corpus_of(rng, case)
+    kw: dict[str, Any] = {"step": step} if rng.random() < 0.5 else {"overlap": size - step}
+    fast = posembed.window_layout(corpus, size, tail=tail, **kw)
+    slow = reference.window_layout(corpus, size, tail=tail, **kw)
+    assert_same_layout(fast, slow)
+    total = int(fast.doc_offsets[-1])
+    dtype = np.dtype(str(rng.choice(TOKEN_DTYPES)))
+    info = np.iinfo(dtype)
+    native = dtype.newbyteorder("=")
+    tokens = rng.integers(info.min, info.max, total, dtype=native, endpoint=True)
+    tokens = tokens.astype(dtype)[::-1].copy()[::-1]  # a reversed view: not C-contiguous
+    kept = tokens.copy()
+    pad = int(rng.integers(info.min, info.max, dtype=native, endpoint=True))
+    rows = fast.cut(tokens, pad_value=pad)
+    assert_same(rows, slow.cut(tokens, pad_value=pad))
+    assert rows.dtype == native
+    assert_same(tokens, kept)  # input untouched
+    out = np.full(rows.shape, 5, rows.dtype)
+    assert slow.cut(tokens, pad_value=pad, out=out) is out
+    assert_same(out, rows)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_twin_cuts_ranges_from_slices_of_the_corpus_as_posembed(seed):
+    rng = np.random.default_rng(1300 + seed)
+    case = generated_case(rng)
+    offsets, size, step = case["offsets"], case["size"], case["step"]
+    tail = str(rng.choice(TAILS))
+    fast = posembed.window_layout(offsets, size, step=step, tail=tail)
+    slow = reference.window_layout(offsets, size, step=step, tail=tail)
+    tokens = rng.integers(0, 2**40, offsets[-1]).astype(np.int64)
+    n = len(fast)
+    firsts = offsets[fast.documents] + fast.starts
+    for _ in range(6):
+        a = int(rng.integers(0, n + 1))
+        b = int(rng.integers(a, n + 1))
+        # the range as slice(a, b), or as list() would read another slice: a
+        # negative start, an end past the last window, no start
+        which = rng.choice([slice(a, b), slice(a - n, b), slice(a, n + 3), slice(None, b)])
+        picked = range(n)[which]
+        a, b = picked.start, picked.stop
+        if a < b:
+            lo, hi = int(firsts[a]), int(firsts[b - 1] + fast.lengths[b - 1])
+        else:  # an empty range needs no token
+            lo = hi = int(rng.integers(0, tokens.size + 1))
+        spare = int(rng.integers(0, 3))
+        lo, hi = max(0, lo - spare), min(tokens.size, hi + spare)
+        part = tokens[lo:hi]
+        got = fast.cut(part, windows=which, token_start=lo, pad_value=-1)
+        want = slow.cut(part, windows=which, token_start=lo, pad_value=-1)
+        assert_same(got, want)
+        assert_same(got, fast.cut(tokens, pad_value=-1)[which])
+
+
+def hand_built(layout: posembed.WindowLayout, name: str, at: int, by: int) -> Any:
+    field = getattr(layout, name).copy()
+    field[at] += by
+    return dataclasses.replace(layout, **{name: field})
+
+
+def twin_of(layout: posembed.WindowLayout) -> reference.WindowLayout:
+    return reference.WindowLayout(*(getattr(layout, f.name) for f in dataclasses.fields(layout)))
+
+
+LAYOUT_40 = posembed.window_layout(np.array([0, 15, 40]), 8, step=6)  # 7 windows
+REFUSED_CUTS = [
+    # (the layout, cut's arguments): refused by posembed and its twin alike
+    (hand_built(LAYOUT_40, "starts", 1, 5), {}),  # past its document's end
+    (hand_built(LAYOUT_40, "documents", 2, 5), {}),  # no such document
+    (hand_built(LAYOUT_40, "lengths", 1, 1), {}),  # longer than size
+    (hand_built(LAYOUT_40, "starts", 3, -1), {}),  # a negative start
+    (hand_built(LAYOUT_40, "starts", 0, -1), {}),  # before the tokens held
+    (hand_built(LAYOUT_40, "documents", 6, -9), {}),  # the last window in no document
+    (dataclasses.replace(LAYOUT_40, doc_offsets=np.zeros(0, np.int64)), {}),
+    (dataclasses.replace(LAYOUT_40, doc_offsets=LAYOUT_40.doc_offsets[::-1].copy()), {}),
+    (dataclasses.replace(LAYOUT_40, starts=LAYOUT_40.starts.astype(np.float32)), {}),
+    (dataclasses.replace(LAYOUT_40, documents=None), {}),
+    (dataclasses.replace(LAYOUT_40, lengths=LAYOUT_40.lengths[:-1]), {}),
+    (dataclasses.replace(LAYOUT_40, size=8.0), {}),
+    (dataclasses.replace(LAYOUT_40, size=2**61), {}),  # 2^61 int64 slots: 2^64 bytes
+    (LAYOUT_40, {"tokens": np.arange(39)}),
+    (LAYOUT_40, {"windows": slice(2, 4), "token_start": 13}),  # window 2: tokens 12..14
+    (LAYOUT_40, {"windows": slice(0, 7, 0)}),
+    (LAYOUT_40, {"windows": slice(np.float64(1), 3)}),
+    (LAYOUT_40, {"windows": range(3)}),
+    (LAYOUT_40, {"token_start": np.int64(-1)}),
+    (LAYOUT_40, {"token_start": True}),
+    (LAYOUT_40, {"pad_value": 2**63}),
+    (LAYOUT_40, {"pad_value": np.bool_(False)}),
+    (LAYOUT_40, {"tokens": np.arange(40).astype(">f8")}),
+    (LAYOUT_40, {"out": np.zeros((7, 8), ">i8")}),
+    (LAYOUT_40, {"out": np.zeros((8, 8), np.int64)}),
+    # an out= of the wrong dtype and tokens that miss the windows: the tokens are named first
+    (LAYOUT_40, {"tokens": np.arange(39), "out": np.zeros((7, 8), np.float32)}),
+]
+
+
+@pytest.mark.parametrize(("layout", "kw"), REFUSED_CUTS)
+def test_the_twin_refuses_the_cuts_posembed_refuses_with_the_same_exception(layout, kw):
+    args: dict[str, Any] = {"tokens": np.arange(40, dtype=np.int64), **kw}
+    out = args.get("out")
+    before = None if out is None else out.tobytes()
+    with pytest.raises((TypeError, ValueError)) as fast:
+        layout.cut(**args)
+    with pytest.raises((TypeError, ValueError)) as slow:
+        twin_of(layout).cut(**args)
+    assert type(slow.value) is type(fast.value), (fast.value, slow.value)
+    if out is not None:
+        assert out.tobytes() == before
+
+
+REFUSED_LAYOUTS = [
+    (np.array([0, 5, 3]), {}),
+    (np.array([0, 2**63], np.uint64), {}),
+    (np.array([[0, 5]]), {}),
+    (np.array(5), {}),
+    (np.bool_(True), {}),
+    (np.uint64(2**63), {}),
+    (np.int8(-1), {}),
+    ([0, 2**64], {}),
+    (5, {"size": np.int64(0)}),
+    (5, {"size": 2**62}),
+    (5, {"step": np.int64(5)}),
+    (5, {"overlap": -1}),
+    (5, {"tail": np.str_("Pad")}),
+    (5, {"tail": None}),
+    (5, {"step": 1, "overlap": 0}),
+]
+
+
+@pytest.mark.parametrize(("corpus", "kw"), REFUSED_LAYOUTS)
+def test_the_twin_refuses_the_layouts_posembed_refuses_with_the_same_exception(corpus, kw):
+    args: dict[str, Any] = {"size": 4, **kw}
+    with pytest.raises((TypeError, ValueError)) as fast:
+        posembed.window_layout(corpus, **args)
+    with pytest.raises((TypeError, ValueError)) as slow:
+        reference.window_layout(corpus, **args)
+    assert type(slow.value) is type(fast.value), (fast.value, slow.value)

@@ -5,9 +5,10 @@ exception types as its fast counterpart, and is written to be read, not to be
 fast. The tests and the fuzz harness run both on the same inputs and hold the
 kernels to these. One module per family of kernels: ``gather`` (gather,
 gather_backward), ``interpolate`` (interpolate, lerp), ``extend``,
-``resample_grid``, ``similarity``, ``windows`` (windows, Windows, stitch),
-``random`` (uniform_bits, dropout_mask), ``embed``, ``embedding`` (the
-LearnedPositionEmbedding class) and ``checkpoint`` (resize_checkpoint).
+``resample_grid``, ``similarity``, ``windows`` (windows, Windows,
+window_layout, WindowLayout, stitch), ``random`` (uniform_bits,
+dropout_mask), ``embed``, ``embedding`` (the LearnedPositionEmbedding class)
+and ``checkpoint`` (resize_checkpoint).
 Where a module shares its name with a function (``gather``, ``interpolate``,
 ...), ``posembed.reference.<name>`` is the function; ``from
 posembed.reference.<module> import ...`` reaches the rest of a module.
@@ -35,8 +36,9 @@ from posembed.reference.interpolate import interpolate, lerp
 from posembed.reference.random import dropout_mask, uniform_bits
 from posembed.reference.resample_grid import resample_grid
 from posembed.reference.similarity import similarity
+from posembed.reference.windows import WindowLayout as WindowLayout
 from posembed.reference.windows import Windows as Windows
-from posembed.reference.windows import stitch, windows
+from posembed.reference.windows import stitch, window_layout, windows
 
 __all__ = [
     "LearnedPositionEmbedding",
@@ -51,10 +53,11 @@ __all__ = [
     "similarity",
     "stitch",
     "uniform_bits",
+    "window_layout",
     "windows",
 ]
 
-# Importable from here too, but not in __all__: the Windows record that
-# windows() returns, and resize_checkpoint, which twins posembed's results but
-# not its checks of arguments and files (so the bad-input tests do not hold it
-# to posembed's exception types).
+# Importable from here too, but not in __all__: the Windows and WindowLayout
+# records that windows() and window_layout() return, and resize_checkpoint,
+# which twins posembed's results but not its checks of arguments and files (so
+# the bad-input tests do not hold it to posembed's exception types).

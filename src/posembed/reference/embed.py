@@ -17,7 +17,7 @@ from posembed.reference._common import (
     _rate,
     _seed_value,
 )
-from posembed.reference.random import dropout_mask
+from posembed.reference.random import _bits
 
 
 def embed(
@@ -30,6 +30,7 @@ def embed(
     dropout: float = 0.0,
     seed: int | None = None,
     out: np.ndarray | None = None,
+    first_row: int = 0,
 ) -> np.ndarray:
     """``token_table[ids] + pos_table[positions]`` with inverted dropout.
 
@@ -57,6 +58,9 @@ def embed(
         The mask's seed, 0..2**64-1; required when ``dropout > 0``.
     out : ndarray, optional
         Destination of shape ``token_ids.shape + (d,)`` and the tables' dtype.
+    first_row : int
+        The row (of d values) of a larger batch's output that this output's
+        row 0 is: its dropout mask is that batch's from there on.
 
     Returns
     -------
@@ -70,15 +74,17 @@ def embed(
         ``offset + T`` past L.
     TypeError
         A table NumPy cannot read or not of a float dtype above; tables of
-        different dtypes; non-integer ids or positions; a ``dropout`` or
-        ``offset`` of the wrong type; ``dropout > 0`` with no ``seed`` or a
-        non-integer one; ``out`` that is not an ndarray or of another dtype.
+        different dtypes; non-integer ids or positions; a ``dropout``,
+        ``offset`` or ``first_row`` of the wrong type; ``dropout > 0`` with no
+        ``seed`` or a non-integer one; ``out`` that is not an ndarray or of
+        another dtype.
     ValueError
         A table that is not 2-D; tables with different ``d``; ids that are not
         1-D or 2-D; ``dropout`` outside [0, 1); a negative ``offset``, or
         ``positions`` with a non-zero ``offset``; positions that do not
-        broadcast to the ids' shape; ``seed`` outside 0..2**64-1; ``out`` of
-        the wrong shape, read-only, non-contiguous, misaligned or overlapping an input.
+        broadcast to the ids' shape; ``seed`` outside 0..2**64-1; a negative
+        ``first_row``, or one whose rows reach 2^62 values; ``out`` of the
+        wrong shape, read-only, non-contiguous, misaligned or overlapping an input.
     """
     tok = _float_table(token_table)
     pos = _float_table(pos_table)
@@ -97,6 +103,9 @@ def embed(
     if tok.shape[0] == 0:
         _checked_ids(ids, 0, "token id")
     rate = _rate(dropout, "dropout")
+    row = _count(first_row, "first_row", 0)
+    if row * max(tok.shape[1], 1) > 2**62:
+        raise ValueError("first_row is too large: its rows reach 2^62 values")
     t = ids.shape[-1]
     given = None
     if positions is None:
@@ -139,7 +148,9 @@ def embed(
     compute = _compute_dtype(tok)
     total = tok[ids].astype(compute) + pos[where].astype(compute)
     if rate > 0:
-        keep = dropout_mask(total.shape, rate, _seed_value(seed))
+        # element e of this output is element row * d + e of the larger batch's
+        bits = _bits(_seed_value(seed), row * tok.shape[1], total.size)
+        keep = (bits >= int(rate * 2**32)).reshape(total.shape)
         total = np.where(keep, total * compute(1.0 / (1.0 - rate)), compute(0))
     return _into(
         out, total.astype(tok.dtype), tok, pos, token_table, pos_table, token_ids, positions

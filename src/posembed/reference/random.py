@@ -115,20 +115,27 @@ def uniform_bits(seed: int, n: int) -> np.ndarray:
     ValueError
         A ``seed`` outside 0..2**64-1.
     """
-    s = _seed_value(seed)
-    lo = int(_mix(np.array([s], dtype=np.uint64))[0])
-    hi = int(_mix(np.array([(s + _GAMMA) & _M64], dtype=np.uint64))[0])
+    return _bits(_seed_value(seed), 0, n)
+
+
+def _bits(seed: int, first: int, n: int) -> np.ndarray:
+    """``uniform_bits(seed, first + n)[first:]``, without the first elements'
+    blocks (embed's ``first_row`` starts its mask far into the counter)."""
+    lo = int(_mix(np.array([seed], dtype=np.uint64))[0])
+    hi = int(_mix(np.array([(seed + _GAMMA) & _M64], dtype=np.uint64))[0])
     keys = [
         _le_bytes((lo + i * _GAMMA) & _M64, (hi + i * 0xBB67AE8584CAA73B) & _M64) for i in range(6)
     ]
-    blocks = (n + 3) // 4
+    block0, blocks = first // 4, (first + n + 3) // 4 - first // 4
     state = np.zeros((blocks, 16), dtype=np.uint8)
-    state[:, :8] = np.arange(blocks, dtype="<u8").view(np.uint8).reshape(blocks, 8)
+    counters = np.arange(block0, block0 + blocks, dtype=np.uint64).astype("<u8")
+    state[:, :8] = counters.view(np.uint8).reshape(blocks, 8)
     state ^= keys[0]
     for r in range(1, 6):
         state = _aes_round(state, keys[r], last=r == 5)
-    bits: np.ndarray = np.ascontiguousarray(state).view("<u4").reshape(-1)[:n]
-    return bits.astype(np.uint32)
+    words: np.ndarray = np.ascontiguousarray(state).view("<u4").reshape(-1)
+    skip = first - 4 * block0
+    return words[skip : skip + n].astype(np.uint32)
 
 
 def dropout_mask(shape: Any, p: float, seed: int) -> np.ndarray:

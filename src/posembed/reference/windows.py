@@ -1,5 +1,7 @@
-"""Twins of windows (a token stream cut into fixed-size windows), the Windows
-record it returns, and stitch (per-window values back to per-token values)."""
+"""Twins of windows (a token stream cut into fixed-size windows), window_layout
+(where those windows lie, before any token is cut), the Windows and
+WindowLayout records they return, and stitch (per-window values back to
+per-token values)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,56 @@ from typing import Any
 
 import numpy as np
 
-from posembed.reference._common import _array, _count, _into
+from posembed.reference._common import _array, _check_out, _check_size, _count, _into
+
+TAILS = ("pad", "shift", "drop")
+_INT64_MAX = 2**63 - 1
+
+
+def _step(size: int, step: Any, overlap: Any, tail: Any) -> int:
+    """The distance between window starts that ``step`` or ``overlap`` gives
+    (size when neither does), after checking both and ``tail``."""
+    if step is not None and overlap is not None:
+        raise ValueError("give step or overlap, not both")
+    if overlap is not None:
+        overlap = _count(overlap, "overlap", 0)
+        if overlap >= size:
+            raise ValueError("overlap must be less than size")
+        step = size - overlap
+    step = size if step is None else _count(step, "step", 1)
+    if step > size:
+        raise ValueError("step must be at most size")
+    if not (isinstance(tail, str) and tail in TAILS):
+        raise ValueError(f"unknown tail {tail!r}")
+    return int(step)
+
+
+def _document_windows(n: int, size: int, step: int, tail: str) -> list[tuple[int, int]]:
+    """(start, length) of each window of a document of n tokens, by the
+    formulas in posembed.windows' docstring: starts k * step, the last one
+    moved back to end at the document's end for "shift"; no window for an
+    empty document."""
+    if n == 0:
+        return []
+    if tail == "drop":
+        count = 0 if n < size else (n - size) // step + 1
+    else:
+        count = 1 if n <= size else -(-(n - size) // step) + 1
+    found = []
+    for k in range(count):
+        start = k * step
+        if tail == "shift" and k == count - 1 and n >= size:
+            start = n - size
+        found.append((start, min(size, n - start)))
+    return found
+
+
+def _check_pad_value(pad_value: Any, dtype: np.dtype[Any]) -> None:
+    if isinstance(pad_value, (bool, np.bool_)) or not isinstance(pad_value, (int, np.integer)):
+        raise TypeError("pad_value must be an integer")
+    info = np.iinfo(dtype)
+    if not info.min <= int(pad_value) <= info.max:
+        raise ValueError("pad_value does not fit the tokens' dtype")
 
 
 class Windows:
@@ -125,23 +176,8 @@ def windows(
     if t.dtype.kind not in "iu":
         raise TypeError("tokens must be integers")
     size = _count(size, "size", 1)
-    if step is not None and overlap is not None:
-        raise ValueError("give step or overlap, not both")
-    if overlap is not None:
-        overlap = _count(overlap, "overlap", 0)
-        if overlap >= size:
-            raise ValueError("overlap must be less than size")
-        step = size - overlap
-    step = size if step is None else _count(step, "step", 1)
-    if step > size:
-        raise ValueError("step must be at most size")
-    if tail not in ("pad", "shift", "drop"):
-        raise ValueError(f"unknown tail {tail!r}")
-    if isinstance(pad_value, (bool, np.bool_)) or not isinstance(pad_value, (int, np.integer)):
-        raise TypeError("pad_value must be an integer")
-    info = np.iinfo(t.dtype)
-    if not info.min <= int(pad_value) <= info.max:
-        raise ValueError("pad_value does not fit the tokens' dtype")
+    step = _step(size, step, overlap, tail)
+    _check_pad_value(pad_value, t.dtype)
     if offsets is None:
         bounds = [0, len(t)]
     else:
@@ -156,21 +192,11 @@ def windows(
     rows, starts, lengths, documents = [], [], [], []
     for doc in range(len(bounds) - 1):
         text = t[bounds[doc] : bounds[doc + 1]]
-        n = len(text)
-        if n == 0:
-            continue
-        if tail == "drop":
-            count = 0 if n < size else (n - size) // step + 1
-        else:
-            count = 1 if n <= size else -(-(n - size) // step) + 1
-        for k in range(count):
-            start = k * step
-            if tail == "shift" and k == count - 1 and n >= size:
-                start = n - size
-            piece = text[start : start + size]
-            rows.append(np.concatenate([piece, np.full(size - len(piece), pad_value, t.dtype)]))
+        for start, length in _document_windows(len(text), size, step, tail):
+            piece = text[start : start + length]
+            rows.append(np.concatenate([piece, np.full(size - length, pad_value, t.dtype)]))
             starts.append(start)
-            lengths.append(len(piece))
+            lengths.append(length)
             documents.append(doc)
     native = t.dtype.newbyteorder("=")
     table = _into(out, np.array(rows, dtype=native).reshape(len(rows), size), t)
@@ -179,6 +205,202 @@ def windows(
         np.array(starts, dtype=np.int64),
         np.array(lengths, dtype=np.int64),
         np.array(documents, dtype=np.int64),
+        np.array(bounds, dtype=np.int64),
+        size,
+        step,
+        tail,
+    )
+
+
+def _window_range(windows: Any, count: int) -> range:
+    """The window indices a slice names, as ``range(count)[windows]`` does;
+    only a slice, and only of step 1."""
+    if windows is None:
+        return range(count)
+    if not isinstance(windows, slice):
+        raise TypeError("windows must be a slice")
+    try:
+        picked = range(count)[windows]
+    except TypeError:
+        raise TypeError("windows must be a slice of integers") from None
+    if picked.step != 1:
+        raise ValueError("windows must be a slice with step 1")
+    return picked
+
+
+def _int_field(value: Any, name: str) -> list[int]:
+    """A WindowLayout field that must be a 1-D integer array, as Python ints."""
+    a = _array(value, name)
+    if a.ndim != 1 or a.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be a 1-D integer array")
+    return [int(x) for x in a]
+
+
+class WindowLayout:
+    """Twin of posembed.WindowLayout: the same attributes, and ``cut`` by plain loops."""
+
+    def __init__(
+        self,
+        starts: np.ndarray,
+        lengths: np.ndarray,
+        documents: np.ndarray,
+        window_offsets: np.ndarray,
+        doc_offsets: np.ndarray,
+        size: int,
+        step: int,
+        tail: str,
+    ) -> None:
+        self.starts, self.lengths, self.documents = starts, lengths, documents
+        self.window_offsets, self.doc_offsets = window_offsets, doc_offsets
+        self.size, self.step, self.tail = size, step, tail
+
+    def __len__(self) -> int:
+        return int(np.shape(self.starts)[0])
+
+    def cut(
+        self,
+        tokens: Any,
+        *,
+        windows: slice | None = None,
+        token_start: int = 0,
+        pad_value: int = 0,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The token rows of windows ``windows`` (all by default), window by window.
+
+        The twin of :meth:`posembed.WindowLayout.cut`: ``tokens`` are the
+        corpus's tokens from ``token_start`` on; row i is window ``a + i``'s
+        tokens, then ``pad_value`` up to ``size``. Its checks come in
+        posembed's order: the arguments, the fields, the tokens held against
+        the first and the last window cut, ``out``, then every window against
+        its document and the tokens held.
+        """
+        t = _array(tokens, "tokens")
+        if t.ndim != 1:
+            raise ValueError("tokens must be 1-D")
+        if t.dtype.kind not in "iu":
+            raise TypeError("tokens must be integers")
+        picked = _window_range(windows, len(self))
+        first_token = _count(token_start, "token_start", 0)
+        _check_size("token_start", first_token)
+        size = _count(self.size, "layout.size", 1)
+        _check_size("layout.size", size, t.dtype.itemsize)
+        _check_pad_value(pad_value, t.dtype)
+        bounds = _int_field(self.doc_offsets, "layout.doc_offsets")
+        starts = _int_field(self.starts, "layout.starts")
+        lengths = _int_field(self.lengths, "layout.lengths")
+        documents = _int_field(self.documents, "layout.documents")
+        if not len(starts) == len(lengths) == len(documents):
+            raise ValueError("layout.starts, .lengths and .documents must match in length")
+        held = range(first_token, first_token + len(t))  # corpus indices of the tokens given
+
+        def corpus_span(w: int) -> range:
+            """Corpus indices of window w's tokens."""
+            at = bounds[documents[w]] + starts[w]
+            return range(at, at + lengths[w])
+
+        ndocs = len(bounds) - 1
+        if picked and all(0 <= documents[w] < ndocs for w in (picked[0], picked[-1])):
+            need_from, need_to = corpus_span(picked[0]).start, corpus_span(picked[-1]).stop
+            if need_from < held.start or need_to > held.stop:
+                raise ValueError("tokens must hold the corpus's tokens that these windows cover")
+        native = t.dtype.newbyteorder("=")
+        fields = [np.asarray(getattr(self, name)) for name in ("starts", "lengths", "documents")]
+        ranged = [f[picked.start : picked.stop] for f in fields]
+        _check_out(out, native, (len(picked), size), t, tokens, self.doc_offsets, *ranged)
+        if ndocs < 0:
+            raise ValueError("layout.doc_offsets must have an entry")
+        for w in picked:
+            doc, start, length = documents[w], starts[w], lengths[w]
+            inside = 0 <= doc < ndocs and start >= 0 and 0 <= length <= size
+            if inside:
+                lo, hi = bounds[doc], bounds[doc + 1]
+                span = corpus_span(w)
+                inside = 0 <= lo <= hi and start + length <= hi - lo
+                inside = inside and held.start <= span.start and span.stop <= held.stop
+            if not inside:
+                raise ValueError(f"layout: window {w} does not lie inside its document")
+        rows = np.full((len(picked), size), pad_value, dtype=native)
+        for i, w in enumerate(picked):
+            span = corpus_span(w)
+            rows[i, : lengths[w]] = t[span.start - first_token : span.stop - first_token]
+        return _into(out, rows, t, tokens)
+
+
+def window_layout(
+    offsets_or_token_count: Any,
+    size: int,
+    *,
+    step: int | None = None,
+    overlap: int | None = None,
+    tail: str = "pad",
+) -> WindowLayout:
+    """Where the windows of a corpus lie, document by document, by the formulas in the docs.
+
+    The twin of :func:`posembed.window_layout`: the starts, lengths and
+    documents that :func:`windows` gives for the same arguments, from the
+    document lengths alone.
+
+    Parameters
+    ----------
+    offsets_or_token_count : int or array_like of int
+        The token count N of one stream, or CSR document offsets from 0,
+        never decreasing, below 2^63.
+    size : int
+        Window length, >= 1.
+    step : int, optional
+        Distance between window starts, 1..size; default ``size``.
+    overlap : int, optional
+        ``size - step``, 0..size-1; at most one of ``step`` and ``overlap``.
+    tail : {"pad", "shift", "drop"}
+        As for :func:`posembed.windows`.
+
+    Returns
+    -------
+    WindowLayout
+        This module's :class:`WindowLayout`, with the same attributes as
+        :class:`posembed.WindowLayout`.
+
+    Raises
+    ------
+    TypeError
+        A ``size``, ``step`` or ``overlap`` that is not an integer; a bool
+        token count; offsets that are not a 1-D integer array.
+    ValueError
+        ``size`` < 1 or of 2^62 or more; both ``step`` and ``overlap``;
+        ``step`` outside 1..size or ``overlap`` outside 0..size-1; an unknown
+        ``tail``; a negative token count or one of 2^63 or more; offsets that
+        do not start at 0, that decrease or that reach 2^63.
+    """
+    size = _count(size, "size", 1)
+    _check_size("size", size)
+    step = _step(size, step, overlap, tail)
+    if isinstance(offsets_or_token_count, (int, np.integer)):
+        bounds = [0, _count(offsets_or_token_count, "offsets_or_token_count", 0)]
+    else:
+        o = _array(offsets_or_token_count, "offsets")
+        if o.ndim != 1 or o.dtype.kind not in "iu":
+            raise TypeError("offsets must be a 1-D integer array")
+        bounds = [int(x) for x in o]
+        if not bounds or bounds[0] != 0:
+            raise ValueError("offsets must start at 0")
+        if any(b < a for a, b in itertools.pairwise(bounds)):
+            raise ValueError("offsets must not decrease")
+    if bounds[-1] > _INT64_MAX:
+        raise ValueError("the corpus must hold fewer than 2^63 tokens")
+    starts, lengths, documents, window_offsets = [], [], [], [0]
+    for doc in range(len(bounds) - 1):
+        found = _document_windows(bounds[doc + 1] - bounds[doc], size, step, tail)
+        for start, length in found:
+            starts.append(start)
+            lengths.append(length)
+            documents.append(doc)
+        window_offsets.append(window_offsets[-1] + len(found))
+    return WindowLayout(
+        np.array(starts, dtype=np.int64),
+        np.array(lengths, dtype=np.int64),
+        np.array(documents, dtype=np.int64),
+        np.array(window_offsets, dtype=np.int64),
         np.array(bounds, dtype=np.int64),
         size,
         step,
