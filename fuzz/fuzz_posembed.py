@@ -1464,26 +1464,7 @@ def _text(exc: BaseException | None) -> str:
     return "" if exc is None else str(exc)
 
 
-def _layout_of_huge_corpus(o: Outcome) -> bool:
-    return (
-        o.call.name == "window_layout"
-        and o.problem == "exception"
-        and isinstance(o.fast_exc, MemoryError)
-        and "offsets_or_token_count" in o.call.huge
-    )
-
-
-KNOWN_BUGS: list[KnownBug] = [
-    # A corpus of 2^62 tokens or more (below 2^63, which is refused by name)
-    # is not refused before the layout's arrays are allocated: MemoryError,
-    # or for a small size NumPy's "array is too big" (a ValueError that names
-    # no argument).
-    KnownBug(
-        "window_layout of 2^62..2^63-1 tokens: MemoryError, not refused by name",
-        "posembed.window_layout(2**62, 9)",
-        _layout_of_huge_corpus,
-    ),
-]
+KNOWN_BUGS: list[KnownBug] = []  # none at present
 
 
 # ---------------------------------------------------------------- running

@@ -479,6 +479,20 @@ add("size", "size", 0, ValueError, r"size must be a positive integer; got 0")
 add("size", "size", 2**62, ValueError, r"size is too large: 4611686018427387904 reaches 2\^62")
 add(CORPUS, "size", -1, ValueError, r"offsets_or_token_count must be an integer >= 0; got -1")
 add(CORPUS, "size", 2**63, ValueError, r"offsets_or_token_count must stay below 2\^63")
+add(
+    CORPUS,
+    "size",
+    2**62,
+    ValueError,
+    r"offsets_or_token_count \(the corpus's tokens\) is too large: 4611686018427387904 reaches",
+)
+add(
+    CORPUS,
+    "type",
+    None,
+    TypeError,
+    r"offsets_or_token_count must be a token count or CSR offsets; got None",
+)
 add("step", "size", 0, ValueError, r"step must be a positive integer; got 0")
 add("step", "range", 5, ValueError, r"step must be in 1\.\.4 .*; got 5")
 add("overlap", "range", 4, ValueError, r"overlap must be in 0\.\.3 \(less than size 4\); got 4")
@@ -524,6 +538,13 @@ add(
     r"windows must be a slice of window indices, such as slice\(a, b\); got list \[0, 3\]",
 )
 add("windows", "type", slice("a", 3), TypeError, r"windows must be a slice of integers")
+add(
+    "windows",
+    "range",
+    slice(0, 5, 0),
+    ValueError,
+    r"windows must be a slice with step 1 \(a range of windows\); got slice\(0, 5, 0\)",
+)
 add("token_start", "type", 1.0, TypeError, r"token_start must be an integer >= 0; got float 1\.0")
 add("pad_value", "type", None, TypeError, r"pad_value must be an integer; got None")
 add("tokens", "dtype", np.arange(20.0), TypeError, r"tokens must be integers; got dtype float64")

@@ -138,7 +138,7 @@ class WindowLayout:
     tail: str
 
     def __len__(self) -> int:
-        return int(np.shape(self.starts)[0])
+        return len(self.starts)  # a TypeError for a field that is no array
 
     def cut(
         self,
@@ -212,6 +212,8 @@ class WindowLayout:
         doc_offsets, starts, lengths, documents = (
             _int_field(self, name, "layout") for name in _FIELDS
         )
+        if doc_offsets.shape[0] == 0:
+            raise ValueError("layout.doc_offsets must hold documents + 1 offsets, from 0; got none")
         if not starts.shape == lengths.shape == documents.shape:
             raise ValueError(
                 f"layout.starts, .lengths and .documents must have one entry per window; got "
@@ -248,6 +250,10 @@ def _window_range(windows: Any, count: int) -> tuple[int, int]:
         begin, end, step = windows.indices(count)
     except TypeError:
         raise TypeError(f"windows must be a slice of integers; got {windows!r}") from None
+    except ValueError:  # a step of 0
+        raise ValueError(
+            f"windows must be a slice with step 1 (a range of windows); got {windows!r}"
+        ) from None
     if step != 1:
         raise ValueError(
             f"windows must be a slice with step 1 (a range of windows); got {windows!r}"
@@ -385,17 +391,19 @@ def window_layout(
     ------
     TypeError
         A ``size``, ``step`` or ``overlap`` that is not an integer; a token
-        count that is a bool; offsets that are not a 1-D integer array.
+        count that is a bool or None; offsets that are not a 1-D integer array.
     ValueError
         ``size`` < 1 or >= 2^62; both ``step`` and ``overlap``; ``step``
         outside 1..size or ``overlap`` outside 0..size-1; an unknown
-        ``tail``; a negative token count, or one of 2^63 or more; offsets
-        that do not start at 0, that decrease or that reach 2^63.
+        ``tail``; a negative token count, or one of 2^62 or more; offsets
+        that do not start at 0, that decrease or that reach 2^62.
     """
     size = v.positive_int(size, "size")
     v.check_sizes("size", size)  # positions in a window must fit int64, with room to spare
     step = _step(size, step, overlap)
     v.choice(tail, "tail", TAILS)
+    if offsets_or_token_count is None:
+        raise TypeError("offsets_or_token_count must be a token count or CSR offsets; got None")
     if isinstance(offsets_or_token_count, (int, np.integer)):  # bool too: refused by name
         count = v.non_negative_int(offsets_or_token_count, "offsets_or_token_count")
         if count > _INT64_MAX:
@@ -403,6 +411,9 @@ def window_layout(
         doc_offsets = np.array([0, count], dtype=np.int64)
     else:
         doc_offsets = _offsets(offsets_or_token_count, None)
+    # Refused before the layout's arrays are allocated: window counts and
+    # starts of such a corpus leave the range the kernels compute in.
+    v.check_sizes("offsets_or_token_count (the corpus's tokens)", int(doc_offsets[-1]))
     return _layout(doc_offsets, size, step, tail)
 
 

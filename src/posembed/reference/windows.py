@@ -255,7 +255,7 @@ class WindowLayout:
         self.size, self.step, self.tail = size, step, tail
 
     def __len__(self) -> int:
-        return int(np.shape(self.starts)[0])
+        return len(self.starts)  # a TypeError for a field that is no array
 
     def cut(
         self,
@@ -345,7 +345,7 @@ def window_layout(
     ----------
     offsets_or_token_count : int or array_like of int
         The token count N of one stream, or CSR document offsets from 0,
-        never decreasing, below 2^63.
+        never decreasing, below 2^62.
     size : int
         Window length, >= 1.
     step : int, optional
@@ -369,8 +369,8 @@ def window_layout(
     ValueError
         ``size`` < 1 or of 2^62 or more; both ``step`` and ``overlap``;
         ``step`` outside 1..size or ``overlap`` outside 0..size-1; an unknown
-        ``tail``; a negative token count or one of 2^63 or more; offsets that
-        do not start at 0, that decrease or that reach 2^63.
+        ``tail``; a negative token count or one of 2^62 or more; offsets that
+        do not start at 0, that decrease or that reach 2^62.
     """
     size = _count(size, "size", 1)
     _check_size("size", size)
@@ -386,8 +386,8 @@ def window_layout(
             raise ValueError("offsets must start at 0")
         if any(b < a for a, b in itertools.pairwise(bounds)):
             raise ValueError("offsets must not decrease")
-    if bounds[-1] > _INT64_MAX:
-        raise ValueError("the corpus must hold fewer than 2^63 tokens")
+    if bounds[-1] >= 2**62:  # as posembed: index products must stay below 2^62
+        raise ValueError("the corpus must hold fewer than 2^62 tokens")
     starts, lengths, documents, window_offsets = [], [], [], [0]
     for doc in range(len(bounds) - 1):
         found = _document_windows(bounds[doc + 1] - bounds[doc], size, step, tail)
