@@ -13,6 +13,11 @@ namespace {
 
 using namespace pybind11::literals;
 
+// A private copy of a caller's array.
+std::vector<int64_t> copy_of(const I64& a) {
+  return std::vector<int64_t>(a.data(), a.data() + a.size());
+}
+
 // doc_offsets[k..k+1] must not decrease from a non-negative start: then every
 // document length is >= 0 and no difference overflows.
 void check_offsets(const int64_t* offs, int64_t from, int64_t to) {
@@ -27,7 +32,9 @@ void check_offsets(const int64_t* offs, int64_t from, int64_t to) {
 // every document; with them (window_offsets as an earlier call returned them:
 // a stream takes its windows range by range) the documents the range touches
 // are checked against them, so that a wrong one cannot send the kernel past
-// the arrays, and the others are never read.
+// the arrays, and the others are never read. The offsets (and window offsets)
+// the kernel reads are private copies, checked once: another thread may
+// rewrite the caller's while the GIL is released.
 py::tuple window_layout(const I64& doc_offsets, int64_t size, int64_t step, Tail tail,
                         const py::object& win_offsets, int64_t begin, int64_t end) {
   member(tail, Tail::drop);
@@ -35,36 +42,49 @@ py::tuple window_layout(const I64& doc_offsets, int64_t size, int64_t step, Tail
     throw py::value_error("window_layout: inconsistent arguments");
   }
   const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
-  const int64_t* offs = doc_offsets.data();
   I64 win;
+  std::vector<int64_t> offs, wins;  // of documents [d0, d1]: d1 - d0 + 2 entries
+  int64_t d0 = 0, d1 = ndocs - 1;
   if (win_offsets.is_none()) {
-    check_offsets(offs, 0, ndocs);
+    offs = copy_of(doc_offsets);
+    check_offsets(offs.data(), 0, ndocs);
     win = I64(ndocs + 1);
-    py::gil_scoped_release nogil;
-    window_offsets(offs, ndocs, size, step, tail, win.mutable_data());
+    {
+      py::gil_scoped_release nogil;
+      window_offsets(offs.data(), ndocs, size, step, tail, win.mutable_data());
+    }
+    wins.assign(win.data(), win.data() + ndocs + 1);  // ours, but returned to the caller
   } else {
     win = win_offsets.cast<I64>();
     if (win.ndim() != 1 || win.size() != doc_offsets.size() || win.data()[0] != 0) {
       throw py::value_error("window_layout: window offsets do not match the documents");
     }
   }
-  const int64_t* wins = win.data();
-  const int64_t total = wins[ndocs];
+  const int64_t total = win_offsets.is_none() ? wins.back() : win.data()[ndocs];
   if (end == -1) end = total;
   if (begin < 0 || begin > end || end > total) {
     throw py::value_error("window_layout: windows [begin, end) out of range");
   }
-  // The documents [d0, d1] that hold windows [begin, end).
-  int64_t d0 = 0, d1 = ndocs - 1;
-  if (begin < end && !win_offsets.is_none()) {
-    d0 = std::upper_bound(wins, wins + ndocs + 1, begin) - wins - 1;
-    d1 = std::upper_bound(wins, wins + ndocs + 1, end - 1) - wins - 1;
-    if (d0 < 0 || d1 < d0 || d1 >= ndocs || wins[d0] > begin || wins[d1 + 1] < end) {
-      throw py::value_error("window_layout: window offsets do not match the documents");
-    }
-    check_offsets(offs, d0, d1 + 1);
-    for (int64_t k = d0; k <= d1; ++k) {
-      if (wins[k + 1] - wins[k] != window_count(offs[k + 1] - offs[k], size, step, tail)) {
+  if (!win_offsets.is_none()) {
+    // The documents [d0, d1] that hold windows [begin, end), found in the
+    // caller's window offsets, then copied with their offsets and checked.
+    const int64_t* caller = win.data();
+    d0 = 0;
+    d1 = -1;
+    if (begin < end) {
+      d0 = std::upper_bound(caller, caller + ndocs + 1, begin) - caller - 1;
+      d1 = std::upper_bound(caller, caller + ndocs + 1, end - 1) - caller - 1;
+      if (d0 < 0 || d1 < d0 || d1 >= ndocs) {
+        throw py::value_error("window_layout: window offsets do not match the documents");
+      }
+      offs.assign(doc_offsets.data() + d0, doc_offsets.data() + d1 + 2);
+      wins.assign(caller + d0, caller + d1 + 2);
+      check_offsets(offs.data(), 0, d1 - d0 + 1);
+      bool fits = wins.front() <= begin && wins.back() >= end;
+      for (size_t k = 0; fits && k + 1 < wins.size(); ++k) {
+        fits = wins[k + 1] - wins[k] == window_count(offs[k + 1] - offs[k], size, step, tail);
+      }
+      if (!fits) {
         throw py::value_error("window_layout: window offsets do not match the documents");
       }
     }
@@ -74,8 +94,8 @@ py::tuple window_layout(const I64& doc_offsets, int64_t size, int64_t step, Tail
   const Layout out{starts.mutable_data(), lengths.mutable_data(), documents.mutable_data()};
   if (count > 0) {
     py::gil_scoped_release nogil;
-    posembed::window_layout(offs + d0, wins + d0, d1 - d0 + 1, d0, size, step, tail, begin, end,
-                            out);
+    posembed::window_layout(offs.data(), wins.data(), d1 - d0 + 1, d0, size, step, tail, begin,
+                            end, out);
   }
   return py::make_tuple(win, starts, lengths, documents);
 }
@@ -144,59 +164,75 @@ py::array fill_windows(const py::array& tokens, int64_t token_start, const I64& 
   return out;
 }
 
-// First window of each document (ndocs + 1 entries) from the sorted document
-// index of every window, checking what memory safety needs.
-std::vector<int64_t> windows_per_document(const I64& doc_offsets, const I64& starts,
-                                          const I64& lengths, const I64& documents,
-                                          int64_t size) {
-  const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
-  const auto n = static_cast<int64_t>(starts.size());
-  if (ndocs < 0 || lengths.size() != starts.size() || documents.size() != starts.size() ||
-      size < 1) {
+// A layout of windows as the owner and stitch kernels read it: private copies
+// of the caller's arrays, checked once. Another thread may rewrite the
+// caller's arrays while the GIL is released (or while a NumPy copy it started
+// runs), so the kernels never read them: what was checked is what they use.
+struct CheckedWindows {
+  std::vector<int64_t> doc_offsets;  // ndocs + 1, from 0, never decreasing
+  std::vector<int64_t> starts;       // per window, inside its document
+  std::vector<int64_t> lengths;      // per window, 0..size, ending inside its document
+  std::vector<int64_t> win;          // first window of each document (ndocs + 1)
+  int64_t ndocs() const { return static_cast<int64_t>(doc_offsets.size()) - 1; }
+  int64_t count() const { return static_cast<int64_t>(starts.size()); }
+};
+
+// Refused unless the windows lie in document order, each inside its document
+// and none ending before the previous one in the same document. Compared
+// without overflow: any int64 values are refused, never wrapped.
+CheckedWindows checked_windows(const I64& doc_offsets, const I64& starts, const I64& lengths,
+                               const I64& documents, int64_t size) {
+  if (doc_offsets.size() < 1 || lengths.size() != starts.size() ||
+      documents.size() != starts.size() || size < 1) {
     throw py::value_error("windows: inconsistent window arrays");
   }
-  std::vector<int64_t> win(static_cast<size_t>(ndocs + 1), 0);
-  const int64_t* docs = documents.data();
-  const int64_t* offs = doc_offsets.data();
-  for (int64_t w = 0; w < n; ++w) {
-    const int64_t d = docs[w];
-    if (d < 0 || d >= ndocs || (w > 0 && d < docs[w - 1]) || starts.data()[w] < 0 ||
-        lengths.data()[w] < 0 || lengths.data()[w] > size ||
-        starts.data()[w] + lengths.data()[w] > offs[d + 1] - offs[d] ||
-        (w > 0 && d == docs[w - 1] &&
-         (starts.data()[w] < starts.data()[w - 1] ||
-          starts.data()[w] + lengths.data()[w] < starts.data()[w - 1] + lengths.data()[w - 1]))) {
+  CheckedWindows w{copy_of(doc_offsets), copy_of(starts), copy_of(lengths), {}};
+  const std::vector<int64_t> docs = copy_of(documents);
+  const int64_t ndocs = w.ndocs();
+  const int64_t* offs = w.doc_offsets.data();
+  if (offs[0] != 0) throw py::value_error("windows: offsets must start at 0");
+  for (int64_t k = 0; k < ndocs; ++k) {
+    if (offs[k + 1] < offs[k]) throw py::value_error("windows: offsets must not decrease");
+  }
+  w.win.assign(static_cast<size_t>(ndocs + 1), 0);
+  for (int64_t i = 0; i < w.count(); ++i) {
+    const auto at = static_cast<size_t>(i);
+    const int64_t d = docs[at], start = w.starts[at], length = w.lengths[at];
+    const bool placed = d >= 0 && d < ndocs && (i == 0 || d >= docs[at - 1]) && start >= 0 &&
+                        length >= 0 && length <= size &&
+                        start <= (offs[d + 1] - offs[d]) - length;  // no overflow: all >= 0
+    const bool ordered = !placed || i == 0 || d != docs[at - 1] ||
+                         (start >= w.starts[at - 1] &&
+                          start + length >= w.starts[at - 1] + w.lengths[at - 1]);
+    if (!placed || !ordered) {
       throw py::value_error("windows: window arrays do not describe these documents");
     }
-    ++win[static_cast<size_t>(d + 1)];
+    ++w.win[static_cast<size_t>(d + 1)];
   }
-  for (int64_t k = 0; k < ndocs; ++k) win[static_cast<size_t>(k + 1)] += win[static_cast<size_t>(k)];
-  return win;
+  for (int64_t k = 0; k < ndocs; ++k) {
+    w.win[static_cast<size_t>(k + 1)] += w.win[static_cast<size_t>(k)];
+  }
+  return w;
 }
 
 py::array window_owner(const I64& doc_offsets, const I64& starts, const I64& lengths,
                        const I64& documents, int64_t size, OwnerRule rule) {
   member(rule, OwnerRule::center);
-  const std::vector<int64_t> win =
-      windows_per_document(doc_offsets, starts, lengths, documents, size);
-  const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
-  const auto n = static_cast<int64_t>(starts.size());
-  py::array_t<bool> own(Shape{n, size});
+  const CheckedWindows w = checked_windows(doc_offsets, starts, lengths, documents, size);
+  py::array_t<bool> own(Shape{w.count(), size});
   bool* dst = own.mutable_data();
   {
     py::gil_scoped_release nogil;
-    posembed::window_owner(doc_offsets.data(), ndocs, win.data(), starts.data(), lengths.data(),
-                           size, rule, dst);
+    posembed::window_owner(w.doc_offsets.data(), w.ndocs(), w.win.data(), w.starts.data(),
+                           w.lengths.data(), size, rule, dst);
   }
   return own;
 }
 
 template <class T>
-py::array stitch_typed(const py::array& values, const I64& doc_offsets, const I64& starts,
-                       const I64& lengths, const std::vector<int64_t>& win, int64_t size,
+py::array stitch_typed(const py::array& values, const CheckedWindows& w, int64_t size,
                        Reduce reduce, const py::object& fill) {
-  const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
-  const int64_t tokens = doc_offsets.data()[ndocs];
+  const int64_t tokens = w.doc_offsets.back();
   const auto f = static_cast<int64_t>(values.shape(2));
   py::array_t<T> out(std::vector<py::ssize_t>{tokens, f});
   const T fill_value = fill.cast<T>();
@@ -205,8 +241,8 @@ py::array stitch_typed(const py::array& values, const I64& doc_offsets, const I6
   int64_t unfit = -1;
   {
     py::gil_scoped_release nogil;
-    unfit = posembed::stitch<T>(src, f, doc_offsets.data(), ndocs, win.data(), starts.data(),
-                                lengths.data(), size, reduce, fill_value, dst);
+    unfit = posembed::stitch<T>(src, f, w.doc_offsets.data(), w.ndocs(), w.win.data(),
+                                w.starts.data(), w.lengths.data(), size, reduce, fill_value, dst);
   }
   if (unfit >= 0) {
     PyErr_Format(PyExc_ValueError,
@@ -225,9 +261,8 @@ py::array stitch(const py::array& values, const I64& doc_offsets, const I64& sta
                  const I64& lengths, const I64& documents, int64_t size, Reduce reduce,
                  const py::object& fill) {
   member(reduce, Reduce::center);
-  const std::vector<int64_t> win =
-      windows_per_document(doc_offsets, starts, lengths, documents, size);
-  if (values.ndim() != 3 || !c_contiguous(values) || values.shape(0) != starts.size() ||
+  const CheckedWindows w = checked_windows(doc_offsets, starts, lengths, documents, size);
+  if (values.ndim() != 3 || !c_contiguous(values) || values.shape(0) != w.count() ||
       values.shape(1) != size) {
     throw py::value_error("stitch: values must be (n, size, f) and C-contiguous");
   }
@@ -235,7 +270,7 @@ py::array stitch(const py::array& values, const I64& doc_offsets, const I64& sta
   const auto isz = values.itemsize();
   const auto typed = [&](auto zero) {
     using T = decltype(zero);
-    return stitch_typed<T>(values, doc_offsets, starts, lengths, win, size, reduce, fill);
+    return stitch_typed<T>(values, w, size, reduce, fill);
   };
   if (kind == 'f' && isz == 4) return typed(float{});
   if (kind == 'f' && isz == 8) return typed(double{});

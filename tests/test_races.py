@@ -1,0 +1,111 @@
+"""Arrays rewritten by another thread while a window kernel runs.
+
+The window kernels read their layout (offsets, starts, lengths, documents)
+after releasing the GIL. Another Python thread may rewrite those arrays at any
+moment; the result is then meaningless, but the process must survive: it
+returns or raises ValueError, never a signal or a hang. Each target runs many
+rounds against a writer thread in its own subprocess, so that a crash fails
+the test instead of ending the test run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROUNDS = 300
+
+SETUP = """
+import threading
+import numpy as np
+import posembed
+
+stop = threading.Event()
+
+def scribble(targets):
+    # targets: (array, slice, bad values): each written and put back in turn,
+    # small writes so that the writer holds the GIL through each
+    saved = [array[spot].copy() for array, spot, _ in targets]
+    while not stop.is_set():
+        for (array, spot, bads), good in zip(targets, saved):
+            for bad in bads:
+                array[spot] = bad
+                array[spot] = good
+
+def race(call, targets, rounds):
+    writer = threading.Thread(target=scribble, args=(targets,))
+    writer.start()
+    done = refused = 0
+    try:
+        for _ in range(rounds):
+            try:
+                call()
+                done += 1
+            except ValueError:
+                refused += 1  # the writer won the race before the check
+    finally:
+        stop.set()
+        writer.join()
+    print(done, refused)
+
+HUGE, NEGATIVE = 1 << 40, -(1 << 40)
+"""
+
+CASES = {
+    "windows(offsets=)": """
+tokens = np.arange(2_000_000, dtype=np.int32)
+offsets = np.array([0, 500_000, 1_000_000, 2_000_000])
+race(
+    lambda: posembed.windows(tokens, 64, step=32, offsets=offsets),
+    [(offsets, slice(1, 3), (HUGE, 0, NEGATIVE))],
+    ROUNDS,
+)
+""",
+    "Windows.owner": """
+w = posembed.windows(np.arange(400_000, dtype=np.int32), 64, step=16,
+                     offsets=np.array([0, 150_000, 400_000]))
+targets = [
+    (w.doc_offsets, slice(1, 2), (HUGE, 0, NEGATIVE)),
+    (w.starts, slice(100, 110), (HUGE, NEGATIVE)),
+    (w.lengths, slice(100, 110), (HUGE, NEGATIVE)),
+    (w.documents, slice(100, 110), (HUGE, NEGATIVE)),
+]
+race(lambda: (w.owner("first"), w.owner("center")), targets, ROUNDS)
+""",
+    "stitch": """
+w = posembed.windows(np.arange(100_000, dtype=np.int32), 32, step=8,
+                     offsets=np.array([0, 40_000, 100_000]))
+values = np.ones((len(w), 32, 2), np.float32)
+targets = [
+    (w.doc_offsets, slice(1, 2), (HUGE, 0, NEGATIVE)),
+    (w.starts, slice(100, 110), (HUGE, NEGATIVE)),
+    (w.lengths, slice(100, 110), (HUGE, NEGATIVE)),
+    (w.documents, slice(100, 110), (HUGE, NEGATIVE)),
+]
+reduces = ("mean", "sum", "max", "first", "center")
+race(lambda: [posembed.stitch(values, w, reduce=r) for r in reduces], targets, ROUNDS // 5)
+""",
+    "WindowLayout.cut": """
+layout = posembed.window_layout(np.array([0, 300_000, 600_000]), 64, step=32)
+tokens = np.arange(600_000, dtype=np.int32)
+targets = [
+    (layout.doc_offsets, slice(1, 2), (HUGE, 0, NEGATIVE)),
+    (layout.starts, slice(100, 110), (HUGE, NEGATIVE)),
+    (layout.lengths, slice(100, 110), (HUGE, NEGATIVE)),
+    (layout.documents, slice(100, 110), (HUGE, NEGATIVE)),
+]
+race(lambda: layout.cut(tokens), targets, ROUNDS)
+""",
+}
+
+
+@pytest.mark.parametrize("target", list(CASES))
+def test_a_writer_thread_never_crashes_the_kernel(target: str) -> None:
+    code = SETUP + f"ROUNDS = {ROUNDS}\n" + textwrap.dedent(CASES[target])
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{target}: exit {done.returncode}\n{done.stderr[-2000:]}"
+    finished, refused = map(int, done.stdout.split()[-2:])
+    assert finished + refused > 0
