@@ -14,7 +14,7 @@ import ast
 import math
 import os
 import stat
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO, Literal, NamedTuple
 
 import numpy as np
 
@@ -127,17 +127,22 @@ def load_open(f: BinaryIO, what: str, *, mmap: bool = False) -> np.ndarray:
     if not stat.S_ISREG(info.st_mode):
         raise ValueError(f"{what}: not a regular file")
     header = read_header(f, what, info.st_size)
-    order = "F" if header.fortran_order else "C"
+    order: Literal["C", "F"] = "F" if header.fortran_order else "C"
     if mmap and header.nbytes:
-        return np.memmap(
-            f, header.dtype, mode="r", offset=header.offset, shape=header.shape, order=order
+        mapped: np.ndarray = np.memmap(
+            f,
+            header.dtype,
+            mode="r",
+            offset=header.offset,
+            shape=header.shape,
+            order=order,
         )
-    out = np.empty(header.shape, header.dtype, order=order)
-    view = memoryview(out.reshape(-1, order="A").view(np.uint8)) if out.size else memoryview(b"")
-    f.seek(header.offset)
+        return mapped
+    out: np.ndarray = np.empty(header.shape, header.dtype, order=order)
+    view = out.reshape(-1, order="A").view(np.uint8).data if out.size else memoryview(b"")
     got = 0
     while got < header.nbytes:
-        n = f.readinto(view[got:])
+        n = os.preadv(f.fileno(), [view[got:]], header.offset + got)
         if not n:
             raise ValueError(f"{what}: the file ended early (it changed while being read)")
         got += n
