@@ -309,7 +309,8 @@ def test_chunk_parts_refuses_bad_input(tmp_path):
     with pytest.raises(ValueError, match="needs --dtype"):
         pdask.chunk_parts(raw, tmp_path / "o", size=8)
     (tmp_path / "o").mkdir()
-    with pytest.raises(ValueError, match="exists"):
+    (tmp_path / "o" / "meta.json").write_text("{}")  # as if posembed wrote it
+    with pytest.raises(ValueError, match="exists; pass --force"):
         pdask.chunk_parts(raw, tmp_path / "o", size=8, dtype="uint16")
     with pytest.raises(ValueError, match="not a parted chunk output"):
         pdask.read_parts(tmp_path / "o")
