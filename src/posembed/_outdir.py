@@ -169,9 +169,7 @@ def commit(new: Path, out: Path, force: bool) -> None:
         if error not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
             raise OSError(error, os.strerror(error), str(new), None, str(out))
         if not force:
-            raise FileExistsError(
-                errno.EEXIST, f"{out} appeared while writing; pass --force to replace it"
-            )
+            raise FileExistsError(f"{out} appeared while writing; pass --force to replace it")
         error = _rename_exchange(new, out)
         if error == errno.ENOENT:  # the old output went meanwhile: move in again
             continue
@@ -195,7 +193,6 @@ class Stranded(OSError):
 
 def _changed(out: Path) -> FileExistsError:
     return FileExistsError(
-        errno.EEXIST,
         f"output {out} changed while writing and is not a folder posembed wrote; "
         "it was left as it was",
     )
@@ -206,7 +203,6 @@ def _put_back(old: Path, out: Path) -> None:
     error = _rename_exchange(old, out)
     if error:
         raise Stranded(
-            error,
             f"output {out} changed while writing and is not a folder posembed wrote; "
             f"it could not be put back ({os.strerror(error)}) and is now at {old}",
         )

@@ -428,7 +428,7 @@ def create(
             writer.finish()
         problem = not_replaceable(path)  # again: the path may have changed while writing
         if problem:
-            raise FileExistsError(errno.EEXIST, problem)
+            raise FileExistsError(problem)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
