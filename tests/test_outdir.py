@@ -18,10 +18,9 @@ import pytest
 
 import posembed._outdir as outdir
 from posembed import cli
-from posembed._chunk import ChunkError, chunk_file
+from posembed._chunk import ChunkError, chunk_file, prepare_chunk
 
 ROOT = os.geteuid() == 0 if hasattr(os, "geteuid") else False
-needs_root = pytest.mark.skipif(not ROOT, reason="making a device node (mknod) needs root")
 
 
 def parts(*args: Any, **kw: Any) -> dict[str, Any]:
@@ -161,17 +160,20 @@ def test_only_a_folder_posembed_wrote_is_replaced(write, tokens, kind, force):
     assert state(tokens.parent) == before  # nothing written, nothing removed, no temporary
 
 
-def test_the_real_dev_null_is_refused_untouched(write, tokens):
-    before = os.lstat(os.devnull)
+def dev_null_id() -> tuple[int, int, int, int]:
+    st = os.lstat(os.devnull)
+    return st.st_dev, st.st_ino, st.st_mode, st.st_rdev
+
+
+# The real /dev/null goes through the checks only (chunk_file and chunk_parts
+# both start with prepare_chunk, resize with its path check): a regression must
+# not be able to remove it. The writers themselves meet devices made by mknod.
+@pytest.mark.parametrize("force", [True, False])
+def test_the_real_dev_null_is_refused_untouched(tokens, force):
+    before = dev_null_id()
     with pytest.raises(ChunkError, match="output /dev/null is a character device"):
-        write(tokens, os.devnull, size=8, force=True)
-    after = os.lstat(os.devnull)
-    assert (after.st_ino, after.st_mode, after.st_rdev) == (
-        before.st_ino,
-        before.st_mode,
-        before.st_rdev,
-    )
-    assert not [p for p in os.listdir("/dev") if p.startswith(".posembed-")]
+        prepare_chunk(tokens, os.devnull, size=8, force=force)
+    assert dev_null_id() == before
 
 
 @pytest.mark.parametrize("force", [True, False])
@@ -200,7 +202,9 @@ def test_an_output_that_holds_the_offsets_is_refused(write, tokens):
     # through a link to the folder too
     (tokens.parent / "via").symlink_to(folder)
     with pytest.raises(ChunkError, match="would replace the input"):
-        write(tokens, folder, size=8, offsets_path=tokens.parent / "via" / "offsets.npy", force=True)
+        write(
+            tokens, folder, size=8, offsets_path=tokens.parent / "via" / "offsets.npy", force=True
+        )
     before[str(tokens.parent / "via")] = ("link", str(folder))
     assert state(tokens.parent) == before
 
@@ -208,7 +212,9 @@ def test_an_output_that_holds_the_offsets_is_refused(write, tokens):
 def test_the_command_refuses_with_one_line(tokens, capsys):
     out = tokens.parent / "out"
     _folder(out)
-    assert cli.main(["chunk", str(tokens), "-o", str(out), "--size", "8", "--force", "--quiet"]) == 2
+    assert (
+        cli.main(["chunk", str(tokens), "-o", str(out), "--size", "8", "--force", "--quiet"]) == 2
+    )
     err = capsys.readouterr().err.splitlines()
     assert err == [
         f"posembed chunk: error: output {out} is a folder posembed did not write (no "
@@ -232,12 +238,13 @@ def test_each_writer_replaces_the_others_output(tokens):
     out = tokens.parent / "out"
     parts(tokens, out, size=8)
     assert chunk(tokens, out, size=8, force=True)["windows"] == 13
-    assert (out / "windows.npy").exists() and not (out / "parts").exists()
+    assert (out / "windows.npy").exists()
+    assert not (out / "parts").exists()
     assert parts(tokens, out, size=8, force=True)["parts"] == 3
     assert not (out / "windows.npy").exists()
 
 
-@pytest.mark.parametrize("length", [255, 225])
+@pytest.mark.parametrize("length", [255, 240, 225])
 def test_long_output_names_work(write, tokens, length):
     name_max = os.pathconf(tokens.parent, "PC_NAME_MAX")
     assert name_max >= length  # the file system takes the name: posembed must too
@@ -421,7 +428,7 @@ for k in range(1, 60) if mode == "steps" else [0] * int(mode):
         finally:
             os._exit(0)
     if not k:
-        time.sleep(rng.uniform(0.0, 0.03))
+        time.sleep(rng.uniform(0.0, 0.1))
         os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     killed = os.WIFSIGNALED(status)
@@ -459,7 +466,7 @@ def test_a_kill_at_every_step_leaves_the_old_or_the_new_output(tokens):
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="forks a process per kill")
 def test_a_kill_at_random_moments_leaves_the_old_or_the_new_output(tokens):
-    report = kill_runs(tokens, "40")
+    report = kill_runs(tokens, "30")
     assert all(killed for _, killed, _ in report)
     assert [what for _, _, what in report if what not in ("old", "new")] == []
 
@@ -504,17 +511,14 @@ def test_resize_never_replaces_anything_but_a_regular_file(checkpoint, kind, for
     assert state(checkpoint.parent) == before
 
 
-def test_resize_refuses_dev_null_untouched(checkpoint, capsys):
-    before = os.lstat(os.devnull)
-    assert resize(checkpoint, Path(os.devnull), "--force") == 2
-    assert "output /dev/null is a character device, not a regular file" in capsys.readouterr().err
-    after = os.lstat(os.devnull)
-    assert (after.st_ino, after.st_mode, after.st_rdev) == (
-        before.st_ino,
-        before.st_mode,
-        before.st_rdev,
-    )
-    assert not [p for p in os.listdir("/dev") if p.startswith(".posembed-")]
+@pytest.mark.parametrize("force", [True, False])
+def test_resize_refuses_dev_null_untouched(checkpoint, force):
+    from posembed import _checkpoint
+
+    before = dev_null_id()
+    with pytest.raises(FileExistsError, match="output /dev/null is a character device"):
+        _checkpoint._check_paths(checkpoint, Path(os.devnull), force)
+    assert dev_null_id() == before
 
 
 @pytest.mark.parametrize("kind", ["fifo", "link to a file"])
@@ -537,7 +541,7 @@ def test_resize_does_not_replace_what_took_the_path_while_writing(checkpoint, mo
     assert not [p for p in checkpoint.parent.iterdir() if p.name.startswith(".posembed-")]
 
 
-@pytest.mark.parametrize("length", [255, 225])
+@pytest.mark.parametrize("length", [255, 240, 225])
 def test_resize_to_a_long_name_works(checkpoint, length, capsys):
     out = checkpoint.parent / ("o" * (length - len(".safetensors")) + ".safetensors")
     assert len(out.name) == length

@@ -33,9 +33,7 @@ MARKER_BYTES = 64 << 20
 UNSUPPORTED = (errno.ENOSYS, errno.EINVAL)
 
 
-def problem(
-    out: Path, inputs: Iterable[str | os.PathLike[str] | None], force: bool
-) -> str | None:
+def problem(out: Path, inputs: Iterable[str | os.PathLike[str] | None], force: bool) -> str | None:
     """Why a run may not write the folder ``out``, or None: checked before any work.
 
     ``inputs`` are the files the run reads (None: not given); ``out`` must be
