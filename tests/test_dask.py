@@ -253,7 +253,7 @@ def test_chunk_parts_reads_back_as_the_one_machine_windows(tmp_path, part_tokens
         view[len(want)]
     with pytest.raises(IndexError, match="out of range"):
         view[np.array([0, len(want)])]
-    assert not list(tmp_path.glob(".out.partial*"))  # nothing left behind
+    assert not list(tmp_path.glob(".*"))  # no temporary folder left behind
     assert not list((out / "parts").glob("*.partial*"))
 
 

@@ -5,11 +5,12 @@ folder: ``force`` replaces only a folder that posembed wrote (a real folder
 holding a ``meta.json`` or ``index.json`` that is a JSON object), never a
 device, a FIFO, a file, a symbolic link, another folder, or one that holds
 an input. :func:`new_temp` gives the run a temporary folder next to the
-output and :func:`commit` moves it into place when the run succeeds: a fresh output by a
-rename that replaces nothing, an existing one by swapping the two folders in
-one step (Linux's ``renameat2(RENAME_EXCHANGE)``), so that a process killed
-at any moment leaves the old output or the new one at the path.
-"""
+output, and :func:`commit` moves it into place when the run succeeds: a
+fresh output by a rename that replaces nothing, an existing one by swapping
+the two folders in one step (Linux's ``renameat2(RENAME_EXCHANGE)``), so
+that a process killed at any moment leaves the old output or the new one at
+the path. The safetensors writer takes its short temporary names
+(:func:`temp_name`) and its words for a file's kind (:func:`kind_of`) from here."""
 
 from __future__ import annotations
 
