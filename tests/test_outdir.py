@@ -347,6 +347,24 @@ def test_a_path_made_meanwhile_is_not_replaced_without_force(write, tokens, monk
     assert sorted(p.name for p in tokens.parent.iterdir()) == ["offsets.npy", "out", "tokens.npy"]
 
 
+def test_what_cannot_be_put_back_is_kept_and_named(tokens, monkeypatch):
+    out = tokens.parent / "out"
+    chunk(tokens, out, size=8)
+    real, calls = outdir._rename_exchange, []
+
+    def exchange_once(a: Path, b: Path) -> int:
+        calls.append(a)
+        return real(a, b) if len(calls) == 1 else errno.EIO
+
+    monkeypatch.setattr(outdir, "_rename_exchange", exchange_once)
+    commit_after(monkeypatch, lambda path: (os.rename(path, tokens.parent / "was"), _folder(path)))
+    with pytest.raises(OSError, match=r"could not be put back .* and is now at .*posembed-"):
+        chunk(tokens, out, size=16, force=True)
+    assert len(calls) == 2
+    assert (calls[0] / "notes.txt").read_text() == "mine"  # the other folder, not removed
+    assert json.loads((out / "meta.json").read_text())["size"] == 16
+
+
 def test_a_failed_swap_leaves_the_old_output(write, tokens, monkeypatch):
     out = tokens.parent / "out"
     write(tokens, out, size=8)

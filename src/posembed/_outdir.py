@@ -124,8 +124,9 @@ def kind_of(mode: int) -> str:
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISSOCK, "a socket"),
         (stat.S_ISREG, "a file"),
+        (stat.S_ISDIR, "a folder"),
     )
-    return next((name for test, name in kinds if test(mode)), "not a folder")
+    return next((name for test, name in kinds if test(mode)), "of an unknown kind")
 
 
 def temp_name(folder: Path) -> Path:
