@@ -6,6 +6,7 @@ together: see ``tests/badinput_harness.py``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -369,12 +370,86 @@ add(
     r"missing\.npy: no such file",
     named="missing.npy",
 )
+
+
+def posembed_folder(args: dict[str, Any], meta: str = "{}") -> Path:
+    """An output folder as posembed writes one (its meta.json a JSON object)."""
+    args["--output"].mkdir()
+    (args["--output"] / "meta.json").write_text(meta)
+    return Path(args["--output"])
+
+
+def link_to(target: str, make: Any) -> Any:
+    """A symbolic link at --output to ``target`` (next to the input), made by
+    ``make(path)`` first."""
+
+    def build(args: dict[str, Any]) -> Path:
+        first = next(v for k, v in args.items() if k in ("input", "src"))
+        make(first.parent / target)
+        args["--output"].symlink_to(first.parent / target)
+        return Path(args["--output"])
+
+    return From(build)
+
+
+def fifo(args: dict[str, Any], key: str = "--output") -> Path:
+    os.mkfifo(args[key])
+    return Path(args[key])
+
+
+add(
+    "--output",
+    "file",
+    From(posembed_folder),
+    CommandError,
+    r"out exists; pass --force to replace it",
+    named="out",
+)
+# --force replaces only a folder posembed wrote: nothing else, whatever is there
+# (devices: tests/test_outdir.py)
 add(
     "--output",
     "file",
     From(lambda a: (a["--output"].mkdir(), a["--output"])[1]),
     CommandError,
-    r"out exists; pass --force to replace it",
+    r"output .*out is a folder posembed did not write \(no meta\.json or index\.json",
+    also={"--force": True},
+    named="out",
+)
+add(
+    "--output",
+    "file",
+    From(lambda a: posembed_folder(a, meta="[]")),
+    CommandError,
+    r"output .*out is a folder posembed did not write",
+    also={"--force": True},
+    named="out",
+)
+add(
+    "--output",
+    "file",
+    From(lambda a: (a["--output"].write_bytes(b"precious"), a["--output"])[1]),
+    CommandError,
+    r"output .*out is a file, not a folder posembed wrote; write to a new path",
+    also={"--force": True},
+    named="out",
+)
+add(
+    "--output",
+    "file",
+    From(fifo),
+    CommandError,
+    r"output .*out is a FIFO, not a folder posembed wrote",
+    also={"--force": True},
+    named="out",
+)
+add(
+    "--output",
+    "file",
+    link_to("o2", lambda p: posembed_folder({"--output": p})),
+    CommandError,
+    r"output .*out is a symbolic link; posembed replaces only a folder it wrote, never a link",
+    also={"--force": True},
     named="out",
 )
 # --force would have replaced the input with the windows
@@ -586,6 +661,24 @@ add(
     CommandError,
     r"output .*model\.safetensors is the input file; write to a new path",
     also={"--force": True},
+)
+# --force replaces only a regular file: never a FIFO or a link (devices: tests/test_outdir.py)
+add(
+    "--output",
+    "file",
+    From(fifo),
+    CommandError,
+    r"output .*out\.safetensors is a FIFO, not a regular file",
+    named="out.safetensors",
+)
+add(
+    "--output",
+    "file",
+    link_to("precious", lambda p: p.write_bytes(b"precious")),
+    CommandError,
+    r"output .*out\.safetensors is a symbolic link; only a regular file is replaced",
+    also={"--force": True},
+    named="out.safetensors",
 )
 add(
     "--output",

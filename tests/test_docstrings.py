@@ -202,6 +202,7 @@ ARGUMENT_TYPES = {
     "typing.SupportsFloat | typing.SupportsIndex": {"SupportsFloat | SupportsIndex"},
     "bool": {"bool"},
     "str": {"str"},
+    "bytes": {"bytes"},
     "numpy.ndarray": {"np.ndarray"},
     "numpy.ndarray[numpy.int64]": {"npt.ArrayLike"},
     "typing.Annotated[numpy.typing.ArrayLike, numpy.int64]": {"npt.ArrayLike"},

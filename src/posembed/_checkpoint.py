@@ -111,7 +111,8 @@ def resize_checkpoint(
         defaults to ``"half_pixel"`` there (PyTorch's ``align_corners=False``;
         ``"corners"`` is ``True``).
     overwrite : bool
-        Replace ``dst`` if it exists (``--force`` on the command line).
+        Replace ``dst`` if it is a regular file (``--force`` on the command
+        line): atomically, by renaming the new file onto it.
 
     Returns
     -------
@@ -124,7 +125,9 @@ def resize_checkpoint(
     FileNotFoundError
         ``src`` or the folder of ``dst`` does not exist.
     FileExistsError
-        ``dst`` exists and ``overwrite`` is false.
+        ``dst`` exists and ``overwrite`` is false; ``dst`` is a device, a
+        FIFO, a socket or a symbolic link (only a regular file is replaced,
+        whatever ``overwrite``).
     IsADirectoryError
         ``dst`` is a folder.
     ValueError
@@ -239,11 +242,14 @@ def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
         raise IsADirectoryError(f"output {dst} is a folder; give a file path")
     if not dst.parent.is_dir():
         raise FileNotFoundError(f"output folder {dst.parent} does not exist")
-    if dst.exists():
-        if os.path.samefile(src, dst):
+    if os.path.lexists(dst):
+        if os.path.exists(dst) and os.path.samefile(src, dst):
             raise ValueError(
                 f"output {dst} is the input file; write to a new path (the input is never modified)"
             )
+        problem = sft.not_replaceable(dst)
+        if problem:
+            raise FileExistsError(problem)
         if not overwrite:
             raise FileExistsError(f"{dst} exists; pass overwrite=True to replace it")
 

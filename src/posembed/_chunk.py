@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import mmap
 import os
-import shutil
 import sys
 from collections import deque
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from posembed import _outdir
 from posembed import _validate as v
 from posembed._windows import (
     TAILS,
@@ -179,7 +179,9 @@ def chunk_file(
 
     The input is memory-mapped and the outputs are written batch by batch, so
     files larger than memory work. The outputs appear only when complete
-    (written to a temporary folder, then renamed).
+    (written to a temporary folder next to ``output_dir``, then renamed; an
+    old output is swapped with the new one in one step where the system can,
+    so that a run killed at any moment leaves one or the other).
 
     Parameters
     ----------
@@ -204,7 +206,11 @@ def chunk_file(
     pad_value : int
         Fills unused slots; must fit the tokens' dtype.
     force : bool
-        Replace ``output_dir`` if it exists.
+        Replace ``output_dir`` if it is a folder that posembed wrote (one
+        holding its ``meta.json`` or ``index.json``). Anything else there is
+        refused, with or without ``force``: a file, a device, a FIFO, a
+        symbolic link, another folder, or a folder holding the input or the
+        offsets.
     quiet : bool
         No progress bar.
 
@@ -219,7 +225,8 @@ def chunk_file(
     ChunkError
         Any problem with the input or the parameters, in one line: a bad
         ``size``, ``step``, ``overlap`` or ``tail``; ``output_dir`` exists
-        without ``force``; a missing, empty or unreadable ``.npy`` input, one
+        without ``force``, or is anything but a folder posembed wrote (see
+        ``force``); a missing, empty or unreadable ``.npy`` input, one
         that is not 1-D integers in native byte order, a raw file without
         ``dtype`` (or not a whole number of its tokens), a ``dtype`` that is
         not an integer type in native byte order, ``dtype`` with a ``.npy``
@@ -230,7 +237,9 @@ def chunk_file(
         A ``pad_value`` that is not an integer; a ``force`` or ``quiet`` that
         is not a bool.
     OSError
-        Writing the outputs fails (the temporary folder is removed).
+        Writing the outputs fails (the temporary folder is removed, an old
+        output left as it was); FileExistsError (an OSError) when something
+        other than posembed's output took ``output_dir`` while the run wrote.
     """
     quiet = v.flag(quiet, "quiet")
     job = prepare_chunk(
@@ -254,9 +263,7 @@ def chunk_file(
     total = int(window_offsets[-1])
     per_batch = max(1, BATCH_BYTES // (job.size * tokens.dtype.itemsize))
 
-    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    tmp = _outdir.new_temp(out)
     outputs: dict[str, _NpyWriter] = {}
     try:
         outputs["windows"] = _NpyWriter(tmp / "windows.npy", tokens.dtype, (total, job.size))
@@ -283,13 +290,11 @@ def chunk_file(
             "pad_value": pad_value,
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        tmp.rename(out)
-    except BaseException:
+        _outdir.commit(tmp, out, force)
+    except BaseException as exc:
         for writer in outputs.values():
             writer.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+        _outdir.discard(tmp, exc)
         raise
     finally:
         tokens.close()
@@ -370,8 +375,9 @@ def prepare_chunk(
         v.choice(tail, "--tail", TAILS)
     except (TypeError, ValueError) as exc:
         raise ChunkError(str(exc)) from None
-    if out.exists() and not force:
-        raise ChunkError(f"{out} exists; pass --force to replace it")
+    problem = _outdir.problem(out, (input_path, offsets_path), force)
+    if problem:
+        raise ChunkError(problem)
     tokens = _open_tokens(src, dtype)
     try:
         _check_pad_value(pad_value, tokens.dtype)  # TypeError unless an integer

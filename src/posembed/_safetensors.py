@@ -22,6 +22,7 @@ import io
 import json
 import math
 import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,8 @@ from types import MappingProxyType
 from typing import Any, BinaryIO
 
 import numpy as np
+
+from posembed._outdir import kind_of, temp_name
 
 # The safetensors reference loader refuses larger headers; so does this one,
 # which also keeps a wrong length from reading gigabytes of a non-safetensors file.
@@ -412,9 +415,10 @@ def create(
 ) -> Iterator[Writer]:
     """A :class:`Writer` (arguments as there) onto a temporary file in the folder
     of ``path``, renamed onto ``path`` when the block ends with every byte
-    written; after any error the temporary file is gone and ``path`` is as it was."""
+    written; after any error the temporary file is gone and ``path`` is as it was.
+    Only a regular file at ``path`` is replaced (see :func:`not_replaceable`)."""
     path = Path(path)
-    tmp = path.parent / f".{path.name}.partial-{os.getpid()}-{os.urandom(4).hex()}"
+    tmp = temp_name(path.parent)
     try:
         with open(tmp, "xb", buffering=0) as out:
             writer = Writer(
@@ -422,10 +426,31 @@ def create(
             )
             yield writer
             writer.finish()
+        problem = not_replaceable(path)  # again: the path may have changed while writing
+        if problem:
+            raise FileExistsError(problem)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def not_replaceable(path: Path) -> str | None:
+    """Why the file ``path`` must not be replaced by a new one, or None (also
+    when nothing is there): a device, a FIFO, a socket, a folder or a symbolic
+    link is never replaced (a rename would put a file in its place)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode):
+        return (
+            f"output {path} is a symbolic link; only a regular file is replaced, never a "
+            "link or what it points to; write to a new path"
+        )
+    if not stat.S_ISREG(mode):
+        return f"output {path} is {kind_of(mode)}, not a regular file; write to a new path"
+    return None
 
 
 def write_file(

@@ -132,9 +132,6 @@ def _chunk(args: argparse.Namespace) -> int:
         return _fail(
             "chunk", f"--size {args.size} is too large: a window must stay below 2^59 tokens"
         )
-    problem = _holds_input(args.output, [args.input, args.offsets])
-    if problem:
-        return _fail("chunk", problem)
     common = {
         "size": args.size,
         "step": args.step,
@@ -178,20 +175,6 @@ def _chunk(args: argparse.Namespace) -> int:
 MAX_WINDOW = 2**59
 
 
-def _holds_input(output: str, inputs: list[str | None]) -> str | None:
-    """Why writing ``output`` (replaced with --force) would destroy an input, or None."""
-    from pathlib import Path
-
-    out = Path(output).resolve()
-    for given in inputs:
-        if given is None:
-            continue
-        source = Path(given).resolve()
-        if out == source or out in source.parents:
-            return f"output {output} would replace the input {given}; write to a new path"
-    return None
-
-
 def _resize(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -204,7 +187,8 @@ def _resize(args: argparse.Namespace) -> int:
     if (args.length is None) == (args.new_grid is None):
         args.parser.error("give --length T (position rows) or --new-grid HxW (a ViT's patch grid)")
     out = Path(args.output)
-    if not args.force and out.exists() and not out.is_dir():
+    # only a regular file is ever replaced: anything else is refused by name below
+    if not args.force and out.is_file() and not out.is_symlink():
         return fail(f"{out} exists; pass --force to replace it")
     try:
         result = resize_checkpoint(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import dask.array as da
 import numpy as np
 
 import posembed
+from posembed import _outdir
 from posembed.chunk import ChunkError, TokenFile, prepare_chunk
 
 INDEX_VERSION = 1
@@ -136,9 +136,8 @@ def chunk_parts(
     cut = np.searchsorted(corpus_starts, bounds, side="left")
     source = TokenFile(tokens.path.resolve(), tokens.dtype, tokens.offset, tokens.count)
     shared = dask.delayed(layout, traverse=False)  # in the graph once, not once per part
-    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "parts").mkdir(parents=True)
+    tmp = _outdir.new_temp(out)
+    (tmp / "parts").mkdir()
     try:
         tasks: list[Any] = []
         parts: list[dict[str, Any]] = []
@@ -191,11 +190,9 @@ def chunk_parts(
         }
         (tmp / "index.json").write_text(json.dumps(index, indent=1) + "\n")
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _outdir.commit(tmp, out, force)
+    except BaseException as exc:
+        _outdir.discard(tmp, exc)
         raise
     return meta
 

@@ -1,0 +1,262 @@
+"""Output folders of ``posembed chunk``: refused or replaced, and never lost.
+
+:func:`problem` says, before any work, why a run may not write its output
+folder: ``force`` replaces only a folder that posembed wrote (a real folder
+holding a ``meta.json`` or ``index.json`` that is a JSON object), never a
+device, a FIFO, a file, a symbolic link, another folder, or one that holds
+an input. :func:`new_temp` gives the run a temporary folder next to the
+output, and :func:`commit` moves it into place when the run succeeds: a
+fresh output by a rename that replaces nothing, an existing one by swapping
+the two folders in one step (Linux's ``renameat2(RENAME_EXCHANGE)``), so
+that a process killed at any moment leaves the old output or the new one at
+the path. The safetensors writer takes its short temporary names
+(:func:`temp_name`) and its words for a file's kind (:func:`kind_of`) from here."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+# The files a chunk output (meta.json) or a parted one (index.json and
+# meta.json) holds; one of them, a JSON object, marks a folder as posembed's.
+MARKERS = ("meta.json", "index.json")
+# A marker larger than this is no file posembed wrote (meta.json is a few
+# hundred bytes; index.json about 80 per part).
+MARKER_BYTES = 64 << 20
+
+# The errors of renameat2 where the system (ENOSYS) or the file system
+# (EINVAL) lacks the call or the flag: the renames then go the portable way.
+UNSUPPORTED = (errno.ENOSYS, errno.EINVAL)
+
+
+def problem(out: Path, inputs: Iterable[str | os.PathLike[str] | None], force: bool) -> str | None:
+    """Why a run may not write the folder ``out``, or None: checked before any work.
+
+    ``inputs`` are the files the run reads (None: not given); ``out`` must be
+    neither one of them nor a folder above one, whether or not ``force``.
+    """
+    try:
+        st = os.lstat(out)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # a name too long, a file where a folder should be, ...
+        return f"output {out}: {exc.strerror}"
+    for given in inputs:
+        if given is not None and _holds(out, given):
+            return f"output {out} would replace the input {given}; write to a new path"
+    if out.name in ("", ".."):
+        return f"output {out} names no folder that can be replaced; write to a new path"
+    if stat.S_ISLNK(st.st_mode):
+        return (
+            f"output {out} is a symbolic link; posembed replaces only a folder it wrote, "
+            "never a link or what it points to; write to a new path"
+        )
+    if not stat.S_ISDIR(st.st_mode):
+        return (
+            f"output {out} is {kind_of(st.st_mode)}, not a folder posembed wrote; "
+            "write to a new path"
+        )
+    if not ours(out):
+        return (
+            f"output {out} is a folder posembed did not write (no {' or '.join(MARKERS)} "
+            "holding a JSON object); posembed replaces only its own outputs; "
+            "write to a new path"
+        )
+    if not force:
+        return f"{out} exists; pass --force to replace it"
+    return None
+
+
+def ours(folder: Path) -> bool:
+    """Whether ``folder`` is a real folder (no link) that posembed wrote."""
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return False
+    except OSError:
+        return False
+    return any(_json_object(folder / name) for name in MARKERS)
+
+
+def _json_object(path: Path) -> bool:
+    # No link followed, and a FIFO neither blocks the open nor counts.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MARKER_BYTES:
+            return False
+        with open(fd, "rb", closefd=False) as f:
+            value = json.loads(f.read(MARKER_BYTES + 1))
+    except (OSError, ValueError, RecursionError):
+        return False
+    finally:
+        os.close(fd)
+    return isinstance(value, dict)
+
+
+def _holds(out: Path, given: str | os.PathLike[str]) -> bool:
+    """Whether ``out`` is the file ``given`` or a folder above it (followed
+    through links, compared by device and inode: bind mounts included)."""
+    try:
+        target = os.stat(out)
+        path = Path(os.path.realpath(given))
+        for place in (path, *path.parents):
+            st = os.stat(place)
+            if (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino):
+                return True
+    except (OSError, ValueError):  # an input that does not exist is reported as one
+        return False
+    return False
+
+
+def kind_of(mode: int) -> str:
+    """What a file of ``mode`` (os.lstat's st_mode) is, in words: "a FIFO"."""
+    kinds = (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISREG, "a file"),
+        (stat.S_ISDIR, "a folder"),
+    )
+    return next((name for test, name in kinds if test(mode)), "of an unknown kind")
+
+
+def temp_name(folder: Path) -> Path:
+    """A fresh name in ``folder``, short whatever the output's name (a name of
+    255 bytes, the usual limit, leaves no room to add to it)."""
+    return folder / f".posembed-{os.getpid()}-{os.urandom(4).hex()}"
+
+
+def new_temp(out: Path) -> Path:
+    """A new empty folder next to ``out`` (its folder made if missing) to
+    write the output into, then :func:`commit` it, or :func:`discard` it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        tmp = temp_name(out.parent)
+        try:
+            tmp.mkdir()
+        except FileExistsError:
+            continue
+        return tmp
+
+
+def discard(tmp: Path, error: BaseException) -> None:
+    """Remove the temporary folder of a run that raised ``error``."""
+    if not isinstance(error, Stranded):  # there it holds what was at the output
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def commit(new: Path, out: Path, force: bool) -> None:
+    """Move the folder ``new`` to ``out``, replacing only a folder posembed
+    wrote there, and only with ``force``.
+
+    Raises FileExistsError when something else took the path meanwhile;
+    OSError when a rename fails. Either way ``out`` is as it was and
+    ``new`` still holds the new output (but for :class:`Stranded`).
+    """
+    while True:
+        error = _move_in(new, out)
+        if error == 0:
+            return
+        if error not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
+            raise OSError(error, os.strerror(error), str(new), None, str(out))
+        if not force:
+            raise FileExistsError(f"{out} appeared while writing; pass --force to replace it")
+        error = _rename_exchange(new, out)
+        if error == errno.ENOENT:  # the old output went meanwhile: move in again
+            continue
+        if error in UNSUPPORTED:
+            if _replace_aside(new, out):
+                return
+            continue
+        if error:
+            raise OSError(error, os.strerror(error), str(new), None, str(out))
+        # The new output is at `out`; the old one now has the temporary name.
+        if not ours(new):
+            _put_back(new, out)
+        shutil.rmtree(new, ignore_errors=True)  # the output is in place whatever is left
+        return
+
+
+class Stranded(OSError):
+    """What was at the output could not be put back: it lies at the temporary
+    name, which must therefore not be removed."""
+
+
+def _changed(out: Path) -> FileExistsError:
+    return FileExistsError(
+        f"output {out} changed while writing and is not a folder posembed wrote; "
+        "it was left as it was",
+    )
+
+
+def _put_back(old: Path, out: Path) -> None:
+    """Swap back what was at ``out`` (now at ``old``) and refuse it."""
+    error = _rename_exchange(old, out)
+    if error:
+        raise Stranded(
+            f"output {out} changed while writing and is not a folder posembed wrote; "
+            f"it could not be put back ({os.strerror(error)}) and is now at {old}",
+        )
+    raise _changed(out)
+
+
+def _replace_aside(new: Path, out: Path) -> bool:
+    """Replace without a swap: the old output renamed aside, the new one in,
+    the old one removed; False if ``out`` went meanwhile. Between the two
+    renames the old output lies at a temporary name next to ``out``."""
+    aside = temp_name(out.parent)
+    try:
+        os.rename(out, aside)
+    except FileNotFoundError:
+        return False
+    try:
+        if not ours(aside):
+            raise _changed(out)
+        error = _move_in(new, out)
+        if error:
+            raise OSError(error, os.strerror(error), str(new), None, str(out))
+    except BaseException:
+        os.rename(aside, out)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+    return True
+
+
+def _move_in(src: Path, dst: Path) -> int:
+    """Rename ``src`` to a ``dst`` that must not exist; 0 or the errno."""
+    error = _rename_noreplace(src, dst)
+    if error not in UNSUPPORTED:
+        return error
+    # Without the flag: renaming a folder can replace only an empty folder,
+    # and checking first narrows even that to a folder made just now.
+    if os.path.lexists(dst):
+        return errno.EEXIST
+    try:
+        os.rename(src, dst)
+    except OSError as exc:
+        return exc.errno or errno.EIO
+    return 0
+
+
+# The two renames of renameat2 (posembed._core, imported here: the safetensors
+# module, which the NumPy twins share, imports this one): module functions, so
+# that a test can take either away and run the portable way.
+def _rename_exchange(a: Path, b: Path) -> int:
+    from posembed import _core
+
+    return _core.rename_exchange(os.fsencode(a), os.fsencode(b))
+
+
+def _rename_noreplace(src: Path, dst: Path) -> int:
+    from posembed import _core
+
+    return _core.rename_noreplace(os.fsencode(src), os.fsencode(dst))
