@@ -2175,6 +2175,9 @@ if dask_compute is not None:  # the Dask block functions, where the dask extra i
     RACE_KERNELS += ["window block", "stitch block", "embed block"]
 
 
+LAST_WRITER: Writer | None = None  # the latest race's writer (for the tests)
+
+
 def race_input(data: bytes) -> str:
     """Run one race input; returns the kernel and outcome for the statistics."""
     r = Reader(data)
@@ -2183,7 +2186,8 @@ def race_input(data: bytes) -> str:
         case = _race_case(r, kernel)
     plans = [p for label, a in case.arrays if (p := _scribble(r, label, a)) is not None]
     delay = r.pick([0.0, 0.0, 0.0005, 0.002, 0.005])
-    writer = Writer(plans, delay, r.int(0, 2**32 - 1))
+    global LAST_WRITER
+    writer = LAST_WRITER = Writer(plans, delay, r.int(0, 2**32 - 1))
     writer.start()
     try:
         with quiet():
@@ -2436,7 +2440,7 @@ def _npy_file(r: Reader, path: Path, values: np.ndarray) -> Crafted:
     for _ in range(r.pick([0, 1, 1, 1, 2, 3])):
         defect = r.pick(NPY_DEFECTS)
         if defect == "shape":
-            shape = r.pick(NPY_SHAPES + [f"({values.size}, 1)", f"({values.size + 1},)"])
+            shape = r.pick([*NPY_SHAPES, f"({values.size}, 1)", f"({values.size + 1},)"])
             planted.append(f"npy:shape {shape}")
         elif defect == "descr":
             descr = r.pick(["'|O'", "'<f8'", "'>i8'", "'<U3'", "'|V8'", "'nonsense'", "5"])
@@ -2815,7 +2819,7 @@ def _files_npy(r: Reader, root: Path) -> str:
         table = rng.standard_normal((r.int(1, 6), r.int(1, 4)))
         crafted = _npy_file(r, root / "table.npy", table)
         argv = ["plot", "similarity", str(crafted.path), "-o", str(root / "sim.png")]
-        kind = _judge_cli(crafted, argv + ["--length", str(r.int(1, 8))], how="usage")
+        kind = _judge_cli(crafted, [*argv, "--length", str(r.int(1, 8))], how="usage")
         return f"files npy {target}: {kind}"
     if "offsets" in target:
         tokens_path = root / "tokens.npy"
@@ -2902,7 +2906,8 @@ def _files_parts(r: Reader, root: Path) -> str:
     reader = "read_parts"
     result, exc, blocked = _read_parts_watched(crafted)
     if blocked:
-        return f"files parts: {_files_failure(crafted, reader, 'blocked', 'read_parts blocked on a FIFO')}"
+        kind = _files_failure(crafted, reader, "blocked", "read_parts blocked on a FIFO")
+        return f"files parts: {kind}"
     kind = _judge(crafted, reader, exc, (ValueError,))
     if exc is None:
         if crafted.escapes:
