@@ -1579,26 +1579,30 @@ KNOWN_BUGS: list[KnownBug] = [
         ),
     ),
     KnownBug(
-        "read_parts: a malformed index.json raises KeyError, TypeError or AttributeError, or "
-        "is accepted (a size of 2^64 with no parts: reading the rows fails)",
+        "read_parts: a malformed index.json raises KeyError, TypeError, AttributeError or "
+        "RecursionError, or is accepted (a size of 2^64 with no parts: reading the rows fails)",
         "index.json of null, [] or {'version': 1} with no parts, a part with no file or "
         "windows null, dtype 'nonsense' (/tmp/fuzz16-repros/parts-index.*)",
         lambda o: (
             _reads_parts(o)
             and _planted(o, *INDEX_DEFECTS)
             and (
-                _raised(o, "KeyError", "TypeError", "AttributeError")
+                _raised(o, "KeyError", "TypeError", "AttributeError", "RecursionError")
                 or (o.problem == "rows" and _planted(o, "parts:size"))
             )
         ),
     ),
     KnownBug(
-        "read_parts: a malformed meta.json raises KeyError, TypeError or RecursionError",
-        "meta.json of {} or nested 20,000 deep (/tmp/fuzz16-repros/parts-meta.*)",
+        "read_parts: a malformed meta.json raises KeyError, TypeError or RecursionError, or "
+        "is believed (a size unlike the index's and the parts')",
+        "meta.json of {}, nested 20,000 deep, or a size of -1 (/tmp/fuzz16-repros/parts-meta.*)",
         lambda o: (
             _reads_parts(o)
-            and _raised(o, "KeyError", "TypeError", "RecursionError", "AttributeError")
             and _planted(o, "parts:meta")
+            and (
+                _raised(o, "KeyError", "TypeError", "RecursionError", "AttributeError")
+                or o.problem == "rows"
+            )
         ),
     ),
     KnownBug(
@@ -2577,8 +2581,6 @@ def _parts_folder(r: Reader, root: Path) -> Crafted:
             else:
                 part.set("file", value)
             where = "missing" if value is None else _short(_json(value), 40)
-            if value in ESCAPES or value == str(root / "x.npy"):
-                crafted.escapes = True
         elif defect == "windows":
             a, b = bounds[k], bounds[k + 1]
             value = r.pick([None, 5, [a], [a, b, b], [str(a), str(b)], [float(a), float(b)]])
@@ -2591,11 +2593,9 @@ def _parts_folder(r: Reader, root: Path) -> Crafted:
         elif defect == "symlink":
             _clear(part_path)
             part_path.symlink_to(r.pick([root / "x.npy", Path("../../x.npy"), Path("/dev/zero")]))
-            crafted.escapes = True
         elif defect == "symlinked parts" and not (folder / "parts").is_symlink():
             shutil.move(folder / "parts", root / "elsewhere")
             (folder / "parts").symlink_to(root / "elsewhere")
-            crafted.escapes = True
         elif defect == "fifo":
             where = r.pick(["part", "starts.npy", "index.json", "meta.json"])
             victim = part_path if where == "part" else folder / where
@@ -2664,6 +2664,20 @@ def _parts_folder(r: Reader, root: Path) -> Crafted:
         (folder / "index.json").write_bytes(text.encode("utf-8", "surrogateescape"))
     if not any(p.startswith("parts:fifo") and "meta.json" in p for p in crafted.planted):
         (folder / "meta.json").write_text(meta_text if meta_text is not None else _json(meta))
+    # what read_parts must still refuse after the later defects undid some:
+    # a part outside the folder or a FIFO, where index.json still lists it
+    listed = index_text is None and any(key == "parts" and v is parts for key, v in index.pairs)
+    named = next((v for key, v in part.pairs if key == "file"), None)
+    own = named == f"parts/part-{k:05d}.npy"
+    outside = named in ESCAPES or named == str(root / "x.npy")
+    crafted.escapes = listed and (
+        (folder / "parts").is_symlink() or outside or (own and part_path.is_symlink())
+    )
+    crafted.fifos = [
+        f
+        for f in crafted.fifos
+        if (f != part_path or (listed and own)) and f.is_fifo() and not f.is_symlink()
+    ]
     crafted.note = f"{count} windows of {size} ({dtype.str}) in {len(parts)} parts"
     return crafted
 
@@ -2893,7 +2907,9 @@ def _served_rows_agree(w: Any, size: int) -> str | None:
         gathered = np.asarray(view[[i]])[0]
         if one.dtype != view.dtype or gathered.dtype != view.dtype:
             return f"row {i} has dtype {one.dtype} / {gathered.dtype}, the view says {view.dtype}"
-        if one.shape != (size,) or not np.array_equal(one, gathered):
+        if one.shape != (size,):
+            return f"tokens[{i}] has shape {one.shape} but the windows' size is {size}"
+        if not np.array_equal(one, gathered):
             return f"tokens[{i}] = {one} but tokens[[{i}]][0] = {gathered}"
     whole = np.asarray(view)
     if whole.shape != view.shape:
