@@ -38,12 +38,26 @@ The decoding of bytes into a call is this file's own (:class:`Reader`), not
 atheris, a crash file from either engine reproduces in the other, and the test
 suite's fixed corpus means the same calls everywhere.
 
+Two more modes take other inputs (``--mode``, default ``calls``, the above):
+``--mode race`` runs the window kernels (windows with offsets, Windows.owner,
+stitch with every reduce, window_layout, WindowLayout.cut with and without a
+range, and posembed.dask's block functions) while a writer thread rewrites
+their arrays with hostile values; each call must return or raise TypeError,
+ValueError or IndexError, and the process survive. ``--mode files`` feeds
+crafted safetensors headers, ``.npy`` headers and parted outputs to the public
+readers and commands; each must accept a valid file and refuse a crafted one
+with a documented exception (exit 2 and one line from the command), never
+read outside its folder or block on a FIFO. Both end with the counts per
+kernel or reader after the summary.
+
 Usage::
 
     python fuzz/fuzz_posembed.py --seconds 60            # atheris if installed, else plain
     python fuzz/fuzz_posembed.py --seconds 60 --engine plain --seed 3
     python fuzz/fuzz_posembed.py crash-1a2b...           # rerun saved inputs
     python fuzz/fuzz_posembed.py -v --runs 20000         # and count the outcomes per call
+    python fuzz/fuzz_posembed.py --mode race --seconds 30
+    python fuzz/fuzz_posembed.py --mode files --seconds 30 --engine plain
     python fuzz/fuzz_posembed.py --engine atheris -- -max_len=1024 corpus/   # libFuzzer flags
 
 Both engines end with one line, ``fuzz: N inputs in S s, no failures``.
