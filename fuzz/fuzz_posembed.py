@@ -38,12 +38,26 @@ The decoding of bytes into a call is this file's own (:class:`Reader`), not
 atheris, a crash file from either engine reproduces in the other, and the test
 suite's fixed corpus means the same calls everywhere.
 
+Two more modes take other inputs (``--mode``, default ``calls``, the above):
+``--mode race`` runs the window kernels (windows with offsets, Windows.owner,
+stitch with every reduce, window_layout, WindowLayout.cut with and without a
+range, and posembed.dask's block functions) while a writer thread rewrites
+their arrays with hostile values; each call must return or raise TypeError,
+ValueError or IndexError, and the process survive. ``--mode files`` feeds
+crafted safetensors headers, ``.npy`` headers and parted outputs to the public
+readers and commands; each must accept a valid file and refuse a crafted one
+with a documented exception (exit 2 and one line from the command), never
+read outside its folder or block on a FIFO. Both end with the counts per
+kernel or reader after the summary.
+
 Usage::
 
     python fuzz/fuzz_posembed.py --seconds 60            # atheris if installed, else plain
     python fuzz/fuzz_posembed.py --seconds 60 --engine plain --seed 3
     python fuzz/fuzz_posembed.py crash-1a2b...           # rerun saved inputs
     python fuzz/fuzz_posembed.py -v --runs 20000         # and count the outcomes per call
+    python fuzz/fuzz_posembed.py --mode race --seconds 30
+    python fuzz/fuzz_posembed.py --mode files --seconds 30 --engine plain
     python fuzz/fuzz_posembed.py --engine atheris -- -max_len=1024 corpus/   # libFuzzer flags
 
 Both engines end with one line, ``fuzz: N inputs in S s, no failures``.
@@ -58,19 +72,23 @@ import ctypes
 import faulthandler
 import gc
 import hashlib
+import io
 import itertools
+import json
 import math
 import os
 import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import types
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -86,7 +104,23 @@ except ImportError:  # bfloat16 cases are then left out
     ml_dtypes = None
 
 import posembed
-from posembed import _core, reference
+from posembed import _core, _safetensors, cli, reference
+from posembed._windows import OWNER_RULES, REDUCES
+from posembed.chunk import chunk_file
+
+try:
+    from posembed.dask import compute as dask_compute
+    from posembed.dask import read_parts
+except ImportError:  # the race and files modes then leave posembed.dask out
+    dask_compute = None
+    read_parts = None
+
+try:
+    import matplotlib  # noqa: F401
+
+    plot_available = True
+except ImportError:  # posembed plot is then left out of the files mode
+    plot_available = False
 
 ALLOWED = (TypeError, ValueError, IndexError)
 NAN, INF = float("nan"), float("inf")
@@ -1448,6 +1482,7 @@ class Outcome:
     fast_args: dict[str, Any] = field(default_factory=dict)
     fast_result: Any = None
     slow_result: Any = None
+    planted: tuple[str, ...] = ()  # the files mode: the defects of the crafted input
 
 
 @dataclass(frozen=True)
@@ -1464,7 +1499,147 @@ def _text(exc: BaseException | None) -> str:
     return "" if exc is None else str(exc)
 
 
-KNOWN_BUGS: list[KnownBug] = []  # none at present
+def _planted(o: Outcome, *prefixes: str) -> bool:
+    """Whether the crafted input held a defect of one of these kinds (files mode)."""
+    return any(p.startswith(prefixes) for p in o.planted)
+
+
+def _raised(o: Outcome, *names: str) -> bool:
+    return o.fast_exc is not None and type(o.fast_exc).__name__ in names
+
+
+def _reads_parts(o: Outcome) -> bool:
+    return o.call.name == "files parts: read_parts"
+
+
+def _reads_npy(o: Outcome) -> bool:
+    return o.call.name.startswith(("files npy: chunk_file", "files npy: posembed chunk"))
+
+
+INDEX_DEFECTS = tuple(f"parts:{d}" for d in ("index text", "version", "parts", "file", "windows"))
+INDEX_DEFECTS += ("parts:size", "parts:dtype")
+
+KNOWN_BUGS: list[KnownBug] = [
+    # ---- the files mode: crafted safetensors headers
+    KnownBug(
+        "safetensors header nested thousands deep: RecursionError (posembed resize: a traceback)",
+        "a header of 20,000 '[' into posembed.resize_checkpoint or posembed resize "
+        "(/tmp/fuzz16-repros/safetensors-nesting.*)",
+        lambda o: (
+            o.call.name.startswith("files safetensors")
+            and _raised(o, "RecursionError")
+            and _planted(o, "safetensors:nest")
+        ),
+    ),
+    KnownBug(
+        "safetensors header with NaN/Infinity/-Infinity: accepted and written back",
+        "an extra field {'scale': NaN} in a tensor's entry: resize_checkpoint writes it back "
+        "and the official reader refuses the output (/tmp/fuzz16-repros/safetensors-nan.*)",
+        lambda o: (
+            o.call.name.startswith("files safetensors")
+            and o.problem == "output"
+            and _planted(o, "safetensors:nonfinite")
+        ),
+    ),
+    # ---- crafted .npy headers
+    KnownBug(
+        ".npy header cut short by its length field: numpy's tokenize.TokenError, not ChunkError",
+        "a .npy whose header length is 1 as the input or --offsets of chunk_file / posembed "
+        "chunk (/tmp/fuzz16-repros/npy-tokenerror.*)",
+        lambda o: _reads_npy(o) and _raised(o, "TokenError"),
+    ),
+    KnownBug(
+        ".npy shape of 2^62 or more elements: OverflowError from the memory map, not ChunkError",
+        "a tokens .npy of descr '|u1', shape (2**63 - 1,) into chunk_file or posembed chunk "
+        "(/tmp/fuzz16-repros/npy-overflow.*)",
+        lambda o: _reads_npy(o) and _raised(o, "OverflowError") and _planted(o, "npy:shape"),
+    ),
+    KnownBug(
+        "--offsets .npy whose shape claims more than the file holds: MemoryError, not ChunkError",
+        "an offsets .npy of shape (2**40,) and 24 bytes of data into chunk_file "
+        "(/tmp/fuzz16-repros/npy-offsets-memory.*)",
+        lambda o: (
+            o.call.name == "files npy: chunk_file offsets"
+            and _raised(o, "MemoryError")
+            and _planted(o, "npy:shape")
+        ),
+    ),
+    KnownBug(
+        "posembed plot similarity: a crafted .npy header ends with a traceback (numpy's "
+        "TokenError for a header cut short, MemoryError for a shape past the file)",
+        "posembed plot similarity T.npy -o x.png, T's header length field 1, or its shape "
+        "(2**40,) (/tmp/fuzz16-repros/plot-npy.*)",
+        lambda o: (
+            o.call.name == "files npy: posembed plot similarity"
+            and _raised(o, "TokenError", "MemoryError", "OverflowError")
+            and _planted(o, "npy:")
+        ),
+    ),
+    # ---- parted outputs (posembed.dask.read_parts)
+    KnownBug(
+        "read_parts blocks on a FIFO (a part, starts.npy, index.json or meta.json)",
+        "os.mkfifo(OUT / 'parts' / 'part-00000.npy'); read_parts(OUT) waits for a writer "
+        "(/tmp/fuzz16-repros/parts-fifo.*)",
+        lambda o: _reads_parts(o) and o.problem == "blocked" and _planted(o, "parts:fifo"),
+    ),
+    KnownBug(
+        "read_parts serves a part outside OUT/parts (../x.npy, an absolute path, a symlink)",
+        "index.json naming '../x.npy', or OUT/parts a symlink to another folder "
+        "(/tmp/fuzz16-repros/parts-outside.*)",
+        lambda o: (
+            _reads_parts(o)
+            and o.problem == "outside"
+            and _planted(o, "parts:symlink", "parts:file")
+        ),
+    ),
+    KnownBug(
+        "read_parts: a malformed index.json raises KeyError, TypeError, AttributeError or "
+        "RecursionError, or is accepted (a size of 2^64 with no parts: reading the rows fails)",
+        "index.json of null, [] or {'version': 1} with no parts, a part with no file or "
+        "windows null, dtype 'nonsense' (/tmp/fuzz16-repros/parts-index.*)",
+        lambda o: (
+            _reads_parts(o)
+            and _planted(o, *INDEX_DEFECTS)
+            and (
+                _raised(o, "KeyError", "TypeError", "AttributeError", "RecursionError")
+                or (o.problem == "rows" and _planted(o, "parts:size"))
+            )
+        ),
+    ),
+    KnownBug(
+        "read_parts: a malformed meta.json raises KeyError, TypeError or RecursionError, or "
+        "is believed (a size unlike the index's and the parts')",
+        "meta.json of {}, nested 20,000 deep, or a size of -1 (/tmp/fuzz16-repros/parts-meta.*)",
+        lambda o: (
+            _reads_parts(o)
+            and _planted(o, "parts:meta")
+            and (
+                _raised(o, "KeyError", "TypeError", "RecursionError", "AttributeError")
+                or o.problem == "rows"
+            )
+        ),
+    ),
+    KnownBug(
+        "read_parts: a missing, empty or folder part or layout file raises OSError or EOFError",
+        "OUT/starts.npy missing (FileNotFoundError) or empty (EOFError), a part that is a folder "
+        "(IsADirectoryError) (/tmp/fuzz16-repros/parts-missing.*)",
+        lambda o: (
+            _reads_parts(o)
+            and _raised(o, "FileNotFoundError", "IsADirectoryError", "EOFError")
+            and _planted(o, "parts:layout file", "parts:folder", "parts:file", "parts:symlink")
+        ),
+    ),
+    KnownBug(
+        "read_parts: index dtype not checked against the parts; rows differ by how indexed",
+        "a part saved as float64 or >i4 under an index of <i4: tokens[i] and tokens[[i]][0] "
+        "differ (/tmp/fuzz16-repros/parts-dtype.*)",
+        lambda o: (
+            _reads_parts(o)
+            and o.problem == "rows"
+            and _planted(o, "parts:dtype", "parts:part dtype", "parts:part object")
+        ),
+    ),
+]
 
 
 # ---------------------------------------------------------------- running
@@ -1706,8 +1881,18 @@ def input_for(name: str, rest: bytes) -> bytes:
     return bytes([TARGET_NAMES.index(name)]) + rest
 
 
+# What each input stands for: "calls" (a public function against its twin),
+# "race" (a window kernel raced by a writer thread) or "files" (a crafted file
+# for a reader). Set by --mode.
+MODE = "calls"
+MODES = ("calls", "race", "files")
+
+
 def TestOneInput(data: bytes) -> None:  # atheris' name for the function it calls
     STATS.inputs += 1
+    if MODE != "calls":
+        STATS.outcomes[race_input(data) if MODE == "race" else files_input(data)] += 1
+        return
     with quiet():
         call, settings = decode(data)
         with settings:
@@ -1715,11 +1900,1096 @@ def TestOneInput(data: bytes) -> None:  # atheris' name for the function it call
     STATS.outcomes[f"{call.name}: {kind}"] += 1
 
 
+# ---------------------------------------------------------------- race mode
+#
+# --mode race: each input picks a window kernel, builds valid arguments large
+# enough that the call runs for milliseconds, and starts a writer thread that
+# rewrites the caller's arrays (offsets, starts, lengths, documents,
+# doc_offsets, tokens, values) with hostile values while the call runs with
+# the GIL released. The call must return or raise TypeError, ValueError or
+# IndexError; its result is not looked at (it means nothing once the arrays
+# changed). A crash or a hang ends the process, as in the calls mode.
+
+# What the writer puts into an integer array: zero, negative, past every
+# bound, near int64's ends (cast to the array's dtype, wrapping).
+RACE_INTS = [0, -1, 1, 2**31 - 1, 1 << 40, -(1 << 40), HUGE, 2**63 - 1, -(2**63)]
+RACE_FLOATS = [0.0, -0.0, NAN, INF, -INF, 3.4e38, -1e300, 1e-40]
+# The most one race call writes: enough for milliseconds of work, little memory.
+RACE_BYTES = 16 << 20
+
+
+@dataclass
+class Scribble:
+    """The writer's plan for one caller-owned array: (spot, value) writes made
+    in turn, each put back afterwards when ``restore``; a value of None
+    shuffles the spot's elements instead."""
+
+    label: str
+    array: np.ndarray
+    writes: list[tuple[Any, Any]]
+    restore: bool
+
+
+class Writer(threading.Thread):
+    """Rewrites arrays until stopped (each write a few bytecodes, so that the
+    thread runs whenever the call it races has released the GIL)."""
+
+    def __init__(self, plans: list[Scribble], delay: float, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.plans, self.delay, self.seed = plans, delay, seed
+        self.halt = threading.Event()
+        self.writes = 0
+
+    def run(self) -> None:
+        rng = np.random.default_rng(self.seed)
+        saved = [[plan.array[spot].copy() for spot, _ in plan.writes] for plan in self.plans]
+        if self.delay:
+            time.sleep(self.delay)
+        with np.errstate(all="ignore"):  # (warnings' filters are not for threads to change)
+            while not self.halt.is_set():
+                for plan, goods in zip(self.plans, saved, strict=True):
+                    for (spot, value), good in zip(plan.writes, goods, strict=True):
+                        if value is None:
+                            rng.shuffle(plan.array[spot])
+                        else:
+                            plan.array[spot] = value
+                        if plan.restore:
+                            plan.array[spot] = good
+                        self.writes += 1
+                if not self.plans:
+                    return
+
+
+def _scribble(r: Reader, label: str, array: np.ndarray) -> Scribble | None:
+    """A plan for ``array`` drawn from the input; None for an array no caller could write."""
+    if not array.flags.writeable or array.size == 0 or array.ndim == 0:
+        return None
+    flat = array.reshape(-1) if array.flags.c_contiguous else None
+    target = flat if flat is not None else array
+    n = target.shape[0]
+    pool = RACE_FLOATS if array.dtype.kind == "f" else RACE_INTS
+    writes: list[tuple[Any, Any]] = []
+    for _ in range(r.int(1, 4)):
+        where = r.pick(["one", "one", "first", "last", "run", "all"])
+        if where == "one":
+            spot: Any = r.int(0, n - 1)
+        elif where == "first":
+            spot = 0
+        elif where == "last":
+            spot = n - 1
+        else:
+            lo = 0 if where == "all" else r.int(0, n - 1)
+            spot = slice(lo, n if where == "all" else min(n, lo + r.pick([2, 16, 256])))
+        if r.chance(6) and isinstance(spot, slice):
+            writes.append((spot, None))  # shuffled
+        else:
+            with quiet():
+                value = np.array(r.pick(pool)).astype(array.dtype)
+            writes.append((spot, value))
+    return Scribble(label, target, writes, r.chance(2))
+
+
+@dataclass
+class RaceCase:
+    """One race: the call, and the caller-owned arrays it reads (label, array)."""
+
+    kernel: str
+    run: Callable[[], Any]
+    arrays: list[tuple[str, np.ndarray]]
+    text: str
+
+
+def _race_corpus(r: Reader, bytes_per_window: int) -> tuple[int, int, str, np.ndarray]:
+    """size, step, tail and document offsets of a corpus whose windows take
+    about RACE_BYTES at ``bytes_per_window`` each."""
+    size = r.pick([1, 2, 7, 16, 64, 256])
+    step = r.pick([size, size, max(1, size // 2), 1, r.int(1, size)])
+    tail = r.pick(["pad", "shift", "drop"])
+    docs = r.pick([1, 2, 3, 17, 400, 20_000])
+    windows = max(RACE_BYTES // max(bytes_per_window * size, 1) - docs, 1)
+    n = min(windows * step, 1 << 23)
+    n = r.int(n // 4, n)
+    cuts = np.sort(r.rng().integers(0, n + 1, docs - 1))
+    offsets = np.concatenate([[0], cuts, [n]]).astype(np.int64)
+    return size, step, tail, offsets
+
+
+def _race_tokens(r: Reader, n: int) -> np.ndarray:
+    dtype = r.pick([np.int32, np.int64, np.uint16, np.int8])
+    return (np.arange(n, dtype=np.int64) % 127).astype(dtype)
+
+
+def _own_windows(r: Reader, w: posembed.Windows) -> posembed.Windows:
+    """``w``, or a Windows built by hand from copies of its arrays (the caller's own)."""
+    if r.chance(2):
+        return w
+    return posembed.Windows(
+        w.tokens,
+        w.starts.copy(),
+        w.lengths.copy(),
+        w.documents.copy(),
+        w.doc_offsets.copy(),
+        w.size,
+        w.step,
+        w.tail,
+    )
+
+
+def _own_layout(r: Reader, layout: posembed.WindowLayout) -> posembed.WindowLayout:
+    if r.chance(2) and all(getattr(layout, f).flags.writeable for f in LAYOUT_FIELDS):
+        return layout
+    return posembed.WindowLayout(
+        **{f: getattr(layout, f).copy() for f in LAYOUT_FIELDS},
+        size=layout.size,
+        step=layout.step,
+        tail=layout.tail,
+    )
+
+
+WINDOW_FIELDS = ("starts", "lengths", "documents", "doc_offsets")
+
+
+def _race_case(r: Reader, kernel: str) -> RaceCase:
+    """The call ``kernel`` with arguments drawn from ``r``."""
+    if kernel == "embed block":
+        return _race_embed(r)
+    values_d = r.pick([1, 1, 3])
+    values_dtype = np.dtype(r.pick([np.float32, np.float64, np.int32, np.float16]))
+    per_window = values_d * values_dtype.itemsize if "stitch" in kernel else 4
+    size, step, tail, offsets = _race_corpus(r, per_window)
+    n = int(offsets[-1])
+    tokens = _race_tokens(r, n)
+    text = f"{n} tokens ({tokens.dtype}), {offsets.size - 1} documents, size {size}, step {step}"
+    text += f", tail {tail}"
+    if kernel == "windows":
+        pad = r.pick([0, -1, 7])
+
+        def run() -> Any:
+            return posembed.windows(
+                tokens, size, step=step, tail=tail, offsets=offsets, pad_value=pad
+            )
+
+        return RaceCase(kernel, run, [("offsets", offsets), ("tokens", tokens)], text)
+    if kernel == "window_layout":
+        return RaceCase(
+            kernel,
+            lambda: posembed.window_layout(offsets, size, step=step, tail=tail),
+            [("offsets", offsets)],
+            text,
+        )
+    if kernel in ("Windows.owner", "stitch", "stitch block"):
+        w = _own_windows(r, posembed.windows(tokens, size, step=step, tail=tail, offsets=offsets))
+        arrays = [(f, getattr(w, f)) for f in WINDOW_FIELDS]
+        if kernel == "Windows.owner":
+            rule = r.pick(sorted(OWNER_RULES))
+            return RaceCase(kernel, lambda: w.owner(rule), arrays, text + f", rule {rule}")
+        shape = (len(w), size) if values_d == 1 and r.chance(2) else (len(w), size, values_d)
+        values = r.rng().integers(-9, 9, shape).astype(values_dtype)
+        reduce = r.pick(sorted(REDUCES))
+        fill = r.pick([0, 1, -1, 2.5])
+        text += f", values {values_dtype}{shape}, reduce {reduce}, fill {fill}"
+        if kernel == "stitch":
+
+            def run() -> Any:
+                return posembed.stitch(values, w, reduce=reduce, fill=fill)
+
+            return RaceCase(kernel, run, [("values", values), *arrays], text)
+        return _race_stitch_block(r, w, values, reduce, fill, text)
+    # WindowLayout.cut and the Dask block that calls it
+    layout = _own_layout(r, posembed.window_layout(offsets, size, step=step, tail=tail))
+    count = len(layout)
+    first, end = sorted((r.int(0, count), r.int(0, count)))
+    ranged = kernel == "window block" or r.chance(2)
+    token_start = 0
+    if ranged and first < end and r.chance(2):
+        # the block holds the corpus from the first window's start on
+        token_start = int(layout.doc_offsets[layout.documents[first]] + layout.starts[first])
+    block = tokens[token_start:]
+    pad = r.pick([0, 1, 99])
+    arrays = [(f, getattr(layout, f)) for f in LAYOUT_FIELDS] + [("tokens", block)]
+    text += f", windows [{first}, {end}) of {count}, token_start {token_start}"
+    if kernel == "window block":
+        return RaceCase(
+            kernel,
+            lambda: dask_compute._window_block(block, layout, first, end, token_start, pad),
+            arrays,
+            text,
+        )
+    span = slice(first, end) if ranged else None
+    return RaceCase(
+        kernel,
+        lambda: layout.cut(block, windows=span, token_start=token_start, pad_value=pad),
+        arrays,
+        text + ("" if ranged else " (all)"),
+    )
+
+
+def _race_stitch_block(
+    r: Reader, w: posembed.Windows, values: np.ndarray, reduce: str, fill: Any, text: str
+) -> RaceCase:
+    """posembed.dask's stitch of one block of tokens [a, b), with the windows
+    holding any of them (as posembed.dask.stitch picks them)."""
+    n = int(w.doc_offsets[-1])
+    a, b = sorted((r.int(0, n), r.int(0, n)))
+    b = max(b, min(a + 1, n))
+    corpus_starts = w.doc_offsets[:-1][w.documents] + w.starts
+    corpus_ends = corpus_starts + w.lengths
+    first = int(np.searchsorted(corpus_ends, a, side="right"))
+    end = int(np.searchsorted(corpus_starts, b, side="left"))
+    first = min(first, end)
+    starts, lengths = corpus_starts[first:end], w.lengths[first:end].copy()
+    documents, part = w.documents[first:end].copy(), values[first:end]
+
+    def run() -> Any:
+        return dask_compute._stitch_block(
+            part,
+            a,
+            b,
+            starts,
+            lengths,
+            documents,
+            w.doc_offsets,
+            w.size,
+            w.step,
+            w.tail,
+            reduce,
+            fill,
+        )
+
+    arrays = [("values", part), ("corpus_starts", starts), ("lengths", lengths)]
+    arrays += [("documents", documents), ("doc_offsets", w.doc_offsets)]
+    return RaceCase("stitch block", run, arrays, text + f", tokens [{a}, {b})")
+
+
+def _race_embed(r: Reader) -> RaceCase:
+    """posembed.dask's embed of one block: ids, positions and tables rewritten."""
+    d = r.pick([1, 8, 64])
+    vocab, rows = r.pick([1, 50, 5000]), r.pick([1, 64, 4096])
+    batch = max(RACE_BYTES // (4 * d * 256), 1)
+    length = r.int(1, 256)
+    rng = r.rng()
+    ids = rng.integers(0, vocab, (batch, length))
+    token_table = rng.standard_normal((vocab, d), dtype=np.float32)
+    pos_table = rng.standard_normal((max(rows, length), d), dtype=np.float32)
+    positions = None if r.chance(2) else rng.integers(0, pos_table.shape[0], (batch, length))
+    dropout = r.pick([0.0, 0.0, 0.1])
+    seed = r.pick([None, 3])
+    first_row = r.pick([0, 5])
+    arrays = [("ids", ids), ("token_table", token_table), ("pos_table", pos_table)]
+    if positions is not None:
+        arrays.append(("positions", positions))
+
+    def run() -> Any:
+        return dask_compute._embed_block(
+            ids, token_table, pos_table, positions, 0, dropout, seed, first_row
+        )
+
+    text = f"ids {ids.shape}, d {d}, tables {vocab}/{pos_table.shape[0]} rows, dropout {dropout}"
+    return RaceCase("embed block", run, arrays, text)
+
+
+RACE_KERNELS = ["windows", "Windows.owner", "stitch", "window_layout", "WindowLayout.cut"]
+if dask_compute is not None:  # the Dask block functions, where the dask extra is installed
+    RACE_KERNELS += ["window block", "stitch block", "embed block"]
+
+
+LAST_WRITER: Writer | None = None  # the latest race's writer (for the tests)
+
+
+def race_input(data: bytes) -> str:
+    """Run one race input; returns the kernel and outcome for the statistics."""
+    r = Reader(data)
+    kernel = r.pick(RACE_KERNELS)
+    with quiet():
+        case = _race_case(r, kernel)
+    plans = [p for label, a in case.arrays if (p := _scribble(r, label, a)) is not None]
+    delay = r.pick([0.0, 0.0, 0.0005, 0.002, 0.005])
+    global LAST_WRITER
+    writer = LAST_WRITER = Writer(plans, delay, r.int(0, 2**32 - 1))
+    writer.start()
+    try:
+        with quiet():
+            _, exc = _run(lambda pos, kw: case.run(), [], {})
+    finally:
+        writer.halt.set()
+        writer.join()
+    if exc is not None and not isinstance(exc, ALLOWED):
+        call = Call(f"race {kernel}", lambda pos, kw: None, None)
+        call.add("case", Value(case.text))
+        call.add("writer", Value([(p.label, [(s, v) for s, v in p.writes]) for p in plans]))
+        _failure(Outcome(call, "exception", fast_exc=exc), f"{kernel} raised {type(exc).__name__}")
+        return f"race {kernel}: known"
+    return f"race {kernel}: {_kind(exc)}"
+
+
+# ---------------------------------------------------------------- files mode
+#
+# --mode files: each input builds a small file or folder and hands it to a
+# public reader: a safetensors checkpoint to resize_checkpoint and
+# `posembed resize`, a .npy file to chunk_file and `posembed chunk` (as the
+# tokens or as --offsets) and to `posembed plot similarity`, a parted output
+# to posembed.dask.read_parts. Each is a valid file with 0 to 3 crafted
+# defects ("planted"). The reader must return (a valid input must be
+# accepted) or raise one of its documented exceptions; the command must exit
+# 0, or 2 with one line on stderr, never with a traceback; read_parts must not
+# read outside its folder, block on a FIFO, or serve rows that disagree with
+# its index.
+
+
+class Raw(str):
+    """JSON text put into a crafted document as it is."""
+
+
+@dataclass
+class Obj:
+    """A JSON object as (key, value) pairs, so that a key may come twice."""
+
+    pairs: list[tuple[str, Any]]
+
+    def get(self, key: str) -> Any:
+        return next(v for k, v in self.pairs if k == key)
+
+    def set(self, key: str, value: Any) -> None:
+        self.pairs = [(k, value if k == key else v) for k, v in self.pairs]
+
+    def drop(self, key: str) -> None:
+        self.pairs = [(k, v) for k, v in self.pairs if k != key]
+
+
+def _json(x: Any) -> str:
+    if isinstance(x, Raw):
+        return str(x)
+    if isinstance(x, Obj):
+        return "{" + ", ".join(f"{json.dumps(k)}: {_json(v)}" for k, v in x.pairs) + "}"
+    if isinstance(x, list):
+        return "[" + ", ".join(_json(v) for v in x) + "]"
+    return json.dumps(x)
+
+
+def _deep(r: Reader) -> str:
+    depth = r.pick([64, 1000, 20_000, 200_000])
+    if r.chance(2):
+        return "[" * depth + "]" * depth if r.chance(3) else "[" * depth + "1" + "]" * depth
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+NONFINITE = ["NaN", "Infinity", "-Infinity"]
+BAD_UTF8 = [b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xfe\xfe", b"\x80"]
+
+ST_DEFECTS = ["nest", "nonfinite", "duplicate", "length", "offsets", "shape", "dtype", "utf8"]
+ST_DEFECTS += ["surrogate", "metadata", "data", "not-object", "bom", "numbers"]
+ST_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64}
+
+
+@dataclass
+class Crafted:
+    """A crafted input on disk: what the reader gets, and the defects planted."""
+
+    kind: str
+    path: Path
+    planted: list[str]
+    fifos: list[Path] = field(default_factory=list)
+    escapes: bool = False  # a part that lies outside the folder
+    note: str = ""
+
+
+def _safetensors_file(r: Reader, folder: Path) -> Crafted:
+    rows, d = r.int(1, 12), r.int(1, 5)
+    dt = r.pick(sorted(ST_DTYPES))
+    table = r.rng().standard_normal((rows, d)).astype(ST_DTYPES[dt])
+    data = bytearray(table.astype(table.dtype.newbyteorder("<")).tobytes())
+    entry = Obj([("dtype", dt), ("shape", [rows, d]), ("data_offsets", [0, len(data)])])
+    top = Obj([("pos", entry)])
+    other: Obj | None = None
+    if r.chance(2):
+        k = r.int(0, 6)
+        other = Obj(
+            [("dtype", "I32"), ("shape", [k]), ("data_offsets", [len(data), len(data) + 4 * k])]
+        )
+        data += np.arange(k, dtype="<i4").tobytes()
+        top.pairs.insert(r.int(0, 1), ("other", other))
+    meta: Obj | None = Obj([("format", "pt")]) if r.chance(2) else None
+    if meta is not None:
+        top.pairs.insert(0, ("__metadata__", meta))
+    whole: str | None = None
+    hlen: int | None = None
+    byte_edits: list[tuple[bytes, bytes]] = []
+    planted = []
+    for _ in range(r.pick([0, 1, 1, 1, 2, 3])):
+        defect = r.pick(ST_DEFECTS)
+        where = ""
+        if defect == "nest":
+            where = r.pick(["whole", "field", "shape", "metadata"])
+            text = Raw(_deep(r))
+            if where == "whole":
+                whole = text
+            elif where == "field":
+                entry.pairs.append(("extra", text))
+            elif where == "shape":
+                entry.set("shape", text)
+            else:
+                top.pairs.insert(0, ("__metadata__", text))
+        elif defect == "nonfinite":
+            lit = Raw(r.pick(NONFINITE))
+            where = r.pick(["field", "shape", "offsets", "metadata", "other"])
+            if where == "field":
+                entry.pairs.append(("scale", lit))
+            elif where == "shape":
+                entry.set("shape", [lit, d])
+            elif where == "offsets":
+                entry.set("data_offsets", [0, lit])
+            elif where == "metadata":
+                top.pairs.insert(0, ("__metadata__", Obj([("x", lit)])))
+            elif other is not None:
+                other.pairs.append(("scale", Obj([("v", [lit])])))
+        elif defect == "duplicate":
+            where = r.pick(["tensor", "field", "metadata", "metadata key"])
+            if where == "tensor":
+                top.pairs.append(("pos", entry))
+            elif where == "field":
+                entry.pairs.append(("dtype", dt))
+            elif where == "metadata":
+                top.pairs.append(("__metadata__", Obj([("format", "np")])))
+            elif meta is not None:
+                meta.pairs.append(("format", "pt"))
+        elif defect == "length":
+            hlen = r.pick([0, 1, 7, -1, 2**63, 2**64 - 1, 100_000_001, "end+1", "short"])
+            where = str(hlen)
+        elif defect == "offsets":
+            n = len(data)
+            where = r.pick(["overlap", "outside", "reversed", "negative", "float", "three", "text"])
+            where = r.pick([where, "bool", "huge", "gap"])
+            bad: Any = {
+                "overlap": [0, n + 4],
+                "outside": [0, n + 1000],
+                "reversed": [n, 0],
+                "negative": [-4, n],
+                "float": [0.0, float(n)],
+                "three": [0, n, n],
+                "text": ["0", str(n)],
+                "bool": [False, n],
+                "huge": [0, 2**64],
+                "gap": [4, n + 4],
+            }[where]
+            entry.set("data_offsets", bad)
+        elif defect == "shape":
+            where = r.pick(["2^64 elements", "2^63", "negative", "float", "bool", "empty", "text"])
+            where = r.pick([where, "more", "nested", "null", "zero"])
+            entry.set(
+                "shape",
+                {
+                    "2^64 elements": [2**32, 2**32],
+                    "2^63": [2**63],
+                    "negative": [-rows, -d],
+                    "float": [float(rows), d],
+                    "bool": [True, d],
+                    "empty": [],
+                    "text": "rows",
+                    "more": [rows, d, 2**40, 2**40],
+                    "nested": [[rows], d],
+                    "null": None,
+                    "zero": [0, d],
+                }[where],
+            )
+        elif defect == "dtype":
+            value = r.pick(["Q8", "", "f32", "F8_E4M3", "I64", 5, None, ["F32"], "F32 ", "BOOL"])
+            entry.set("dtype", value)
+            where = repr(value)
+        elif defect == "utf8":
+            bad_bytes = r.pick(BAD_UTF8)
+            where = r.pick(["name", "metadata", "other"])
+            target = {"name": b'"pos"', "metadata": b'"pt"', "other": b'"other"'}[where]
+            byte_edits.append((target, target[:-1] + bad_bytes + b'"'))
+            where += f" {bad_bytes!r}"
+        elif defect == "surrogate":
+            where = r.pick(["other", "metadata"])
+            if where == "other" and other is not None:
+                top.pairs.append(("x\\ud800", Raw(_json(other))))
+            else:
+                top.pairs.insert(0, ("__metadata__", Obj([("k", Raw('"\\udfff"'))])))
+        elif defect == "metadata":
+            value = r.pick(['{"a": 1}', "[]", "null", '{"a": {"b": "c"}}', '"str"', '{"a": null}'])
+            top.pairs.insert(0, ("__metadata__", Raw(value)))
+            where = value
+        elif defect == "data":
+            where = r.pick(["short", "long"])
+            if where == "short":
+                del data[-r.int(1, max(len(data), 1)) :]
+            else:
+                data += b"\0" * r.int(1, 9)
+        elif defect == "not-object":
+            whole = Raw(r.pick(["[]", "1", "null", '"x"', "", " ", "{", "{}x", "[{}]"]))
+            where = repr(str(whole))
+        elif defect == "bom":
+            byte_edits.append((b"", "\ufeff".encode()))
+        elif defect == "numbers":
+            lit = r.pick(["1e2", "0x10", "01", "-0", "1.0", "+1", "1_0"])
+            entry.set("shape", [Raw(lit), d])
+            where = lit
+        planted.append(f"safetensors:{defect}" + (f" ({where})" if where else ""))
+    header = (whole if whole is not None else _json(top)).encode("utf-8", "surrogatepass")
+    for old, new in byte_edits:
+        header = new + header if old == b"" else header.replace(old, new, 1)
+    header += b" " * (-len(header) % 8)
+    if hlen == "end+1":
+        hlen = len(header) + len(data) + 1
+    elif hlen == "short":
+        hlen = max(len(header) - 3, 0)
+    length = len(header) if hlen is None else int(hlen) % 2**64
+    path = folder / "model.safetensors"
+    path.write_bytes(length.to_bytes(8, "little") + header + bytes(data))
+    return Crafted("safetensors", path, planted, note=f"table {dt} ({rows}, {d})")
+
+
+NPY_SHAPES = ["(4611686018427387904,)", "(9223372036854775807,)", "(1099511627776,)", "(-1,)"]
+NPY_SHAPES += ["(-4611686018427387904,)", "()", "(3, 4)", "(1.5,)", "'x'", "(0,)", "None"]
+NPY_SHAPES += ["(4294967296, 4294967296)", "(2305843009213693952,)"]
+NPY_DEFECTS = ["shape", "descr", "fortran", "length", "version", "magic", "dict", "data", "bytes"]
+
+
+def _npy_file(r: Reader, path: Path, values: np.ndarray) -> Crafted:
+    """``values`` (little-endian) saved as a .npy file, by hand, with defects."""
+    descr, fortran, shape = repr(values.dtype.str), "False", repr(values.shape)
+    version, magic = (1, 0), b"\x93NUMPY"
+    body = values.tobytes()
+    hlen: int | None = None
+    text: str | None = None
+    planted = []
+    for _ in range(r.pick([0, 1, 1, 1, 2, 3])):
+        defect = r.pick(NPY_DEFECTS)
+        if defect == "shape":
+            shape = r.pick([*NPY_SHAPES, f"({values.size}, 1)", f"({values.size + 1},)"])
+            planted.append(f"npy:shape {shape}")
+        elif defect == "descr":
+            descr = r.pick(["'|O'", "'<f8'", "'>i8'", "'<U3'", "'|V8'", "'nonsense'", "5"])
+            descr = r.pick([descr, "[('a', '<i8')]", "None", "'<i16'", "'<M8[ns]'", "'|b1'"])
+            descr = r.pick([descr, "'<u2'", "'|i1'", "'O'", "('<i8', (2,))"])
+            planted.append(f"npy:descr {descr}")
+        elif defect == "fortran":
+            fortran = r.pick(["True", "'garbage'", "1", "None", "[]"])
+            planted.append(f"npy:fortran_order {fortran}")
+        elif defect == "length":
+            hlen = r.pick([0, 1, 0xFFFF, 2**31, 2**32 - 1, -64, 64])
+            planted.append(
+                f"npy:header length {hlen:+d}" if hlen in (-64, 64) else f"npy:header length {hlen}"
+            )
+        elif defect == "version":
+            version = r.pick([(2, 0), (3, 0), (9, 9), (0, 0), (1, 1)])
+            planted.append(f"npy:version {version}")
+        elif defect == "magic":
+            magic = r.pick([b"\x93NUMPZ", b"", b"\x93NUM"])
+            planted.append(f"npy:magic {magic!r}")
+        elif defect == "dict":
+            text = r.pick(
+                [
+                    "[1, 2]",
+                    "{'descr': '<i8'}",
+                    "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), 'x': 1}",
+                    "__import__('os').getcwd()",
+                    "{" * 300,
+                    "(" * 300 + ")" * 300,
+                    "",
+                    "{'descr': '<i8', 'fortran_order': False, 'shape': (1,) * 100}",
+                ]
+            )
+            planted.append(f"npy:header {_short(text, 40)!r}")
+        elif defect == "data":
+            if r.chance(2) and body:
+                body = body[: -r.int(1, len(body))]
+                planted.append("npy:data short")
+            else:
+                body += b"\1" * r.int(1, 15)
+                planted.append("npy:data long")
+        elif defect == "bytes":
+            planted.append("npy:header bytes")
+            text = f"{{'descr': {descr}, 'fortran_order': False, 'shape': {shape}, }}\xff\x00"
+    if text is None:
+        text = f"{{'descr': {descr}, 'fortran_order': {fortran}, 'shape': {shape}, }}"
+    raw = text.encode("latin-1", "replace")
+    wide = version[0] >= 2
+    prefix = len(magic) + 2 + (4 if wide else 2)
+    raw += b" " * (-(prefix + len(raw) + 1) % 64) + b"\n"
+    size = len(raw) if hlen is None else (len(raw) + hlen if hlen in (-64, 64) else hlen)
+    size %= 2 ** (32 if wide else 16)
+    blob = magic + bytes(version) + size.to_bytes(4 if wide else 2, "little") + raw + body
+    path.write_bytes(blob)
+    return Crafted("npy", path, planted)
+
+
+PART_DEFECTS = ["index text", "version", "parts", "file", "windows", "size", "dtype", "symlink"]
+PART_DEFECTS += ["symlinked parts", "fifo", "folder", "part dtype", "part shape", "part cut"]
+PART_DEFECTS += ["meta", "layout file", "part object"]
+ESCAPES = ("../x.npy", "ABSOLUTE", "parts/../../x.npy", "parts/../index.json", "/dev/zero")
+
+
+def _parts_folder(r: Reader, root: Path) -> Crafted:
+    """A parted output as posembed chunk --dask writes it, with defects."""
+    rng = r.rng()
+    n, size = r.int(0, 60), r.int(1, 6)
+    step, tail = r.int(1, size), r.pick(["pad", "shift", "drop"])
+    dtype = np.dtype(r.pick(["<i4", "<i8", "<u2", "|u1"]))
+    tokens = (np.arange(n) % 100).astype(dtype)
+    offsets = np.array([0, *sorted(rng.integers(0, n + 1, r.int(0, 3))), n])
+    w = posembed.windows(tokens, size, step=step, tail=tail, offsets=offsets)
+    count = len(w)
+    bounds = [0, *sorted(int(x) for x in rng.integers(0, count + 1, r.int(0, 3))), count]
+    folder = root / "out"
+    (folder / "parts").mkdir(parents=True)
+    parts = []
+    for c in range(len(bounds) - 1):
+        a, b = bounds[c], bounds[c + 1]
+        np.save(folder / "parts" / f"part-{c:05d}.npy", w.tokens[a:b])
+        parts.append(
+            Obj([("file", f"parts/part-{c:05d}.npy"), ("windows", [a, b]), ("tokens", [0, n])])
+        )
+    for name in ("starts", "lengths", "documents", "doc_offsets"):
+        np.save(folder / f"{name}.npy", getattr(w, name))
+    meta = Obj([("tokens", n), ("windows", count), ("size", size), ("step", step), ("tail", tail)])
+    meta.pairs += [("dtype", dtype.name), ("pad_value", 0), ("parts", len(parts))]
+    index = Obj([("version", 1), ("dtype", dtype.str), ("size", size), ("parts", parts)])
+    # what an escaping entry would serve: rows of the right shape, all 77
+    np.save(root / "x.npy", np.full((max(bounds[1] - bounds[0], 1), size), 77, dtype))
+    crafted = Crafted("parts", folder, [])
+    index_text: str | None = None
+    meta_text: str | None = None
+    k = r.int(0, len(parts) - 1)
+    part = parts[k]
+    part_path = folder / "parts" / f"part-{k:05d}.npy"
+    for _ in range(r.pick([0, 1, 1, 1, 2])):
+        defect = r.pick(PART_DEFECTS)
+        where = ""
+        if defect == "index text":
+            where = r.pick(
+                ["", "{", "[]", "null", "1", '"x"', "deep", "nonfinite", "twice", "utf8"]
+            )
+            if where == "deep":
+                index_text = _deep(r)
+            elif where == "nonfinite":
+                index.set("size", Raw(r.pick(NONFINITE)))
+            elif where == "twice":
+                index.pairs.append(("parts", []))
+            elif where == "utf8":
+                index_text = _json(index).replace('"parts"', '"par\udcfftsx"', 1)
+            else:
+                index_text = where
+        elif defect in ("version", "parts", "size", "dtype"):
+            choices = {
+                "version": [None, 2, "1", 0, [1], Raw("NaN")],
+                "parts": [None, Obj([]), "parts", 5, [1], ["x"], [[0]], [Obj([])], Raw("null")],
+                "size": [None, "3", 0, -1, 2**64, 1.5, Raw("null"), size + 1],
+                "dtype": [None, "nonsense", 5, Raw("null"), "<f8", ">i4", "|O", "<U3", "<i2"],
+            }[defect]
+            value = r.pick(choices)
+            if value is None:
+                index.drop(defect)
+            else:
+                index.set(defect, value)
+            where = "missing" if value is None else _short(_json(value), 30)
+        elif defect == "file":
+            value = r.pick([None, 5, Raw("null"), ["a"], "", "parts", "parts/", "parts/nope.npy"])
+            value = r.pick([value, "parts/a\u0000.npy", "parts/part-00000.npy", *ESCAPES])
+            if value == "ABSOLUTE":
+                value = str(root / "x.npy")
+            if value is None:
+                part.drop("file")
+            else:
+                part.set("file", value)
+            where = "missing" if value is None else _short(_json(value), 40)
+        elif defect == "windows":
+            a, b = bounds[k], bounds[k + 1]
+            value = r.pick([None, 5, [a], [a, b, b], [str(a), str(b)], [float(a), float(b)]])
+            value = r.pick([value, [Raw("NaN"), b], [b, a], [-1, b], [a, 2**64], Raw("null")])
+            if value is None:
+                part.drop("windows")
+            else:
+                part.set("windows", value)
+            where = "missing" if value is None else _short(_json(value), 30)
+        elif defect == "symlink":
+            _clear(part_path)
+            part_path.symlink_to(r.pick([root / "x.npy", Path("../../x.npy"), Path("/dev/zero")]))
+        elif defect == "symlinked parts" and not (folder / "parts").is_symlink():
+            shutil.move(folder / "parts", root / "elsewhere")
+            (folder / "parts").symlink_to(root / "elsewhere")
+        elif defect == "fifo":
+            where = r.pick(["part", "starts.npy", "index.json", "meta.json"])
+            victim = part_path if where == "part" else folder / where
+            _clear(victim)
+            os.mkfifo(victim)
+            crafted.fifos.append(victim)
+        elif defect == "folder":
+            _clear(part_path)
+            part_path.mkdir()
+        elif defect in ("part dtype", "part shape", "part object"):
+            rows = w.tokens[bounds[k] : bounds[k + 1]]
+            _clear(part_path)  # (never np.save into a FIFO: that blocks)
+            if defect == "part dtype":
+                other = r.pick([np.int64, np.int16, np.float64, np.uint8, ">i4"])
+                np.save(part_path, rows.astype(other))
+                where = np.dtype(other).str
+            elif defect == "part shape":
+                shaped = r.pick(["more columns", "1-D", "fortran", "3-D"])
+                np.save(
+                    part_path,
+                    {
+                        "more columns": np.zeros((rows.shape[0], size + 1), dtype),
+                        "1-D": rows.reshape(-1),
+                        "fortran": np.asfortranarray(rows),
+                        "3-D": rows[:, :, None],
+                    }[shaped],
+                )
+                where = shaped
+            else:
+                np.save(part_path, np.empty(rows.shape, object), allow_pickle=True)
+        elif defect == "part cut":
+            saved = io.BytesIO()
+            np.save(saved, w.tokens[bounds[k] : bounds[k + 1]])
+            blob = saved.getvalue()
+            _clear(part_path)
+            part_path.write_bytes(blob[: r.int(0, max(len(blob) - 1, 0))])
+        elif defect == "meta":
+            where = r.pick(["", "{}", "size", "tail", "step", "deep"])
+            if where == "deep":
+                meta_text = _deep(r)
+            elif where in ("size", "tail", "step"):
+                meta.set(where, r.pick(["x", Raw("null"), -1, 2**64, Raw("NaN")]))
+            else:
+                meta_text = where
+        elif defect == "layout file":
+            name = r.pick(["starts", "lengths", "documents", "doc_offsets"])
+            how = r.pick(["missing", "empty", "float", "2-D", "short"])
+            target = folder / f"{name}.npy"
+            _clear(target)
+            if how == "empty":
+                target.write_bytes(b"")
+            elif how != "missing":
+                good = getattr(w, name)
+                np.save(
+                    target,
+                    {
+                        "float": good.astype(np.float64),
+                        "2-D": good[:, None],
+                        "short": good[:-1],
+                    }[how],
+                )
+            where = f"{name} {how}"
+        crafted.planted.append(f"parts:{defect}" + (f" ({where})" if where else ""))
+    if not any(p.startswith("parts:fifo") and "index.json" in p for p in crafted.planted):
+        text = index_text if index_text is not None else _json(index)
+        (folder / "index.json").write_bytes(text.encode("utf-8", "surrogateescape"))
+    if not any(p.startswith("parts:fifo") and "meta.json" in p for p in crafted.planted):
+        (folder / "meta.json").write_text(meta_text if meta_text is not None else _json(meta))
+    # what read_parts must still refuse after the later defects undid some:
+    # a part outside the folder or a FIFO, where index.json still lists it
+    listed = index_text is None and any(key == "parts" and v is parts for key, v in index.pairs)
+    named = next((v for key, v in part.pairs if key == "file"), None)
+    own = named == f"parts/part-{k:05d}.npy"
+    outside = named in ESCAPES or named == str(root / "x.npy")
+    crafted.escapes = listed and (
+        (folder / "parts").is_symlink() or outside or (own and part_path.is_symlink())
+    )
+    crafted.fifos = [
+        f
+        for f in crafted.fifos
+        if (f != part_path or (listed and own)) and f.is_fifo() and not f.is_symlink()
+    ]
+    crafted.note = f"{count} windows of {size} ({dtype.str}) in {len(parts)} parts"
+    return crafted
+
+
+def _clear(path: Path) -> None:
+    """Remove whatever is at ``path`` (file, link, FIFO or folder)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def _cli(argv: list[str]) -> tuple[int, str, BaseException | None]:
+    """``posembed ARGV`` in this process: exit status, stderr, and the exception
+    that would have ended the command with a traceback (else None)."""
+    err = io.StringIO()
+    code, exc = 0, None
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = cli.main(argv)
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+        except Exception as raised:  # a traceback, for the caller to judge
+            exc = raised
+    return code, err.getvalue(), exc
+
+
+def _files_failure(crafted: Crafted, reader: str, problem: str, message: str, exc=None) -> str:
+    call = Call(f"files {crafted.kind}: {reader}", lambda pos, kw: None, None)
+    call.add("planted", Value(crafted.planted))
+    if crafted.note:
+        call.add("file", Value(crafted.note))
+    outcome = Outcome(call, problem, fast_exc=exc, planted=tuple(crafted.planted))
+    _failure(outcome, message)
+    return "known"
+
+
+def _judge(
+    crafted: Crafted, reader: str, exc: BaseException | None, allowed: tuple[type, ...]
+) -> str:
+    """A reader's outcome: its result or a documented exception; a valid input accepted."""
+    if exc is not None and not isinstance(exc, allowed):
+        return _files_failure(
+            crafted,
+            reader,
+            "exception",
+            f"{reader} raised {type(exc).__name__}: {_short(str(exc))}",
+            exc,
+        )
+    if exc is not None and not crafted.planted:
+        return _files_failure(
+            crafted, reader, "refused", f"{reader} refused a valid input: {_short(str(exc))}", exc
+        )
+    return _kind(exc)
+
+
+def _judge_cli(crafted: Crafted, argv: list[str], how: str = "one line") -> str:
+    """``posembed ARGV``: exit 0, or 2 with one error line on stderr (after
+    argparse's usage for ``how="usage"``); never a traceback."""
+    reader = "posembed " + " ".join(argv[:2] if argv[0] == "plot" else argv[:1])
+    code, err, exc = _cli(argv)
+    if exc is not None:
+        return _files_failure(
+            crafted,
+            reader,
+            "traceback",
+            f"{reader} ended with a traceback: {type(exc).__name__}: {_short(str(exc))}",
+            exc,
+        )
+    lines = err.splitlines()
+    if code == 0:
+        return "ok"
+    if code != 2:
+        return _files_failure(crafted, reader, "exit", f"{reader} exited {code}: {_short(err)}")
+    errors = [line for line in lines if line.startswith(f"{reader}: error: ")]
+    shape_ok = len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in err
+    if how == "one line":
+        shape_ok = shape_ok and len(lines) == 1
+    if not shape_ok:
+        return _files_failure(crafted, reader, "stderr", f"{reader} exited 2 with stderr {err!r}")
+    if not crafted.planted:
+        return _files_failure(
+            crafted, reader, "refused", f"{reader} refused a valid input: {err!r}"
+        )
+    return "exit 2"
+
+
+def _strict_header(path: Path) -> str | None:
+    """Why the safetensors file at ``path`` is not one the official reader takes, or None."""
+
+    def refuse(literal: str) -> None:
+        raise ValueError(f"the literal {literal}")
+
+    def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"a key twice in {keys}")
+        return dict(pairs)
+
+    blob = path.read_bytes()
+    n = int.from_bytes(blob[:8], "little")
+    try:
+        json.loads(blob[8 : 8 + n].decode("utf-8"), parse_constant=refuse, object_pairs_hook=once)
+        with open(path, "rb") as f:
+            _safetensors.read_header(f, path)
+    except (ValueError, RecursionError) as exc:
+        return str(exc)
+    return None
+
+
+def _files_safetensors(r: Reader, root: Path) -> str:
+    crafted = _safetensors_file(r, root)
+    length = r.int(1, 20)
+    dst = root / "resized.safetensors"
+    if r.chance(2):
+        reader = "resize_checkpoint"
+        _, exc = _run(
+            lambda pos, kw: posembed.resize_checkpoint(crafted.path, dst, "pos", length), [], {}
+        )
+        kind = _judge(crafted, reader, exc, (ValueError, TypeError))
+    else:
+        argv = [
+            "resize",
+            str(crafted.path),
+            "--key",
+            "pos",
+            "--length",
+            str(length),
+            "-o",
+            str(dst),
+        ]
+        reader = "posembed resize"
+        kind = _judge_cli(crafted, argv)
+    if dst.exists():
+        problem = _strict_header(dst)
+        if problem is not None:
+            _files_failure(
+                crafted, reader, "output", f"{reader} wrote a header the format refuses: {problem}"
+            )
+            kind = "known"
+    return f"files safetensors {reader}: {kind}"
+
+
+def _files_npy(r: Reader, root: Path) -> str:
+    targets = ["chunk_file", "chunk_file offsets", "posembed chunk", "posembed chunk --offsets"]
+    if plot_available:
+        targets.append("posembed plot similarity")
+    target = r.pick(targets)
+    size, n = r.int(1, 8), r.int(0, 40)
+    rng = r.rng()
+    offsets_path: Path | None = None
+    if target == "posembed plot similarity":
+        table = rng.standard_normal((r.int(1, 6), r.int(1, 4)))
+        crafted = _npy_file(r, root / "table.npy", table)
+        argv = ["plot", "similarity", str(crafted.path), "-o", str(root / "sim.png")]
+        kind = _judge_cli(crafted, [*argv, "--length", str(r.int(1, 8))], how="usage")
+        return f"files npy {target}: {kind}"
+    if "offsets" in target:
+        tokens_path = root / "tokens.npy"
+        np.save(tokens_path, np.arange(n, dtype=np.int32))
+        values = np.array([0, *sorted(rng.integers(0, n + 1, r.int(0, 3))), n], np.int64)
+        crafted = _npy_file(r, root / "offsets.npy", values)
+        input_path, offsets_path = tokens_path, crafted.path
+    else:
+        values = (np.arange(n) % 50).astype(r.pick(["<i8", "<i4", "<u2", "|u1"]))
+        crafted = _npy_file(r, root / "tokens.npy", values)
+        input_path = crafted.path
+    out = root / "out"
+    if target.startswith("chunk_file"):
+        _, exc = _run(
+            lambda pos, kw: chunk_file(
+                input_path, out, size=size, offsets_path=offsets_path, quiet=True
+            ),
+            [],
+            {},
+        )
+        kind = _judge(crafted, target, exc, (ValueError, TypeError))
+    else:
+        argv = ["chunk", str(input_path), "-o", str(out), "--size", str(size), "--quiet"]
+        kind = _judge_cli(
+            crafted, argv + (["--offsets", str(offsets_path)] if offsets_path else [])
+        )
+    left = [p.name for p in root.iterdir() if "partial" in p.name]
+    if left:
+        kind = _files_failure(crafted, target, "partial", f"{target} left {left} behind")
+    return f"files npy {target}: {kind}"
+
+
+# How long read_parts may take when the folder holds a FIFO, before the
+# harness looks for a read blocked on one.
+FIFO_WAIT = 0.5
+
+
+def _read_parts_watched(crafted: Crafted) -> tuple[Any, BaseException | None, bool]:
+    """read_parts of the folder: its result, its exception, and whether it
+    blocked on one of the folder's FIFOs (opened by the harness for writing,
+    and closed, to let it go on)."""
+    call = lambda pos, kw: read_parts(crafted.path)  # noqa: E731
+    if not crafted.fifos:
+        return (*_run(call, [], {}), False)
+    box: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: box.update(done=_run(call, [], {})), daemon=True)
+    thread.start()
+    thread.join(FIFO_WAIT)
+    blocked = False
+    while thread.is_alive():
+        for fifo in crafted.fifos:
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # ENXIO: nobody waits to read it
+                continue
+            blocked = True
+            os.close(fd)
+        thread.join(0.05)
+    result, exc = box["done"]
+    return result, exc, blocked
+
+
+def _served_rows_agree(w: Any, size: int) -> str | None:
+    """Why the rows read_parts serves disagree with one another, or None."""
+    view = w.tokens
+    count = len(view)
+    for i in sorted({0, count // 2, count - 1}):
+        if count == 0:
+            break
+        one = np.asarray(view[i])
+        gathered = np.asarray(view[[i]])[0]
+        if one.dtype != view.dtype or gathered.dtype != view.dtype:
+            return f"row {i} has dtype {one.dtype} / {gathered.dtype}, the view says {view.dtype}"
+        if one.shape != (size,):
+            return f"tokens[{i}] has shape {one.shape} but the windows' size is {size}"
+        if not np.array_equal(one, gathered):
+            return f"tokens[{i}] = {one} but tokens[[{i}]][0] = {gathered}"
+    whole = np.asarray(view)
+    if whole.shape != view.shape:
+        return f"the rows have shape {whole.shape}, the view says {view.shape}"
+    return None
+
+
+def _files_parts(r: Reader, root: Path) -> str:
+    crafted = _parts_folder(r, root)
+    reader = "read_parts"
+    result, exc, blocked = _read_parts_watched(crafted)
+    if blocked:
+        kind = _files_failure(crafted, reader, "blocked", "read_parts blocked on a FIFO")
+        return f"files parts: {kind}"
+    kind = _judge(crafted, reader, exc, (ValueError,))
+    if exc is None:
+        if crafted.escapes:
+            kind = _files_failure(
+                crafted, reader, "outside", "read_parts served a part outside OUT/parts"
+            )
+        elif crafted.fifos:
+            kind = _files_failure(crafted, reader, "fifo", "read_parts accepted a FIFO")
+        else:
+            try:
+                problem = _served_rows_agree(result, result.size)
+            except Exception as raised:  # reading what it accepted must work
+                problem = f"reading the rows raised {type(raised).__name__}: {_short(str(raised))}"
+            if problem is not None:
+                kind = _files_failure(
+                    crafted, reader, "rows", f"read_parts serves rows that disagree: {problem}"
+                )
+    return f"files parts: {kind}"
+
+
+FILE_KINDS = ["safetensors", "npy"] + (["parts"] if read_parts is not None else [])
+FILE_READERS = {"safetensors": _files_safetensors, "npy": _files_npy, "parts": _files_parts}
+
+
+def files_input(data: bytes) -> str:
+    """Run one crafted-file input; returns the reader and outcome for the statistics."""
+    r = Reader(data)
+    kind = r.pick(FILE_KINDS)
+    root = Path(tempfile.mkdtemp(prefix="posembed-fuzz-files-"))
+    try:
+        with quiet():
+            return FILE_READERS[kind](r, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 # ---------------------------------------------------------------- drivers
 
 
 def summary(elapsed: float) -> str:
-    return f"fuzz: {STATS.inputs} inputs in {elapsed:.1f} s, no failures"
+    line = f"fuzz: {STATS.inputs} inputs in {elapsed:.1f} s, no failures"
+    if MODE == "calls":
+        return line
+    # the inputs per kernel (race) or per reader (files)
+    per: collections.Counter[str] = collections.Counter()
+    for key, n in STATS.outcomes.items():
+        per[key.rsplit(": ", 1)[0].split(" ", 1)[1]] += n
+    counts = ", ".join(f"{name} {n}" for name, n in sorted(per.items()))
+    line += f" ({MODE}: {counts})"
+    if STATS.known:
+        line += f"; {sum(STATS.known.values())} tolerated as known bugs"
+    return line
 
 
 def _print_details() -> None:
@@ -1856,6 +3126,13 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=int, default=60, help="seconds one input may take (a hang)"
     )
     parser.add_argument("--engine", choices=["atheris", "plain"], default=None)
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="calls",
+        help="calls: functions against their twins; race: window kernels against a writer "
+        "thread; files: crafted files for the readers",
+    )
     parser.add_argument("--artifact-prefix", default="./", help="where failing inputs go")
     parser.add_argument("-v", "--verbose", action="store_true", help="outcome counts per call")
     parser.add_argument("files", nargs="*", help="inputs to rerun (or, for atheris, corpus dirs)")
@@ -1871,6 +3148,8 @@ def main(argv: list[str] | None = None) -> int:
             else ours
         ).append(arg)
     args = parser.parse_args(ours)
+    global MODE
+    MODE = args.mode
     engine = args.engine or ("atheris" if atheris is not None else "plain")
     if engine == "atheris" and atheris is None:
         parser.error("atheris is not installed (pip install atheris), use --engine plain")

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -256,3 +257,174 @@ def test_saved_inputs_are_rerun(tmp_path):
         paths.append(str(path))
     lines = _run("--engine", "plain", *paths)
     assert SUMMARY.match(lines[-1]).group(1) == "3"
+
+
+# ------------------------------------------------------------ the hostile modes
+
+
+@pytest.fixture
+def mode(fuzz, monkeypatch):
+    """Sets the harness's --mode for one test."""
+
+    def set_mode(name: str) -> None:
+        monkeypatch.setattr(fuzz, "MODE", name)
+
+    return set_mode
+
+
+def _mode_inputs(fuzz: ModuleType, first: list[str], pick: str, count: int) -> Iterator[bytes]:
+    """count inputs whose first byte picks ``pick`` from ``first``."""
+    for _, data in itertools.islice(fuzz.plain_inputs(CORPUS_SEED), count):
+        yield bytes([first.index(pick)]) + data
+
+
+def _feed(fuzz: ModuleType, inputs: Iterator[bytes]) -> None:
+    for data in inputs:
+        fuzz.TestOneInput(data)
+
+
+def test_race_corpus_passes_and_reaches_every_kernel(fuzz, mode):
+    mode("race")
+    before = fuzz.STATS.outcomes.copy()
+    for kernel in fuzz.RACE_KERNELS:
+        for data in _mode_inputs(fuzz, fuzz.RACE_KERNELS, kernel, 3):
+            fuzz.TestOneInput(data)
+    seen = fuzz.STATS.outcomes - before
+    kernels = {key.rsplit(": ", 1)[0].removeprefix("race ") for key in seen}
+    assert kernels == set(fuzz.RACE_KERNELS)
+    expected = {"windows", "Windows.owner", "stitch", "window_layout", "WindowLayout.cut"}
+    if posembed_dask_installed():
+        expected |= {"window block", "stitch block", "embed block"}
+    assert expected == kernels
+
+
+def posembed_dask_installed() -> bool:
+    return importlib.util.find_spec("dask") is not None
+
+
+def test_the_race_writer_rewrites_the_arrays_while_the_call_runs(fuzz, monkeypatch):
+    # a stand-in kernel that releases the GIL for a while, as the real ones do
+    counts = []
+
+    def slow_windows(tokens: Any, size: int, **kw: Any) -> Any:
+        before = fuzz.LAST_WRITER.writes
+        threading.Event().wait(0.05)
+        counts.append(fuzz.LAST_WRITER.writes - before)
+
+    monkeypatch.setattr(posembed, "windows", slow_windows)
+    monkeypatch.setattr(fuzz, "MODE", "race")
+    _feed(fuzz, _mode_inputs(fuzz, fuzz.RACE_KERNELS, "windows", 3))
+    assert len(counts) == 3
+    assert all(n > 0 for n in counts), counts
+
+
+def test_race_mode_catches_an_exception_of_another_kind(fuzz, monkeypatch):
+    def crash(*args: Any, **kw: Any) -> Any:
+        raise RuntimeError("planted")
+
+    monkeypatch.setattr(posembed, "window_layout", crash)
+    monkeypatch.setattr(fuzz, "MODE", "race")
+    inputs = _mode_inputs(fuzz, fuzz.RACE_KERNELS, "window_layout", 2)
+    with pytest.raises(fuzz.FuzzFailure, match="window_layout raised RuntimeError"):
+        _feed(fuzz, inputs)
+
+
+def test_files_corpus_passes_and_reaches_every_reader(fuzz, mode):
+    mode("files")
+    before = fuzz.STATS.outcomes.copy()
+    for kind in fuzz.FILE_KINDS:
+        for data in _mode_inputs(fuzz, fuzz.FILE_KINDS, kind, 60):
+            fuzz.TestOneInput(data)
+    seen = fuzz.STATS.outcomes - before
+    readers = {key.rsplit(": ", 1)[0] for key in seen}
+    expected = {"files safetensors resize_checkpoint", "files safetensors posembed resize"}
+    expected |= {"files npy chunk_file", "files npy chunk_file offsets", "files npy posembed chunk"}
+    expected |= {"files npy posembed chunk --offsets"}
+    if posembed_dask_installed():
+        expected.add("files parts")
+    assert expected <= readers
+    # valid files read, crafted ones refused, by Python and by the command
+    kinds = {key.rsplit(": ", 1)[1] for key in seen}
+    assert {"ok", "ValueError", "exit 2"} <= kinds
+
+
+def test_the_same_files_input_is_the_same_file(fuzz, tmp_path):
+    _, data = next(fuzz.plain_inputs(CORPUS_SEED, 11))
+    made = []
+    for k in range(2):
+        r = fuzz.Reader(bytes([1]) + data)
+        folder = tmp_path / str(k)
+        folder.mkdir()
+        made.append(fuzz._npy_file(r, folder / "t.npy", np.arange(9)).path.read_bytes())
+    assert made[0] == made[1]
+
+
+def _raise_key_error(*args: Any, **kw: Any) -> Any:
+    raise KeyError("planted")
+
+
+# (where, name, the files kind whose inputs reach it, how the harness reports it)
+PLANTED_FILES = {
+    "resize raises KeyError": (posembed, "resize_checkpoint", "safetensors", "raised KeyError"),
+    "chunk raises KeyError": ("chunk_file", None, "npy", "raised KeyError"),
+    "the command ends with a traceback": (
+        "cli._resize",
+        None,
+        "safetensors",
+        "ended with a traceback: KeyError",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLANTED_FILES))
+def test_files_mode_catches_a_planted_bug(fuzz, monkeypatch, case):
+    where, name, kind, message = PLANTED_FILES[case]
+    if where == "chunk_file":
+        monkeypatch.setattr(fuzz, "chunk_file", _raise_key_error)
+    elif where == "cli._resize":
+        monkeypatch.setattr(fuzz.cli, "_resize", _raise_key_error)
+    else:
+        monkeypatch.setattr(where, name, _raise_key_error)
+    monkeypatch.setattr(fuzz, "MODE", "files")
+    inputs = _mode_inputs(fuzz, fuzz.FILE_KINDS, kind, 60)
+    with pytest.raises(fuzz.FuzzFailure, match=message):
+        _feed(fuzz, inputs)
+
+
+def test_files_mode_requires_a_valid_file_to_be_read(fuzz, monkeypatch):
+    # a reader that refuses everything is caught on the inputs with no defect
+    def refuse(*args: Any, **kw: Any) -> Any:
+        raise ValueError("planted")
+
+    monkeypatch.setattr(fuzz, "chunk_file", refuse)
+    monkeypatch.setattr(fuzz, "MODE", "files")
+    inputs = _mode_inputs(fuzz, fuzz.FILE_KINDS, "npy", 100)
+    with pytest.raises(fuzz.FuzzFailure, match="refused a valid input"):
+        _feed(fuzz, inputs)
+
+
+@pytest.mark.parametrize("mode_name", ["race", "files"])
+def test_hostile_modes_print_the_count(tmp_path, mode_name):
+    lines = _run(
+        "--engine",
+        "plain",
+        "--mode",
+        mode_name,
+        "--runs",
+        "12",
+        "--artifact-prefix",
+        f"{tmp_path}/",
+    )
+    match = HOSTILE_SUMMARY.match(lines[-1])
+    assert match is not None, lines[-1]
+    assert match.group(1) == "12"
+    assert match.group(2) == mode_name
+    counts = [int(n) for n in re.findall(r" (\d+)(?:,|\))", match.group(3) + ")")]
+    assert sum(counts) == 12
+    assert list(tmp_path.iterdir()) == []
+
+
+HOSTILE_SUMMARY = re.compile(
+    r"^fuzz: (\d+) inputs in [0-9.]+ s, no failures \((race|files): ([^)]*)\)"
+    r"(; \d+ tolerated as known bugs)?$"
+)
