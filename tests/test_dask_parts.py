@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -94,6 +95,10 @@ def test_the_good_folder_reads_back(out, written):
     assert got.tokens[7, 4].dtype == want.tokens.dtype
     assert_same(got.tokens.to_dask().compute(scheduler="sync"), want.tokens)
     assert_same(got.tokens.parts[1][2:9], np.asarray(got.tokens.parts[1])[2:9])
+    # sent to another process (a Dask worker), the parts travel as their rows
+    again = pickle.loads(pickle.dumps(got.tokens))
+    assert_same(again[rows], want.tokens[rows])
+    assert_same(np.asarray(again), want.tokens)
 
 
 def _drop(key: str) -> Callable[[Any], Any]:

@@ -245,7 +245,7 @@ class _Part:
         """Rows [first, first + len(out)) into ``out`` (C-contiguous, this part's dtype)."""
         if not out.size:
             return
-        buffer = out.reshape(-1).view(np.uint8).data
+        buffer = memoryview(out).cast("B")  # (refuses an out that is not contiguous)
         start = self._offset + first * self._row_bytes
         got = 0
         while got < buffer.nbytes:  # os.preadv releases the GIL
@@ -303,7 +303,30 @@ class _Part:
 
     def __reduce__(self) -> Any:
         # a part sent to another process (a Dask worker) travels as its rows
-        return (np.asarray, (self.read(0, self.shape[0]),))
+        return (_LoadedPart, (self.what, self.read(0, self.shape[0])))
+
+
+class _LoadedPart(_Part):
+    """A part whose rows were read (a :class:`_Part` after pickling)."""
+
+    def __init__(self, what: str, rows: np.ndarray) -> None:
+        self.what = what
+        self.dtype = rows.dtype
+        self.shape = (int(rows.shape[0]), int(rows.shape[1]))
+        self.ndim = 2
+        self._rows = rows
+
+    def close(self) -> None:
+        pass
+
+    def read_into(self, out: np.ndarray, first: int) -> None:
+        out[...] = self._rows[first : first + out.shape[0]]
+
+    def __dask_tokenize__(self) -> Any:
+        return (self.what, self._rows)
+
+    def __reduce__(self) -> Any:
+        return (_LoadedPart, (self.what, self._rows))
 
 
 def _row_array(key: Any, n: int) -> np.ndarray:
