@@ -245,7 +245,7 @@ class _Part:
         """Rows [first, first + len(out)) into ``out`` (C-contiguous, this part's dtype)."""
         if not out.size:
             return
-        buffer = memoryview(out).cast("B")  # (refuses an out that is not contiguous)
+        buffer = out.data.cast("B")  # (refuses an out that is not contiguous)
         start = self._offset + first * self._row_bytes
         got = 0
         while got < buffer.nbytes:  # os.preadv releases the GIL
@@ -275,23 +275,8 @@ class _Part:
         return out
 
     def __getitem__(self, key: Any) -> Any:
-        rest: tuple[Any, ...] = ()
-        if isinstance(key, tuple):
-            key, rest = (key[0] if key else slice(None)), key[1:]
-        n = self.shape[0]
-        if isinstance(key, (int, np.integer)):
-            if not -n <= key < n:
-                raise IndexError(f"row {key} is out of range for {n} rows of {self.what}")
-            row = int(key) % n
-            return self.read(row, row + 1)[(0, *rest)]
-        if isinstance(key, slice):
-            lo, hi, step = key.indices(n)
-            if step == 1:
-                return self.read(lo, max(lo, hi))[(slice(None), *rest)]
-            rows = np.arange(lo, hi, step, dtype=np.int64)
-        else:
-            rows = _row_array(key, n)
-        return self.take(rows)[(Ellipsis, *rest)]
+        # as a view of one part (Dask's from_array reads its chunk this way)
+        return PartsView([self], self.shape[1], self.dtype)[key]
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         whole = self.read(0, self.shape[0])
@@ -466,7 +451,7 @@ def _pair(value: Any, what: str) -> tuple[int, int]:
 
 def _count(value: Any, what: str, least: int) -> int:
     if type(value) is not int or value < least:
-        raise ValueError(f"{what} must be an integer >= {least}; got {value!r}")
+        raise ValueError(f"{what} must be an integer >= {least}; got {value!r:.80}")
     return value
 
 
@@ -482,7 +467,7 @@ def _check_index(index: Any, what: str) -> tuple[np.dtype[Any], int, list[dict[s
     except Exception:  # NumPy raises TypeError, ValueError, ... for odd spellings
         dtype = None
     if dtype is None or dtype.kind not in "iu":
-        raise ValueError(f"{what}: dtype must name an integer NumPy dtype; got {spelled!r}")
+        raise ValueError(f"{what}: dtype must name an integer NumPy dtype; got {spelled!r:.80}")
     size = _count(index.get("size"), f"{what}: size", 1)
     parts = index.get("parts")
     if not isinstance(parts, list):
@@ -521,7 +506,7 @@ def _check_meta(meta: Any, what: str, size: int, parts: list[dict[str, Any]]) ->
     agree = {"size": size, "windows": windows, "tokens": tokens, "parts": len(parts)}
     for key, want in agree.items():
         if type(meta.get(key)) is not int or meta[key] != want:
-            raise ValueError(f"{what}: {key} is {meta.get(key)!r}; index.json says {want}")
+            raise ValueError(f"{what}: {key} is {meta.get(key)!r:.80}; index.json says {want}")
     _count(meta.get("step"), f"{what}: step", 1)
     _count(meta.get("documents"), f"{what}: documents", 0)
     if meta.get("tail") not in _TAILS:
