@@ -20,23 +20,30 @@ ROUNDS = 300
 
 SETUP = """
 import threading
+import time
 import numpy as np
 import posembed
 
 stop = threading.Event()
 
-def scribble(targets):
+def scribble(targets, hold):
     # targets: (array, slice, bad values): each written and put back in turn,
-    # small writes so that the writer holds the GIL through each
+    # small writes so that the writer holds the GIL through each; with hold,
+    # also left in place while the writer sleeps, so that Python code on other
+    # threads sees them too
     saved = [array[spot].copy() for array, spot, _ in targets]
     while not stop.is_set():
         for (array, spot, bads), good in zip(targets, saved):
             for bad in bads:
                 array[spot] = bad
                 array[spot] = good
+                if hold:
+                    array[spot] = bad
+                    time.sleep(0)
+                    array[spot] = good
 
-def race(call, targets, rounds):
-    writer = threading.Thread(target=scribble, args=(targets,))
+def race(call, targets, rounds, refusals=(ValueError,), hold=False):
+    writer = threading.Thread(target=scribble, args=(targets, hold))
     writer.start()
     done = refused = 0
     try:
@@ -44,7 +51,7 @@ def race(call, targets, rounds):
             try:
                 call()
                 done += 1
-            except ValueError:
+            except refusals:
                 refused += 1  # the writer won the race before the check
     finally:
         stop.set()
@@ -98,6 +105,61 @@ targets = [
     (layout.documents, slice(100, 110), (HUGE, NEGATIVE)),
 ]
 race(lambda: layout.cut(tokens), targets, ROUNDS)
+""",
+    # posembed.dask's block functions: the caller's arrays reach them as views
+    # (Dask slices NumPy inputs without copying), on Dask's worker threads
+    "posembed.dask.windows blocks": """
+import dask.array as da
+import posembed.dask as pdask
+tokens = np.arange(400_000, dtype=np.int32)
+w = pdask.windows(da.from_array(tokens, chunks=50_000), 64, step=32,
+                  offsets=np.array([0, 150_000, 400_000]))
+targets = [
+    (w.doc_offsets, slice(1, 2), (HUGE, 0, NEGATIVE)),
+    (w.starts, slice(100, 110), (HUGE, NEGATIVE)),
+    (w.lengths, slice(100, 110), (HUGE, NEGATIVE)),
+    (w.documents, slice(100, 110), (HUGE, NEGATIVE)),
+    (tokens, slice(49_990, 50_010), (-1, 1 << 30)),
+]
+race(lambda: w.tokens.compute(scheduler="threads"), targets, ROUNDS // 5, hold=True)
+""",
+    "posembed.dask.stitch blocks": """
+import dask
+import dask.array as da
+import posembed.dask as pdask
+w = pdask.windows(da.from_array(np.arange(100_000, dtype=np.int32), chunks=20_000), 32, step=8,
+                  offsets=np.array([0, 40_000, 100_000]))
+values = np.ones((len(w), 32, 2), np.float32)
+reduces = ("mean", "sum", "max", "first", "center")
+stitched = [pdask.stitch(values, w, reduce=r) for r in reduces]
+targets = [
+    (w.doc_offsets, slice(1, 2), (HUGE, 0, NEGATIVE)),
+    (w.starts, slice(100, 110), (HUGE, NEGATIVE)),
+    (w.lengths, slice(100, 110), (HUGE, NEGATIVE)),
+    (w.lengths, slice(2_490, 2_510), (HUGE, NEGATIVE)),
+    (w.documents, slice(100, 110), (HUGE, NEGATIVE)),
+    (w.documents, slice(2_490, 2_510), (HUGE, NEGATIVE)),
+    (values, slice(100, 110), (np.nan, np.inf)),
+]
+race(lambda: dask.compute(*stitched, scheduler="threads"), targets, ROUNDS // 5, hold=True)
+""",
+    "posembed.dask.embed blocks": """
+import dask.array as da
+import posembed.dask as pdask
+rng = np.random.default_rng(0)
+token_table = rng.standard_normal((1000, 32)).astype(np.float32)
+pos_table = rng.standard_normal((256, 32)).astype(np.float32)
+ids = rng.integers(0, 1000, (64, 256))
+positions = np.tile(np.arange(256), (64, 1))
+embedded = pdask.embed(token_table, da.from_array(ids, chunks=(8, 256)), pos_table,
+                       positions=positions, dropout=0.1, seed=3)
+targets = [
+    (ids, slice(10, 12), (HUGE, NEGATIVE, 1000)),
+    (positions, slice(20, 22), (HUGE, NEGATIVE, 256)),
+    (token_table, slice(5, 6), (np.nan,)),
+]
+race(lambda: embedded.compute(scheduler="threads"), targets, ROUNDS // 5,
+     refusals=(ValueError, IndexError), hold=True)
 """,
 }
 

@@ -237,14 +237,28 @@ def _stitch_block(
     fill: Any,
 ) -> np.ndarray:
     """posembed.stitch for tokens [a, b), given every window holding any of
-    them: the windows' tokens and documents clipped to the span they cover."""
+    them: the windows' tokens and documents clipped to the span they cover.
+
+    ``lengths``, ``documents`` and ``doc_offsets`` are views of the caller's
+    arrays, which another thread may rewrite while this runs: everything
+    below works on private copies, checked before they are used."""
+    lengths = np.array(lengths, dtype=np.int64)
+    documents = np.array(documents, dtype=np.int64)
+    if lengths.size and not (lengths.min() >= 0 and lengths.max() <= size):
+        raise _changed(f"a window length outside 0..{size}")
     lo = min(a, int(corpus_starts[0])) if corpus_starts.size else a
     hi = max(b, int((corpus_starts + lengths).max())) if corpus_starts.size else b
+    if lo <= a - size or hi >= b + size:  # a window holding one of [a, b) lies within
+        raise _changed(f"a window reaching outside tokens {a - size + 1}..{b + size - 2}")
     d0 = int(np.searchsorted(doc_offsets, lo, side="right")) - 1
     d1 = int(np.searchsorted(doc_offsets, hi, side="left"))
-    offsets = np.clip(doc_offsets[d0 : d1 + 1], lo, hi) - lo
+    if not 0 <= d0 < d1 < doc_offsets.size:
+        raise _changed(f"no documents around tokens {lo}..{hi - 1}")
+    offsets = np.clip(doc_offsets[d0 : d1 + 1], lo, hi) - lo  # a copy
     offsets[0], offsets[-1] = 0, hi - lo
     docs = documents - d0
+    if docs.size and not (docs.min() >= 0 and docs.max() < offsets.size - 1):
+        raise _changed(f"a window's document outside {d0}..{d1 - 1}")
     local = corpus_starts - lo - offsets[docs]
     part = posembed.Windows(
         np.broadcast_to(np.zeros((), np.int8), (corpus_starts.size, size)),
@@ -258,6 +272,13 @@ def _stitch_block(
     )
     out: np.ndarray = posembed.stitch(values, part, reduce=reduce, fill=fill)[a - lo : b - lo]
     return out
+
+
+def _changed(problem: str) -> ValueError:
+    return ValueError(
+        f"windows: window arrays do not describe these documents ({problem}; did they "
+        "change after windows() returned?)"
+    )
 
 
 def stitch(values: Any, windows: DaskWindows, *, reduce: str = "mean", fill: Any = 0) -> Any:
