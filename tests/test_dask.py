@@ -133,7 +133,7 @@ def client():
         # single-process tests above run the same code under the sanitizers
         pytest.skip("worker processes of an AddressSanitizer build")
     cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
     )
     with distributed.Client(cluster) as c:
         yield c
