@@ -2536,15 +2536,18 @@ def _parts_folder(r: Reader, root: Path) -> Crafted:
     folder = root / "out"
     (folder / "parts").mkdir(parents=True)
     parts = []
+    # each part's tokens run from its first window's start in the corpus to the next part's
+    corpus = [int(w.doc_offsets[w.documents[i]] + w.starts[i]) for i in range(count)]
+    token_bounds = [0, *(corpus[a] if a < count else n for a in bounds[1:-1]), n]
     for c in range(len(bounds) - 1):
         a, b = bounds[c], bounds[c + 1]
         np.save(folder / "parts" / f"part-{c:05d}.npy", w.tokens[a:b])
-        parts.append(
-            Obj([("file", f"parts/part-{c:05d}.npy"), ("windows", [a, b]), ("tokens", [0, n])])
-        )
+        spans = [("windows", [a, b]), ("tokens", [token_bounds[c], token_bounds[c + 1]])]
+        parts.append(Obj([("file", f"parts/part-{c:05d}.npy"), *spans]))
     for name in ("starts", "lengths", "documents", "doc_offsets"):
         np.save(folder / f"{name}.npy", getattr(w, name))
-    meta = Obj([("tokens", n), ("windows", count), ("size", size), ("step", step), ("tail", tail)])
+    meta = Obj([("input", "tokens.npy"), ("tokens", n), ("documents", len(offsets) - 1)])
+    meta.pairs += [("windows", count), ("size", size), ("step", step), ("tail", tail)]
     meta.pairs += [("dtype", dtype.name), ("pad_value", 0), ("parts", len(parts))]
     index = Obj([("version", 1), ("dtype", dtype.str), ("size", size), ("parts", parts)])
     # what an escaping entry would serve: rows of the right shape, all 77
