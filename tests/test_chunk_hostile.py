@@ -478,3 +478,33 @@ def test_batches_follow_the_plan_across_gaps_and_many_documents(tmp_path, monkey
         assert read <= plan.tokens
         assert spans <= plan.documents
         assert count <= plan.windows
+
+
+def test_dask_parts_read_the_same_way(tmp_path):
+    # each task reads with a TokenFile copy of its own: the byte order is
+    # converted there too, and a file changed since the checks is refused
+    dask = pytest.importorskip("dask")
+    from posembed.dask import chunk_parts, read_parts
+
+    tokens = np.arange(3000, dtype=np.uint16) * 7
+    tokens.astype(">u2").tofile(tmp_path / "big.bin")
+    kw = {"size": 16, "step": 12, "dtype": ">u2", "part_tokens": 700}
+    with dask.config.set(scheduler="sync"):
+        chunk_parts(tmp_path / "big.bin", tmp_path / "out", **kw)
+    got = read_parts(tmp_path / "out")
+    assert np.array_equal(np.asarray(got.tokens), posembed.windows(tokens, 16, step=12).tokens)
+    real_prepare = chunk_module.prepare_chunk
+
+    def prepare_then_rewrite(*args, **kwargs):
+        job = real_prepare(*args, **kwargs)
+        time.sleep(0.05)  # the file's clock moves on
+        (tmp_path / "big.bin").write_bytes(tokens[::-1].astype(">u2").tobytes())
+        return job
+
+    import posembed.dask.parts as parts
+
+    with pytest.MonkeyPatch.context() as mp, dask.config.set(scheduler="sync"):
+        mp.setattr(parts, "prepare_chunk", prepare_then_rewrite)
+        with pytest.raises(ChunkError, match=rf"big\.bin: {CHANGED}"):
+            chunk_parts(tmp_path / "big.bin", tmp_path / "again", **kw)
+    assert leftovers(tmp_path, {"big.bin", "out"}) == []
