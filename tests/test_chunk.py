@@ -96,7 +96,7 @@ def test_command_on_npy_and_raw_files(corpus, tail):
 @pytest.mark.parametrize("tail", ["pad", "shift", "drop"])
 def test_small_batches_split_long_documents(corpus, monkeypatch, tail):
     path, tokens, offsets = corpus
-    monkeypatch.setattr(chunk_module, "BATCH_BYTES", 1000)  # a few windows per batch
+    monkeypatch.setattr(chunk_module, "MEMORY_BYTES", 20_000)  # a few windows per batch
     for offs in (None, path / "offsets.npy"):
         out = path / f"out-{offs is None}"
         chunk_file(
@@ -278,12 +278,17 @@ def test_the_chunk_module_is_the_pipeline_s_public_face(corpus):
         chunk.prepare_chunk(path / "tokens.npy", path / "x", size=8, pad_value=70_000)
 
 
-def test_a_raw_file_in_the_other_byte_order_is_refused_in_one_line(corpus):
-    path, _, _ = corpus
-    other = np.dtype(np.uint16).newbyteorder().str  # ">u2" on a little-endian machine
-    done = run(path / "train.bin", "--dtype", other, "-o", path / "never", "--size", 8)
-    assert done.returncode == 2, done.stderr
-    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("posembed chunk: error")]
-    assert len(errors) == 1, done.stderr
-    assert f"--dtype must be in native byte order; got {other}" in errors[0]
-    assert "Traceback" not in done.stderr
+def test_tokens_in_the_other_byte_order_are_converted_while_read(corpus):
+    path, tokens, offsets = corpus
+    other = tokens.dtype.newbyteorder()  # ">u2" on a little-endian machine
+    tokens.astype(other).tofile(path / "swapped.bin")
+    np.save(path / "swapped.npy", tokens.astype(other))
+    want = posembed.windows(tokens, 40, step=13, offsets=offsets)
+    for src, dtype in (("swapped.bin", other.str), ("swapped.npy", None)):
+        out = path / f"out-{src}"
+        meta = chunk_file(
+            path / src, out, size=40, step=13, dtype=dtype, offsets_path=path / "offsets.npy"
+        )
+        assert meta["dtype"] == "uint16"
+        assert load(out)["windows"].dtype.isnative
+        assert_matches(out, want)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import bisect
 import json
-import mmap
 import os
+import stat
 import sys
+import warnings
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -14,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from posembed import _outdir
+from posembed import _npy, _outdir
 from posembed import _validate as v
 from posembed._windows import (
     TAILS,
@@ -26,9 +28,22 @@ from posembed._windows import (
     _step,
 )
 
-# Output bytes built per kernel call: large enough to keep the threads busy,
-# small enough that the command needs about 2 x this much memory, whatever the file.
-BATCH_BYTES = 16 << 20
+# Everything a running chunk holds at a time, in bytes, whatever the window
+# size, step and tail: the token buffers read ahead, the rows cut and written
+# behind, and the batches' layouts (beyond it: the document offsets, 16 bytes
+# per document). Batches are sized to fit; only a window of more than a sixth
+# of it (size x itemsize > MEMORY_BYTES / 6) makes a batch of one go past it.
+MEMORY_BYTES = 64 << 20
+# Batches read ahead of and written behind the one being cut: the reads (a
+# thread of positional reads) and the writes (one of positional writes, both
+# with the GIL released) overlap the kernel.
+READ_AHEAD, WRITE_BEHIND = 2, 2
+_READ_BUFFERS = READ_AHEAD + 1  # those read ahead, and the one being cut
+_ROW_BUFFERS = WRITE_BEHIND + 1  # those being written, and the one being cut into
+# Layouts (starts, lengths, documents: 24 bytes a window) alive at once: one per
+# token buffer, the one being planned, and one per row buffer; plus the copies
+# the kernels take of one, and of the offsets of the documents it spans.
+_LAYOUTS = _READ_BUFFERS + 1 + _ROW_BUFFERS + 2
 
 
 class ChunkError(ValueError):
@@ -38,27 +53,51 @@ class ChunkError(ValueError):
     """
 
 
-class TokenFile:
-    """A 1-D token file on disk, memory-mapped a slice at a time.
+def _changed(path: Path, how: str) -> ChunkError:
+    return ChunkError(f"{path}: input changed while reading ({how}); run again on a stable file")
 
-    Memory holds the slices in use, never the whole file; a closed
-    ``TokenFile`` pickles small (a path and four numbers), so workers of a
-    cluster can each open and read their own slices.
+
+class TokenFile:
+    """A 1-D token file on disk, read a slice at a time.
+
+    Slices are read with positional reads into arrays, never memory-
+    mapped: a file that shrinks while it is read gives a :class:`ChunkError`,
+    not a crash. The file's size, modification time and inode, as
+    :func:`prepare_chunk` saw them, are checked when it is opened and by
+    :meth:`check`, so that a file rewritten in place (old and new tokens
+    mixed) is refused too. A closed ``TokenFile`` pickles small (a path and a
+    few numbers), so workers of a cluster can each open and read their own
+    slices.
 
     Attributes
     ----------
     path : Path
         The file.
     dtype : numpy.dtype
-        The tokens' integer dtype (native byte order).
+        The tokens' integer dtype as :meth:`read` returns them (native byte
+        order; a file in the other order is converted while it is read).
     offset : int
         Bytes before the first token (a ``.npy`` header; 0 for a raw file).
     count : int
         Number of tokens.
+    swap : bool
+        The file holds the tokens in the other byte order.
+    stamp : tuple of int, optional
+        (size, modification time in ns, inode) the file must keep; None: not checked.
     """
 
-    def __init__(self, path: Path, dtype: np.dtype[Any], offset: int, count: int) -> None:
-        self.path, self.dtype, self.offset, self.count = path, dtype, offset, count
+    def __init__(
+        self,
+        path: Path,
+        dtype: np.dtype[Any],
+        offset: int,
+        count: int,
+        *,
+        swap: bool = False,
+        stamp: tuple[int, int, int] | None = None,
+    ) -> None:
+        self.path, self.dtype, self.offset, self.count = path, np.dtype(dtype), offset, count
+        self.swap, self.stamp = swap, stamp
         self.fd = -1
 
     @property
@@ -66,22 +105,61 @@ class TokenFile:
         """(count,), as for an array of the tokens."""
         return (self.count,)
 
+    def copy(self, path: Path | None = None) -> TokenFile:
+        """A closed twin (the same file unless ``path`` names it anew), for a
+        thread or worker that must read with a descriptor of its own."""
+        return TokenFile(
+            self.path if path is None else path,
+            self.dtype,
+            self.offset,
+            self.count,
+            swap=self.swap,
+            stamp=self.stamp,
+        )
+
     def open(self) -> None:
-        """Open the file for :meth:`read` (:meth:`close` closes it)."""
-        self.fd = os.open(self.path, os.O_RDONLY)
+        """Open the file for :meth:`read` (:meth:`close` closes it).
+
+        Raises
+        ------
+        ChunkError
+            The file is no longer the one described (see :meth:`check`).
+        OSError
+            It cannot be opened.
+        """
+        # O_NONBLOCK: a FIFO put in the file's place is refused, never waited on
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        self.fd = os.open(self.path, flags)
+        try:
+            self.check()
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(self.fd, self.offset, 0, os.POSIX_FADV_SEQUENTIAL)
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
-        """Close the file (mapped slices stay readable until they are dropped)."""
+        """Close the file (arrays already read stay valid)."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
 
-    def read(self, start: int, stop: int) -> np.ndarray:
-        """Tokens [start, stop), memory-mapped and asked for ahead of use.
+    def check(self) -> None:
+        """Raise :class:`ChunkError` unless the open file is still a regular
+        file of the size, modification time and inode first seen (a file
+        rewritten in place would mix old and new tokens)."""
+        info = os.fstat(self.fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _changed(self.path, "it is no longer a regular file")
+        if self.stamp is not None:
+            size, mtime, inode = self.stamp
+            if info.st_size != size:
+                raise _changed(self.path, f"{size} bytes became {info.st_size}")
+            if info.st_mtime_ns != mtime or info.st_ino != inode:
+                raise _changed(self.path, "it was modified or replaced")
 
-        The array holds the page cache's own pages, not a copy; the mapping
-        goes when the array does. As with any memory map, the file must not
-        shrink while it is read.
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Tokens [start, stop), read into a new array.
 
         Parameters
         ----------
@@ -92,73 +170,141 @@ class TokenFile:
         Returns
         -------
         ndarray, shape (stop - start,)
-            Read-only, of :attr:`dtype`.
+            Of :attr:`dtype`.
 
         Raises
         ------
         ChunkError
             The file is shorter than the range (it changed while being read).
         OSError
-            The file is not open, or cannot be mapped.
+            The file is not open, or cannot be read.
         """
+        return self.read_into(start, stop, np.empty(max(0, stop - start), self.dtype))
+
+    def read_into(self, start: int, stop: int, buffer: np.ndarray) -> np.ndarray:
+        """Tokens [start, stop) read into the front of ``buffer`` (1-D,
+        contiguous, of :attr:`dtype`, long enough), which is returned, cut to
+        length. As :meth:`read` otherwise."""
         n = max(0, stop - start)
-        if n == 0:
-            return np.empty(0, self.dtype)
+        out = buffer[:n]
+        view = out.view(np.uint8).data if n else memoryview(b"")
         pos = self.offset + start * self.dtype.itemsize
-        base = pos - pos % mmap.ALLOCATIONGRANULARITY
-        length = pos - base + n * self.dtype.itemsize
-        if os.fstat(self.fd).st_size < base + length:
-            raise ChunkError(f"{self.path}: the file ended early (changed while reading?)")
-        mapped = mmap.mmap(self.fd, length, offset=base, access=mmap.ACCESS_READ)
-        mapped.madvise(mmap.MADV_SEQUENTIAL)
-        mapped.madvise(mmap.MADV_WILLNEED)
-        return np.frombuffer(mapped, self.dtype, count=n, offset=pos - base)
+        got = 0
+        while got < len(view):
+            read = os.preadv(self.fd, [view[got:]], pos + got)  # the GIL is released
+            if read == 0:
+                raise _changed(self.path, f"it ended at byte {pos + got}, before its last token")
+            got += read
+        if n and hasattr(os, "posix_fadvise"):  # the next batch, while this one is cut
+            os.posix_fadvise(self.fd, pos + got, got, os.POSIX_FADV_WILLNEED)
+        if self.swap:
+            out.byteswap(inplace=True)
+        return out
 
 
-def _open_tokens(path: Path, dtype: str | None) -> TokenFile:
-    if not path.is_file():
-        raise ChunkError(f"{path}: no such file")
-    if path.suffix == ".npy":
-        if dtype is not None:
-            raise ChunkError("--dtype applies to raw token files; a .npy file names its own")
-        if path.stat().st_size == 0:
+def _open_regular(path: Path, what: str) -> tuple[int, os.stat_result]:
+    """An open descriptor of ``path`` and its status: a regular file, opened
+    without waiting (a FIFO is refused, never blocked on)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise ChunkError(f"{what}: no such file") from None
+    except OSError as exc:
+        raise ChunkError(f"{what}: cannot be opened ({exc.strerror})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise ChunkError(f"{what}: {kind}; give a regular file")
+    return fd, info
+
+
+def _stamp(info: os.stat_result) -> tuple[int, int, int]:
+    return (info.st_size, info.st_mtime_ns, info.st_ino)
+
+
+def _token_dtype(spelling: Any) -> np.dtype[Any]:
+    """The integer dtype ``--dtype`` names, in the byte order it names."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a deprecated alias is judged by what it means
+        try:
+            dt: np.dtype[Any] = np.dtype(spelling)
+        # NumPy refuses odd spellings with TypeError, ValueError or others
+        # ("(-1,)u2", "(99999999999,)u1"); all of them mean the same here.
+        except Exception:
             raise ChunkError(
-                f"{path}: not a readable .npy file (it is empty); the input must be a 1-D "
-                "integer .npy file, header included (numpy.save writes one even for no tokens)"
+                f"--dtype {spelling!r} is not a NumPy dtype; give an integer type such as "
+                "uint16 or int32"
+            ) from None
+    if dt.kind not in "iu" or dt.shape or dt.names is not None:
+        raise ChunkError(f"--dtype must be an integer type; got {dt}")
+    return dt
+
+
+def _open_tokens(path: Path, dtype: Any) -> TokenFile:
+    fd, info = _open_regular(path, str(path))
+    with os.fdopen(fd, "rb") as f:
+        if path.suffix == ".npy":
+            if dtype is not None:
+                raise ChunkError("--dtype applies to raw token files; a .npy file names its own")
+            if info.st_size == 0:
+                raise ChunkError(
+                    f"{path}: not a readable .npy file (it is empty); the input must be a 1-D "
+                    "integer .npy file, header included (numpy.save writes one even for no "
+                    "tokens)"
+                )
+            try:
+                header = _npy.read_header(f, str(path), info.st_size)
+            except ValueError as exc:
+                raise ChunkError(str(exc)) from None
+            except OSError as exc:
+                raise ChunkError(f"{path}: cannot be read ({exc.strerror})") from None
+            if len(header.shape) != 1 or header.dtype.kind not in "iu":
+                raise ChunkError(
+                    f"{path}: tokens must be a 1-D integer array; got {header.dtype} "
+                    f"of shape {header.shape}"
+                )
+            dt, offset, count = header.dtype, header.offset, header.shape[0]
+        else:
+            if dtype is None:
+                raise ChunkError(f"{path}: a raw token file needs --dtype (e.g. uint16)")
+            dt, offset = _token_dtype(dtype), 0
+            if info.st_size % dt.itemsize:
+                raise ChunkError(
+                    f"{path}: {info.st_size} bytes is not a whole number of {dt} tokens "
+                    f"({dt.itemsize} bytes each)"
+                )
+            count = info.st_size // dt.itemsize
+        return TokenFile(
+            path,
+            dt.newbyteorder("="),
+            offset,
+            count,
+            swap=not dt.isnative,
+            stamp=_stamp(info),
+        )
+
+
+def _load_offsets(path: str | os.PathLike[str], n_tokens: int) -> np.ndarray:
+    what = f"--offsets {path}"
+    fd, info = _open_regular(Path(path), what)
+    with os.fdopen(fd, "rb") as f:
+        if info.st_size == 0:
+            raise ChunkError(
+                f"{what}: not a readable .npy file (it is empty); offsets must be a 1-D integer "
+                ".npy file, from 0 to the token count"
             )
         try:
-            mapped = np.load(path, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ChunkError(f"{path}: not a readable .npy file ({exc})") from None
-        if mapped.ndim != 1 or mapped.dtype.kind not in "iu":
-            raise ChunkError(
-                f"{path}: tokens must be a 1-D integer array; got {mapped.dtype} "
-                f"of shape {mapped.shape}"
-            )
-        if not mapped.dtype.isnative:
-            raise ChunkError(f"{path}: tokens must be in native byte order; got {mapped.dtype}")
-        header = int(mapped.offset)
-        result = TokenFile(path, mapped.dtype, header, int(mapped.shape[0]))
-        del mapped
-        return result
-    else:
-        if dtype is None:
-            raise ChunkError(f"{path}: a raw token file needs --dtype (e.g. uint16)")
-        try:
-            dt = np.dtype(dtype)
-        except TypeError:
-            raise ChunkError(f"--dtype {dtype!r} is not a NumPy dtype") from None
-        if dt.kind not in "iu":
-            raise ChunkError(f"--dtype must be an integer type; got {dt}")
-        if not dt.isnative:
-            raise ChunkError(f"--dtype must be in native byte order; got {dt.str}")
-        nbytes = path.stat().st_size
-        if nbytes % dt.itemsize:
-            raise ChunkError(
-                f"{path}: {nbytes} bytes is not a whole number of {dt} tokens "
-                f"({dt.itemsize} bytes each)"
-            )
-        return TokenFile(path, dt, 0, nbytes // dt.itemsize)
+            given = _npy.load_open(f, what)
+        except ValueError as exc:
+            raise ChunkError(str(exc)) from None
+        except OSError as exc:
+            raise ChunkError(f"{what}: cannot be read ({exc.strerror})") from None
+    try:
+        return _offsets(given, n_tokens)
+    except (TypeError, ValueError) as exc:
+        raise ChunkError(f"{what}: {exc}") from None
 
 
 def chunk_file(
@@ -177,11 +323,19 @@ def chunk_file(
 ) -> dict[str, Any]:
     """Window a token file into ``output_dir``, streaming: the engine of ``posembed chunk``.
 
-    The input is memory-mapped and the outputs are written batch by batch, so
+    The input is read and the outputs are written batch by batch, so
     files larger than memory work. The outputs appear only when complete
     (written to a temporary folder next to ``output_dir``, then renamed; an
     old output is swapped with the new one in one step where the system can,
     so that a run killed at any moment leaves one or the other).
+
+    The run holds about ``MEMORY_BYTES`` (64 MiB) at a time, whatever the
+    window size, step and tail, beyond the document offsets (16 bytes per
+    document); only windows so long that six of them exceed it take more (a
+    batch of one window). The input is read with positional reads, never
+    mapped: a file that shrinks, grows or is rewritten while it is read
+    gives a ChunkError, and the outputs are not written. A raw file or
+    ``.npy`` file in the other byte order is converted while it is read.
 
     Parameters
     ----------
@@ -227,11 +381,11 @@ def chunk_file(
         ``size``, ``step``, ``overlap`` or ``tail``; ``output_dir`` exists
         without ``force``, or is anything but a folder posembed wrote (see
         ``force``); a missing, empty or unreadable ``.npy`` input, one
-        that is not 1-D integers in native byte order, a raw file without
+        that is not 1-D integers, a raw file without
         ``dtype`` (or not a whole number of its tokens), a ``dtype`` that is
-        not an integer type in native byte order, ``dtype`` with a ``.npy``
+        not an integer type, ``dtype`` with a ``.npy``
         file; a ``pad_value`` that does not fit; empty, unreadable or invalid
-        offsets; an input that shrinks while it is read. A ChunkError is a
+        offsets; an input that changes while it is read. A ChunkError is a
         ValueError.
     TypeError
         A ``pad_value`` that is not an integer; a ``force`` or ``quiet`` that
@@ -261,7 +415,7 @@ def chunk_file(
         job.doc_offsets, job.size, job.step, job.tail, end=0
     ).window_offsets
     total = int(window_offsets[-1])
-    per_batch = max(1, BATCH_BYTES // (job.size * tokens.dtype.itemsize))
+    plan = _plan(job.size, tokens.dtype.itemsize, MEMORY_BYTES)
 
     tmp = _outdir.new_temp(out)
     outputs: dict[str, _NpyWriter] = {}
@@ -270,12 +424,9 @@ def chunk_file(
         for name in ("starts", "lengths", "documents"):
             outputs[name] = _NpyWriter(tmp / f"{name}.npy", np.dtype(np.int64), (total,))
         tokens.open()
-        batches = (
-            _batch(job, window_offsets, begin, min(total, begin + per_batch))
-            for begin in range(0, total, per_batch)
-        )
+        batches = _batches(job, window_offsets, plan)
         bar = _progress(tokens.count, quiet)
-        _run_pipeline(batches, job, outputs, pad_value, per_batch, bar)
+        _run_pipeline(batches, job, outputs, pad_value, plan, bar)
         for writer in outputs.values():
             writer.close()
         meta = {
@@ -386,16 +537,26 @@ def prepare_chunk(
     if offsets_path is None:
         offsets = np.array([0, tokens.shape[0]], dtype=np.int64)
     else:
-        try:
-            offsets = _offsets(np.load(offsets_path, allow_pickle=False), tokens.shape[0])
-        except EOFError:  # numpy.load of an empty file
-            raise ChunkError(
-                f"--offsets {offsets_path}: not a readable .npy file (it is empty); offsets "
-                "must be a 1-D integer .npy file, from 0 to the token count"
-            ) from None
-        except (OSError, TypeError, ValueError) as exc:
-            raise ChunkError(f"--offsets {offsets_path}: {exc}") from None
+        offsets = _load_offsets(offsets_path, tokens.count)
     return ChunkJob(src, out, size, step, tail, tokens, offsets)
+
+
+class _Plan(NamedTuple):
+    """How large a batch may be: windows, tokens read, documents spanned."""
+
+    windows: int
+    tokens: int
+    documents: int
+
+
+def _plan(size: int, itemsize: int, budget: int) -> _Plan:
+    """Batches whose buffers and layouts, all in flight together, fit ``budget`` bytes."""
+    # A window costs a row in each row buffer, up to `size` tokens in each
+    # token buffer (windows that do not overlap read as many tokens as they
+    # hold), its layout entries, and the offsets of a document it may span.
+    per_window = (_ROW_BUFFERS + _READ_BUFFERS) * size * itemsize + 24 * _LAYOUTS + 24
+    windows = max(1, budget // per_window)
+    return _Plan(windows, windows * size, windows)
 
 
 class _Batch(NamedTuple):
@@ -408,18 +569,37 @@ class _Batch(NamedTuple):
     end_token: int
 
 
-def _batch(job: ChunkJob, window_offsets: np.ndarray, begin: int, end: int) -> _Batch:
-    layout = _layout_part(job.doc_offsets, job.size, job.step, job.tail, window_offsets, begin, end)
+def _batches(job: ChunkJob, window_offsets: np.ndarray, plan: _Plan) -> Iterator[_Batch]:
     offsets = job.doc_offsets
-    # windows lie in corpus order: the first starts first, the last ends last
-    first_token = int(offsets[layout.documents[0]] + layout.starts[0])
-    end_token = int(offsets[layout.documents[-1]] + layout.starts[-1] + layout.lengths[-1])
-    return _Batch(begin, layout, first_token, end_token)
+    ndocs = offsets.shape[0] - 1
+    total = int(window_offsets[-1])
+    begin = 0
+    while begin < total:
+        # the windows of at most plan.documents documents, so that the offsets
+        # the kernels copy for a batch stay within the plan
+        doc = int(np.searchsorted(window_offsets, begin, side="right")) - 1
+        last_doc = min(ndocs, doc + plan.documents)
+        end = min(total, begin + plan.windows, int(window_offsets[last_doc]))
+        layout = _layout_part(offsets, job.size, job.step, job.tail, window_offsets, begin, end)
 
+        def stop(k: int, layout: _LayoutPart = layout) -> int:
+            return int(offsets[layout.documents[k]] + layout.starts[k] + layout.lengths[k])
 
-# Batches mapped ahead of and written behind the one being cut: the reads and
-# the writes (a thread of positional writes, GIL released) overlap the kernel.
-READ_AHEAD, WRITE_BEHIND = 2, 2
+        # windows lie in corpus order: the first starts first, the last ends last
+        first = int(offsets[layout.documents[0]] + layout.starts[0])
+        count = layout.starts.shape[0]
+        if stop(count - 1) - first > plan.tokens:
+            # tokens no window takes (tails and documents that tail="drop"
+            # drops) lie between them: only the windows whose tokens fit
+            count = bisect.bisect_right(range(count), first + plan.tokens, key=stop)
+            layout = _LayoutPart(
+                layout.window_offsets,
+                layout.starts[:count],
+                layout.lengths[:count],
+                layout.documents[:count],
+            )
+        yield _Batch(begin, layout, first, stop(count - 1))
+        begin += count
 
 
 def _run_pipeline(
@@ -427,14 +607,16 @@ def _run_pipeline(
     job: ChunkJob,
     outputs: dict[str, _NpyWriter],
     pad_value: int,
-    per_batch: int,
+    plan: _Plan,
     bar: Any,
 ) -> None:
     tokens, size = job.tokens, job.size
-    # Windows are cut into a ring of buffers, each free again by the time it
-    # comes round (at most WRITE_BEHIND writes are in flight): no batch pays
-    # for the page faults of a new array.
-    ring = [np.empty((per_batch, size), tokens.dtype) for _ in range(WRITE_BEHIND + 1)]
+    # Tokens are read into, and windows cut into, rings of buffers, each free
+    # again by the time it comes round (at most READ_AHEAD reads ahead of the
+    # cut, at most WRITE_BEHIND writes in flight): the memory is allocated
+    # once, and no batch pays for the page faults of new arrays.
+    reads = [np.empty(plan.tokens, tokens.dtype) for _ in range(_READ_BUFFERS)]
+    ring = [np.empty((plan.windows, size), tokens.dtype) for _ in range(_ROW_BUFFERS)]
 
     def write(batch: _Batch, rows: np.ndarray) -> None:
         outputs["windows"].write(batch.begin, rows)
@@ -442,28 +624,33 @@ def _run_pipeline(
         outputs["lengths"].write(batch.begin, batch.layout.lengths)
         outputs["documents"].write(batch.begin, batch.layout.documents)
 
-    # Batches are mapped READ_AHEAD ahead of the one being cut: mapping is
-    # cheap, and MADV_WILLNEED has the kernel read them in meanwhile.
-    ahead: deque[tuple[_Batch, np.ndarray]] = deque()
+    ahead: deque[tuple[_Batch, Future[np.ndarray]]] = deque()
     writes: deque[Future[None]] = deque()
+    issued = 0
 
-    def map_ahead() -> None:
-        while len(ahead) < READ_AHEAD:
-            batch = next(batches, None)
-            if batch is None:
-                return
-            ahead.append((batch, tokens.read(batch.first_token, batch.end_token)))
+    with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as writer:
 
-    with ThreadPoolExecutor(1) as writer:
+        def read_ahead() -> None:
+            nonlocal issued
+            while len(ahead) < READ_AHEAD:
+                batch = next(batches, None)
+                if batch is None:
+                    return
+                buffer = reads[issued % len(reads)]  # its last batch is cut by now
+                issued += 1
+                read = reader.submit(tokens.read_into, batch.first_token, batch.end_token, buffer)
+                ahead.append((batch, read))
+
         try:
-            map_ahead()
+            read_ahead()
             turn = 0
             while ahead:
-                batch, mapped = ahead.popleft()
-                map_ahead()
+                batch, pending = ahead.popleft()
+                block = pending.result()
+                read_ahead()
                 layout = batch.layout
                 rows = _cut(
-                    v.kernel_array(mapped),
+                    block,
                     batch.first_token,
                     job.doc_offsets,
                     layout.starts,
@@ -473,7 +660,7 @@ def _run_pipeline(
                     pad_value,
                     ring[turn % len(ring)][: layout.starts.shape[0]],
                 )
-                del mapped  # its mapping goes with it
+                del block
                 writes.append(writer.submit(write, batch, rows))
                 while len(writes) > WRITE_BEHIND:
                     writes.popleft().result()
@@ -481,10 +668,14 @@ def _run_pipeline(
                 turn += 1
             while writes:
                 writes.popleft().result()
+            # every token is read: the file must still be the one first seen
+            tokens.check()
             bar.update(max(0, tokens.count - bar.n))
         except BaseException:
             for f in writes:
                 f.cancel()
+            for _, read in ahead:
+                read.cancel()
             raise
         finally:
             bar.close()

@@ -3,7 +3,7 @@
 :func:`chunk_file` is the command's engine (one process, streaming in bounded
 memory); ``posembed.dask.chunk_parts`` does the same job on a Dask cluster.
 Both start from :func:`prepare_chunk`, which checks the arguments and opens
-the input as a :class:`TokenFile` (memory-mapped a slice at a time), and give
+the input as a :class:`TokenFile` (read a slice at a time), and give
 their outputs the layout of :func:`posembed.window_layout`.
 """
 

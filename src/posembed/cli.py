@@ -287,7 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_bench, parser=p)
 
     p = sub.add_parser(
-        "chunk", help="cut a token file into overlapping windows on disk (bounded memory)"
+        "chunk",
+        help="cut a token file into overlapping windows on disk (bounded memory)",
+        description="Cut a token file into overlapping windows on disk. The run holds about "
+        "64 MiB at a time, whatever --size, beyond the document offsets (16 bytes per "
+        "document). The input is read, never mapped: one that changes while it is read "
+        "stops the run (exit 2) and no output is written.",
     )
     p.add_argument("input", help="tokens: a 1-D .npy file, or a raw binary stream with --dtype")
     p.add_argument("-o", "--output", required=True, help="folder to write (windows.npy, ...)")
@@ -296,7 +301,11 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--step", type=int, help="distance between window starts (1..size)")
     group.add_argument("--overlap", type=int, help="tokens shared by neighbours (size - step)")
     p.add_argument("--tail", default="pad", choices=["pad", "shift", "drop"])
-    p.add_argument("--dtype", help="token type of a raw input file (uint16 for nanoGPT .bin)")
+    p.add_argument(
+        "--dtype",
+        help="integer token type of a raw input file (uint16 for nanoGPT .bin; >u2 for "
+        "big-endian tokens, converted while reading)",
+    )
     p.add_argument("--offsets", help="a .npy of int64 CSR document offsets")
     p.add_argument("--pad-value", type=int, default=0, help="fills the last window (tail=pad)")
     p.add_argument("--force", action="store_true", help="replace an existing output")

@@ -45,10 +45,11 @@ def _write_part(
     retried task, after a worker died, writes it again from scratch). Returns
     the windows written."""
     # a file of its own: tasks on threads of one worker must not share one
-    tokens = TokenFile(source.path, source.dtype, source.offset, source.count)
+    tokens = source.copy()
     tokens.open()
     try:
         block = tokens.read(a, min(tokens.count, b + layout.size - 1))
+        tokens.check()  # the file first seen, not one rewritten since
         rows = layout.cut(block, windows=slice(first, end), token_start=a, pad_value=pad_value)
     finally:
         tokens.close()
@@ -87,7 +88,7 @@ def chunk_parts(
     """``posembed chunk`` on Dask: one output part per partition of the tokens.
 
     The token file is cut into partitions of ``part_tokens`` tokens; one task
-    per partition memory-maps the file, cuts the windows that start in its
+    per partition reads its tokens, cuts the windows that start in its
     partition (reading up to ``size - 1`` tokens past it) and writes them to
     ``output_dir/parts/part-NNNNN.npy``. The small arrays (starts, lengths,
     documents) and ``index.json`` (each part's file, windows and tokens) are
@@ -139,7 +140,7 @@ def chunk_parts(
     total = tokens.count
     bounds = np.append(np.arange(0, total, per_part, dtype=np.int64), total)
     cut = np.searchsorted(corpus_starts, bounds, side="left")
-    source = TokenFile(tokens.path.resolve(), tokens.dtype, tokens.offset, tokens.count)
+    source = tokens.copy(tokens.path.resolve())
     shared = dask.delayed(layout, traverse=False)  # in the graph once, not once per part
     tmp = _outdir.new_temp(out)
     (tmp / "parts").mkdir()
