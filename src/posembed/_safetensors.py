@@ -570,8 +570,14 @@ def _header_json(
     try:
         text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         raw = text.encode("utf-8")
-    except ValueError as exc:  # NaN or Infinity in a field; a lone surrogate in a string
-        raise ValueError(f"the header cannot be written as safetensors JSON: {exc}") from None
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"the header cannot be written: a string holds a lone UTF-16 surrogate ({exc})"
+        ) from None
+    except ValueError:  # json's message names no value
+        raise ValueError(
+            "the header cannot be written: a field holds NaN or Infinity, which JSON has not"
+        ) from None
     except TypeError as exc:  # a field that JSON has no value for
         raise TypeError(f"the header cannot be written as JSON: {exc}") from None
     return raw
