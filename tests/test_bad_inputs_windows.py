@@ -32,6 +32,53 @@ from .badinput_harness import (
 
 WINDOWS = posembed.windows(np.arange(20, dtype=np.int32), 4, step=2)  # 9 windows of 4
 LAYOUT = posembed.window_layout(20, 4, step=2)  # WINDOWS' layout: 9 windows of 4
+
+
+def at(a: np.ndarray, k: int, value: int, dtype: type = np.int64) -> np.ndarray:
+    """A copy of ``a`` as ``dtype`` with ``a[k] = value``."""
+    copy = a.astype(dtype)
+    copy[k] = value
+    return copy
+
+
+def past_2_63(record: posembed.Windows | posembed.WindowLayout) -> list[tuple[object, str]]:
+    """Hand-built copies of ``record`` whose sums pass 2^63, each with what
+    the refusal says: starts near 2^63, lengths near 2^63, the two together,
+    an unsigned start that int64 would wrap, and a document offset on top."""
+    p = "windows" if isinstance(record, posembed.Windows) else "layout"
+    starts, lengths, documents = record.starts, record.lengths, record.documents
+    sums = rf"{p}\.starts \+ {p}\.lengths must fit int64 \(below 2\^63\); window 1 has "
+    return [
+        (
+            dataclasses.replace(record, starts=at(starts, 1, 2**63 - 2)),
+            sums + r"start 9223372036854775806 and length 4",
+        ),
+        (
+            dataclasses.replace(record, lengths=at(lengths, 1, 2**63 - 1)),
+            sums + r"start 2 and length 9223372036854775807",
+        ),
+        (
+            dataclasses.replace(record, starts=at(starts, 1, 2**62), lengths=at(lengths, 1, 2**62)),
+            sums + r"start 4611686018427387904 and length 4611686018427387904",
+        ),
+        (
+            dataclasses.replace(record, starts=at(starts, 1, 2**63, np.uint64)),
+            rf"{p}\.starts must stay below 2\^63; got 9223372036854775808 at index 1",
+        ),
+        (
+            dataclasses.replace(
+                record,
+                doc_offsets=np.array([0, 20, 2**63 - 1]),
+                documents=at(documents, 8, 1),
+                starts=at(starts, 8, 2**63 - 10),
+            ),
+            rf"{p}\.doc_offsets\[document\] \+ {p}\.starts \+ {p}\.lengths must fit int64 "
+            r"\(below 2\^63\); window 8 of document 1 \(offset 20\) has start "
+            r"9223372036854775798 and length 4",
+        ),
+    ]
+
+
 CHOICES_ONLY = "its only argument is a choice: any other value, whatever its type, is range"
 
 
@@ -344,6 +391,8 @@ add(
     r"windows\.doc_offsets must start at 0 and never decrease; got \[0, 14, 1\]",
     twin=False,
 )
+for bad, message in past_2_63(WINDOWS):
+    add("windows", "range", bad, ValueError, message, twin=False)
 
 # ---- Windows.owner ----------------------------------------------------------------------
 add = FAMILY.cases_for("Windows.owner")
@@ -426,6 +475,8 @@ add(
     r"windows: inconsistent window arrays",
     **HAND,
 )
+for bad, message in past_2_63(WINDOWS):
+    add("self", "range", bad, ValueError, message, **HAND)
 
 # ---- window_layout ----------------------------------------------------------------------
 add = FAMILY.cases_for("window_layout")
@@ -621,6 +672,8 @@ add(
     r"layout\.starts, \.lengths and \.documents must have one entry per window; got 8, 9 and 9",
     **HAND,
 )
+for bad, message in past_2_63(LAYOUT):
+    add("self", "range", bad, ValueError, message, **HAND)
 out_cases(add, (9, 4), np.int32)
 add(
     "out",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -143,3 +145,113 @@ def test_commands_leave_the_callers_thread_setting(tmp_path, capsys, setting):
         assert after["num_threads"] == before["num_threads"]
     finally:
         posembed.set_num_threads(None)
+
+
+# -- crafted .npy files ----------------------------------------------------------------------
+# `posembed plot similarity` reads its table through the checked .npy reader: a crafted
+# header stops the command as its other errors do (argparse's status 2), never with a
+# traceback, and never after allocating or waiting for what the header claims.
+
+
+def _npy(header: str | bytes, data: bytes = b"", *, version: bytes = b"\x01\x00") -> bytes:
+    text = header.encode("latin1") if isinstance(header, str) else header
+    width = 2 if version == b"\x01\x00" else 4
+    return b"\x93NUMPY" + version + len(text).to_bytes(width, "little") + text + data
+
+
+def _dict(descr: str = "'<f4'", shape: str = "(4, 2)", order: str = "False") -> str:
+    return f"{{'descr': {descr}, 'fortran_order': {order}, 'shape': {shape}, }}\n"
+
+
+NOT_NPY = r"table\.npy: not a valid \.npy file: "
+CRAFTED_NPY = {
+    "shape (2**62,)": (_npy(_dict(shape=f"({2**62},)")), r"shape \(4611686018427387904,\) of"),
+    "shape (2**62,) of bytes": (
+        _npy(_dict("'|u1'", f"({2**62},)")),
+        r"shape \(4611686018427387904,\) of uint8 is 2\^62 bytes or more",
+    ),
+    "2**40 rows, no data": (
+        _npy(_dict(shape=f"({2**40}, 2)")),
+        r"shape \(1099511627776, 2\) of float32 needs 8796093022208 data bytes; the file has 0",
+    ),
+    "a negative dimension": (_npy(_dict(shape="(-1, 2)")), r"shape \(-1, 2\) is not a tuple"),
+    "a bool dimension": (_npy(_dict(shape="(True, 2)")), r"shape \(True, 2\) is not a tuple"),
+    "a float dimension": (_npy(_dict(shape="(4.0, 2)")), r"shape \(4\.0, 2\) is not a tuple"),
+    "objects": (_npy(_dict("'|O'")), r"dtype object holds Python objects"),
+    "objects in a record": (
+        _npy(_dict("[('a', '|O')]")),
+        r"dtype \[\('a', 'O'\)\] holds Python objects",
+    ),
+    "an unknown descr": (_npy(_dict("'<q9'")), r"descr '<q9' is not a NumPy dtype"),
+    "a huge header": (
+        _npy(_dict() + " " * 70_000, version=b"\x02\x00"),
+        r"the header is 70\d\d\d bytes; at most 10000",
+    ),
+    "a header past the end": (
+        _npy(b"", version=b"\x02\x00")[:-4] + (2**32 - 1).to_bytes(4, "little"),
+        r"the header \(4294967295 bytes\) runs past the file's 12 bytes",
+    ),
+    "truncated data": (
+        _npy(_dict(), bytes(10)),
+        r"shape \(4, 2\) of float32 needs 32 data bytes; the file has 10",
+    ),
+    "no magic": (b"PK\x03\x04" + bytes(60), r"it does not start with the \.npy magic string"),
+    "version 9.0": (_npy(_dict(), version=b"\x09\x00"), r"format version 9\.0 is not"),
+    "a header that is code": (_npy("__import__('os')"), r"the header is not a Python literal"),
+    "a header that is a list": (_npy("[1, 2]"), r"the header must be a dict of 'descr'"),
+    "an extra key": (
+        _npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}"),
+        r"the header must be a dict of 'descr', 'fortran_order' and 'shape'",
+    ),
+    "fortran_order 'yes'": (_npy(_dict(order="'yes'")), r"fortran_order 'yes' is not True"),
+    "a deep header": (_npy("[" * 5000 + "]" * 5000), r"the header is not a Python literal"),
+}
+
+
+def _plot_similarity(table: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """The last stderr line of a `plot similarity` stopped with status 2."""
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["plot", "similarity", str(table), "-o", str(table.parent / "f.png")])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.startswith("usage: posembed plot similarity")
+    lines = err.splitlines()
+    assert sum(line.startswith("posembed plot similarity: error: ") for line in lines) == 1
+    assert lines[-1].startswith("posembed plot similarity: error: ")
+    assert not (table.parent / "f.png").exists()
+    return lines[-1]
+
+
+@pytest.mark.parametrize("name", list(CRAFTED_NPY))
+def test_plot_similarity_refuses_a_crafted_npy_file(tmp_path, capsys, name):
+    blob, text = CRAFTED_NPY[name]
+    table = tmp_path / "table.npy"
+    table.write_bytes(blob)
+    line = _plot_similarity(table, capsys)
+    assert re.search(NOT_NPY + text, line), line
+    assert table.read_bytes() == blob
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_plot_similarity_refuses_a_fifo_or_a_folder_without_waiting(tmp_path, kind):
+    table = tmp_path / "table.npy"
+    if kind == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs on this platform")
+        os.mkfifo(table)
+    else:
+        table.mkdir()
+    # in a child: a read that waits for the FIFO's writer would hang this process
+    done = subprocess.run(
+        [sys.executable, "-m", "posembed.cli", "plot", "similarity", str(table), "-o", "f.png"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"posembed plot similarity: error: {table}: not a regular file"
+    )

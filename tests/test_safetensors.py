@@ -8,6 +8,9 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +240,7 @@ def test_a_file_cut_short_after_its_header_was_read(tmp_path, rng):
 
 
 F32x2 = sft.TensorSpec("t", "F32", (2,), 8)
+NAN_FIELD = sft.TensorSpec("t", "F32", (2,), 8, {"scale": float("nan")})
 
 
 @pytest.mark.parametrize(
@@ -284,6 +288,24 @@ def test_an_error_while_writing_keeps_the_old_file(tmp_path):
         ([F32x2], {"a": 1}, None, TypeError, "metadata must map strings to strings"),
         ([F32x2], {"a": "b"}, ["t"], ValueError, "header_order must list each of"),
         ([F32x2], None, ["t", "t"], ValueError, "header_order must list each of"),
+        # what the reference reader would refuse is never written
+        ([sft.TensorSpec("t", "Q3_K", (2,), 3)], None, None, ValueError, "dtype 'Q3_K'"),
+        (
+            [sft.TensorSpec("t", "U8", (0, 2**62, 2**62), 0)],
+            None,
+            None,
+            ValueError,
+            "holds 2\\^64 bits or more",
+        ),
+        ([NAN_FIELD], None, None, ValueError, "cannot be written: a field holds NaN or Infinity"),
+        (
+            [F32x2],
+            {"\ud800": "x"},
+            None,
+            ValueError,
+            "cannot be written: a string holds a lone UTF-16",
+        ),
+        ([F32x2], {"a": ["b"]}, None, TypeError, "metadata must map strings to strings"),
     ],
 )
 def test_the_writer_refuses_a_header_it_could_not_read_back(
@@ -292,6 +314,17 @@ def test_the_writer_refuses_a_header_it_could_not_read_back(
     with (
         pytest.raises(exc, match=text),
         sft.create(tmp_path / "a.safetensors", tensors, metadata, header_order=order),
+    ):
+        pass
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_writer_refuses_a_header_past_the_format_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(sft, "MAX_HEADER_BYTES", 64)
+    specs = [sft.TensorSpec(f"tensor.{k}", "U8", (0,), 0) for k in range(3)]
+    with (
+        pytest.raises(ValueError, match=r"the header is \d+ bytes; the format allows 64"),
+        sft.create(tmp_path / "a.safetensors", specs),
     ):
         pass
     assert list(tmp_path.iterdir()) == []
@@ -351,3 +384,323 @@ def test_copy_appends_a_range_of_another_file_in_the_kernel_or_not(tmp_path, mon
             header = sft.read_header(f, path)
             got = sft.read_bytes(f, header, "a") + sft.read_bytes(f, header, "b")
         assert got == want, way
+
+
+# -- crafted headers ---------------------------------------------------------------------------
+# Each is refused with ValueError "<path>: not a valid safetensors file: <problem>" by the
+# reader, and by `posembed resize` with exit status 2 and one line. REFERENCE_TOO marks
+# those the safetensors package refuses as well (the others it lets through: posembed
+# is stricter there).
+
+F = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+REFERENCE_TOO = True
+
+
+def _file(raw: bytes, data: bytes = b"", n: int | None = None) -> bytes:
+    return (len(raw) if n is None else n).to_bytes(8, "little") + raw + data
+
+
+def _json_file(obj: Any, data: bytes = b"") -> bytes:
+    return _file(json.dumps(obj).encode(), data)
+
+
+def _entry(**fields: Any) -> bytes:
+    return _json_file({"t": {**F, **fields}}, bytes(8))
+
+
+CRAFTED = {
+    "length 0": (_file(b"", bytes(8)), r"header: not valid JSON", REFERENCE_TOO),
+    "length past the end": (_file(b"{}", n=100), r"header length 100 exceeds the 2 bytes", True),
+    "length 2^64-1": (_file(b"{}", n=2**64 - 1), r"header length 18446744073709551615", True),
+    "a list": (_file(b"[]"), r"header must be a JSON object; got list", True),
+    "a number": (_file(b"1e5"), r"header must be a JSON object; got float", True),
+    "a string": (_file(b'"x"'), r"header must be a JSON object; got str", True),
+    "null": (_file(b"null"), r"header must be a JSON object; got NoneType", True),
+    "metadata of an int": (_json_file({"__metadata__": {"a": 1}}), r"__metadata__ must map", True),
+    "metadata nested": (
+        _json_file({"__metadata__": {"a": {"b": "c"}}}),
+        r"__metadata__ must map names to strings",
+        True,
+    ),
+    "metadata null": (_json_file({"__metadata__": None}), r"__metadata__ must map", False),
+    "NaN in metadata": (
+        _file(b'{"__metadata__": {"a": NaN}}'),
+        r"header: not valid JSON \(NaN is not JSON",
+        True,
+    ),
+    "Infinity in metadata": (
+        _file(b'{"__metadata__": {"a": Infinity}}'),
+        r"header: not valid JSON \(Infinity is not JSON",
+        True,
+    ),
+    "-Infinity in an entry": (
+        _file(b'{"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8], "x": -Infinity}}'),
+        r"header: not valid JSON \(-Infinity is not JSON",
+        True,
+    ),
+    "no dtype": (
+        _json_file({"t": {"shape": [2], "data_offsets": [0, 8]}}),
+        r"'t' has no dtype;",
+        1,
+    ),
+    "no shape": (
+        _json_file({"t": {"dtype": "F32", "data_offsets": [0, 8]}}),
+        r"'t' has no shape;",
+        1,
+    ),
+    "no data_offsets": (
+        _json_file({"t": {"dtype": "F32", "shape": [2]}}),
+        r"'t' has no data_offsets;",
+        1,
+    ),
+    "an entry that is a list": (_json_file({"t": [1]}), r"'t' must be an object", True),
+    "an unknown dtype": (_entry(dtype="Q3_K"), r"'t' has dtype 'Q3_K'; the format's dtypes", True),
+    "a lower-case dtype": (_entry(dtype="f32"), r"'t' has dtype 'f32'", True),
+    "a dtype that is an int": (_entry(dtype=4), r"'t' has no dtype string; got 4", True),
+    "a negative dimension": (
+        _entry(shape=[-2]),
+        r"'t' shape must be a list of integers >= 0; got \[-2\]",
+        True,
+    ),
+    "a bool dimension": (
+        _entry(shape=[True, 2]),
+        r"'t' shape must be a list of integers >= 0; got \[True, 2\]",
+        True,
+    ),
+    "a float dimension": (
+        _entry(shape=[2.0]),
+        r"'t' shape must be a list of integers >= 0; got \[2\.0\]",
+        True,
+    ),
+    "a shape that is a string": (
+        _entry(shape="2"),
+        r"'t' shape must be a list of integers >= 0; got '2'",
+        True,
+    ),
+    "2 x (2^63 - 1) elements": (
+        _json_file({"t": {**F, "shape": [2, 2**63 - 1], "data_offsets": [0, 16]}}, bytes(16)),
+        r"'t' shape \[2, 9223372036854775807\] of F32 holds 2\^64 bits or more",
+        True,
+    ),
+    "a shape whose int64 bytes wrap to 8": (
+        _json_file({"t": {**F, "shape": [2, 2**62 + 1], "data_offsets": [0, 8]}}, bytes(8)),
+        r"'t' shape \[2, 4611686018427387905\] of F32 holds 2\^64 bits or more",
+        True,
+    ),
+    "a dimension of 2^64": (
+        _entry(shape=[2**64], data_offsets=[0, 0]),
+        r"'t' shape \[18446744073709551616\] of F32 holds 2\^64 bits or more",
+        True,
+    ),
+    "huge dimensions beside a 0": (
+        _entry(shape=[2**40, 2**40, 0], data_offsets=[0, 0]),
+        r"'t' shape \[1099511627776, 1099511627776, 0\] of F32 holds 2\^64 bits or more",
+        True,
+    ),
+    "data_offsets reversed": (
+        _entry(data_offsets=[8, 0]),
+        r"'t' data_offsets \[8, 0\] end before they begin",
+        1,
+    ),
+    "negative data_offsets": (
+        _entry(data_offsets=[-8, 0]),
+        r"'t' data_offsets must be \[begin, end\]; got \[-8, 0\]",
+        True,
+    ),
+    "float data_offsets": (
+        _entry(data_offsets=[0.0, 8.0]),
+        r"'t' data_offsets must be \[begin, end\]; got \[0\.0, 8\.0\]",
+        True,
+    ),
+    "bool data_offsets": (
+        _entry(data_offsets=[False, 8]),
+        r"'t' data_offsets must be \[begin, end\]; got \[False, 8\]",
+        True,
+    ),
+    "three data_offsets": (
+        _entry(data_offsets=[0, 8, 8]),
+        r"'t' data_offsets must be \[begin, end\]; got \[0, 8, 8\]",
+        True,
+    ),
+    "data_offsets past the buffer": (
+        _entry(data_offsets=[8, 16]),
+        r"'t' data_offsets \[8, 16\] leaves a gap at 0",
+        True,
+    ),
+    "data_offsets past 2^64": (
+        _entry(data_offsets=[2**64, 2**64 + 8]),
+        r"'t' data_offsets \[18446744073709551616, 18446744073709551624\] leaves a gap",
+        True,
+    ),
+    "a 5000-digit offset": (
+        _file(b'{"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, ' + b"9" * 5000 + b"]}}"),
+        r"header: not valid JSON \(Exceeds the limit",
+        True,
+    ),
+    "overlapping tensors": (
+        _json_file({"t": F, "u": {**F, "data_offsets": [4, 12]}}, bytes(12)),
+        r"'u' data_offsets \[4, 12\] overlaps the tensor before it",
+        True,
+    ),
+    "a gap between tensors": (
+        _json_file({"t": F, "u": {**F, "data_offsets": [12, 20]}}, bytes(20)),
+        r"'u' data_offsets \[12, 20\] leaves a gap at 8",
+        True,
+    ),
+    "20,000 nested [": (_file(b"[" * 20000), r"header: nests 20000 levels deep; at most 64", True),
+    "20,000 nested [ ]": (
+        _file(b"[" * 20000 + b"]" * 20000),
+        r"header: nests 20000 levels deep",
+        True,
+    ),
+    "deep nesting in an extra field": (
+        _file(b'{"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8], "x": ' + b"[" * 100),
+        r"header: nests 102 levels deep; at most 64",
+        True,  # unterminated: refused by both
+    ),
+    "a tensor name twice": (
+        _file(
+            b'{"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "t": '
+            b'{"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}',
+            bytes(8),
+        ),
+        r"header: not valid JSON \(duplicate key 't'",
+        False,
+    ),
+    "a field twice": (
+        _file(b'{"t": {"dtype": "F32", "dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}'),
+        r"header: not valid JSON \(duplicate key 'dtype'",
+        True,
+    ),
+    "a metadata key twice": (
+        _file(b'{"__metadata__": {"a": "1", "a": "2"}}'),
+        r"header: not valid JSON \(duplicate key 'a'",
+        False,
+    ),
+    "a lone surrogate in a name": (
+        _file(b'{"\\ud800": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}', bytes(8)),
+        r"header holds a lone UTF-16 surrogate in '\\ud800'",
+        True,
+    ),
+    "a lone surrogate in metadata": (
+        _file(b'{"__metadata__": {"a": "\\udfff"}}'),
+        r"header holds a lone UTF-16 surrogate in '\\udfff'",
+        True,
+    ),
+    "not UTF-8": (_file(b'{"\xff": 1}'), r"header: not UTF-8", True),
+    "text after the object": (_file(b"{}x"), r"header: not valid JSON \(Extra data", True),
+}
+
+
+@pytest.fixture(params=list(CRAFTED), ids=list(CRAFTED))
+def crafted(request, tmp_path):
+    blob, text, reference_too = CRAFTED[request.param]
+    path = tmp_path / "crafted.safetensors"
+    path.write_bytes(blob)
+    return path, text, reference_too
+
+
+def test_a_crafted_header_is_refused(crafted):
+    path, text, _ = crafted
+    with pytest.raises(
+        ValueError, match=rf"crafted\.safetensors: not a valid safetensors file: {text}"
+    ):
+        sft.read_file(path)
+    from posembed.reference import checkpoint as twin
+
+    with pytest.raises(ValueError, match=r"crafted\.safetensors: not a valid safetensors file"):
+        twin.resize_checkpoint(path, path.parent / "out.safetensors", "t", 4)
+
+
+def test_resize_of_a_crafted_header_exits_2_with_one_line(crafted, capsys):
+    from posembed import cli
+
+    path, text, _ = crafted
+    out = path.parent / "out.safetensors"
+    assert cli.main(["resize", str(path), "--key", "t", "--length", "4", "-o", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith("posembed resize: error: ")
+    assert re.search(rf"not a valid safetensors file: {text}", captured.err), captured.err
+    assert sorted(p.name for p in path.parent.iterdir()) == ["crafted.safetensors"]
+
+
+def test_the_safetensors_package_refuses_the_crafted_headers_it_is_marked_for(crafted):
+    pytest.importorskip("safetensors")
+    from safetensors import SafetensorError
+    from safetensors.numpy import load
+
+    path, _, reference_too = crafted
+    if reference_too:
+        with pytest.raises(SafetensorError, match="Error while deserializing"):
+            load(path.read_bytes())
+    else:  # posembed is the stricter one here: the package reads it
+        load(path.read_bytes())
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"\t\n{}\r ",
+        b"{}    ",
+        b'{"__metadata__": {}, "e": {"dtype": "BOOL", "shape": [0, 5], "data_offsets": [0, 0]}}',
+    ],
+)
+def test_headers_the_format_allows_are_read(tmp_path, raw):
+    path = tmp_path / "a.safetensors"
+    path.write_bytes(_file(raw))
+    got = sft.read_file(path)
+    assert all(a.size == 0 for a in got.values())
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_fifo_or_a_folder_is_refused_without_waiting(tmp_path, kind):
+    path = tmp_path / "model.safetensors"
+    if kind == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs on this platform")
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    # In a child: a read that waits for a FIFO's writer would hang this process.
+    code = (
+        "import sys, posembed._safetensors as s\n"
+        "try:\n"
+        "    s.read_file(sys.argv[1])\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+        "from posembed import cli\n"
+        "sys.exit(cli.main(['resize', sys.argv[1], '--key', 't', '--length', '4', '-o', "
+        "sys.argv[1] + '.out']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60
+    )
+    what = "a FIFO" if kind == "fifo" else "a folder"
+    assert done.stdout == (
+        f"{path}: not a valid safetensors file: it is {what}, not a regular file\n"
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("posembed resize: error: ")
+    assert what.split()[-1] in done.stderr
+
+
+def test_a_checkpoint_replaced_by_a_fifo_after_its_check_is_refused(tmp_path, monkeypatch):
+    from posembed import _checkpoint
+
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this platform")
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(_file(b"{}"))
+    checked = _checkpoint._check_paths
+
+    def swap(src, dst, overwrite):  # the file checked, then a FIFO in its place
+        checked(src, dst, overwrite)
+        path.unlink()
+        os.mkfifo(path)
+
+    monkeypatch.setattr(_checkpoint, "_check_paths", swap)
+    with pytest.raises(ValueError, match=r"it is a FIFO, not a regular file"):
+        _checkpoint.resize_checkpoint(path, tmp_path / "out.safetensors", "t", 4)

@@ -197,7 +197,7 @@ def resize_checkpoint(
     src_path, dst_path = Path(src), Path(dst)
     _check_paths(src_path, dst_path, overwrite)
 
-    with open(src_path, "rb") as source:
+    with sft.open_file(src_path) as source:
         header = sft.read_header(source, src_path)
         entry = _table_entry(header, key)
         rows, dim = _table_size(entry, prefix)
@@ -235,9 +235,10 @@ def resize_checkpoint(
 
 
 def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
-    if not src.is_file():
+    if src.is_dir() or not src.exists():
         what = "is a folder, not a file" if src.is_dir() else "no such file"
         raise FileNotFoundError(f"{src}: {what}")
+    # anything else but a regular file (a FIFO, a device) sft.open_file refuses
     if dst.is_dir():
         raise IsADirectoryError(f"output {dst} is a folder; give a file path")
     if not dst.parent.is_dir():

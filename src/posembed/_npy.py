@@ -117,10 +117,15 @@ def load(path: str | os.PathLike[str], what: str, *, mmap: bool = False) -> np.n
         The file cannot be opened or read.
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    if not stat.S_ISREG(os.fstat(fd).st_mode):  # before fdopen, which refuses a folder itself
+    try:
+        # checked before fdopen, which refuses a folder with an OSError naming the descriptor
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{what}: not a regular file")
+        f = os.fdopen(fd, "rb")
+    except BaseException:
         os.close(fd)
-        raise ValueError(f"{what}: not a regular file")
-    with os.fdopen(fd, "rb") as f:
+        raise
+    with f:
         return load_open(f, what, mmap=mmap)
 
 

@@ -20,7 +20,6 @@ import contextlib
 import errno
 import io
 import json
-import math
 import os
 import stat
 from collections.abc import Iterator, Mapping, Sequence
@@ -31,6 +30,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from posembed import _json
 from posembed._outdir import kind_of, temp_name
 
 # The safetensors reference loader refuses larger headers; so does this one,
@@ -45,8 +45,14 @@ PAGE = 4096
 
 METADATA = "__metadata__"
 
-# Bits per element of the dtypes the format names; tensors of other dtypes
-# are carried along with their sizes unchecked.
+# A tensor's size in bits (the product of its shape times its element's
+# bits) must stay below 2^64, as the reference reader computes it in 64-bit
+# integers; zero dimensions do not excuse the others here, so that the shape
+# also fits NumPy's (int64) sizes.
+MAX_TENSOR_BITS = 2**64
+
+# Bits per element of the dtypes the format names: a tensor of any other
+# dtype is refused, as the reference reader refuses it.
 DTYPE_BITS = {
     "BOOL": 8,
     "U8": 8,
@@ -54,6 +60,8 @@ DTYPE_BITS = {
     "F8_E5M2": 8,
     "F8_E4M3": 8,
     "F8_E8M0": 8,
+    "F8_E4M3FNUZ": 8,
+    "F8_E5M2FNUZ": 8,
     "F4": 4,
     "F6_E2M3": 6,
     "F6_E3M2": 6,
@@ -150,14 +158,55 @@ class Header:
 # -- reading ---------------------------------------------------------------------------------
 
 
+def open_file(path: str | os.PathLike[str]) -> BinaryIO:
+    """``path`` opened for reading in binary mode, refused unless it is a
+    regular file: a FIFO or a device is never waited on, a folder never read.
+
+    Raises ValueError ``"<path>: not a valid safetensors file: ..."`` for
+    anything but a regular file, OSError when it cannot be opened.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        kind = os.fstat(fd).st_mode
+        if not stat.S_ISREG(kind):
+            raise _corrupt(Path(path), f"it is {_file_kind(kind)}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a file"
+
+
 def read_header(f: BinaryIO, path: str | os.PathLike[str]) -> Header:
     """Read and check the header of the open file ``f``; ``path`` names it in errors.
 
+    The checks are the reference reader's, or stricter: a header of strict
+    JSON (no NaN or Infinity, no name twice, nested at most
+    ``posembed._json.MAX_DEPTH`` deep, UTF-8 without lone surrogates), an
+    object of tensor entries and an optional ``__metadata__`` map of strings;
+    each entry a known dtype, a shape of at most 2^64 bits, and
+    ``data_offsets`` that tile the data buffer exactly, in order.
+
     Raises ValueError ``"<path>: not a valid safetensors file: <problem>"``
-    when the file is not one.
+    when the file is not one (or is no regular file).
     """
     path = Path(path)
-    size = os.fstat(f.fileno()).st_size
+    info = os.fstat(f.fileno())
+    if not stat.S_ISREG(info.st_mode):  # a FIFO's read would wait for a writer
+        raise _corrupt(path, f"it is {_file_kind(info.st_mode)}, not a regular file")
+    size = info.st_size
     f.seek(0)
     head = f.read(8)
     if len(head) < 8:
@@ -168,14 +217,18 @@ def read_header(f: BinaryIO, path: str | os.PathLike[str]) -> Header:
     if n > MAX_HEADER_BYTES:
         raise _corrupt(path, f"header length {n} exceeds the format's {MAX_HEADER_BYTES}")
     text = f.read(n)
+    if len(text) != n:
+        raise _corrupt(path, f"the file ended inside the {n}-byte header (changed while reading?)")
     try:
-        obj = json.loads(text.decode("utf-8"), object_pairs_hook=_no_duplicates)
-    except UnicodeDecodeError as exc:
-        raise _corrupt(path, f"header is not UTF-8 ({exc})") from None
-    except ValueError as exc:  # json.JSONDecodeError and duplicate names
-        raise _corrupt(path, f"header is not valid JSON ({exc})") from None
+        obj = _json.loads(text, "header")
+    except ValueError as exc:
+        raise _corrupt(path, str(exc)) from None
     if not isinstance(obj, dict):
         raise _corrupt(path, f"header must be a JSON object; got {type(obj).__name__}")
+    unencodable = _lone_surrogate(obj)
+    if unencodable is not None:
+        # JSON's \ud800 escapes decode to no Unicode text; the reference reader refuses them
+        raise _corrupt(path, f"header holds a lone UTF-16 surrogate in {unencodable!r}")
     metadata = obj.get(METADATA)
     if METADATA in obj and not _is_string_map(metadata):
         raise _corrupt(path, f"{METADATA} must map names to strings; got {metadata!r}")
@@ -229,22 +282,13 @@ def read_tensor(f: BinaryIO, header: Header, name: str) -> np.ndarray:
 
 def read_file(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """Every tensor of a small file, by name in the header's order."""
-    with open(path, "rb") as f:
+    with open_file(path) as f:
         header = read_header(f, path)
         return {name: read_tensor(f, header, name) for name in header.entries}
 
 
 def _corrupt(path: Path, problem: str) -> ValueError:
     return ValueError(f"{path}: not a valid safetensors file: {problem}")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, value in pairs:
-        if name in out:
-            raise ValueError(f"the name {name!r} appears twice")
-        out[name] = value
-    return out
 
 
 def _is_count(x: Any) -> bool:
@@ -255,10 +299,35 @@ def _is_string_map(x: Any) -> bool:
     return isinstance(x, dict) and all(isinstance(v, str) for v in x.values())
 
 
+def _lone_surrogate(x: Any) -> str | None:
+    """A string of ``x`` (a parsed header, keys included) that UTF-8 cannot
+    encode, or None."""
+    pending = [x]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return item
+    return None
+
+
+_ENTRY_KEYS = ("dtype", "shape", "data_offsets")
+
+
 def _check_entry(path: Path, name: str, entry: Any) -> TensorEntry:
     if not isinstance(entry, dict):
         raise _corrupt(path, f"{name!r} must be an object; got {entry!r}")
-    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    missing = [key for key in _ENTRY_KEYS if key not in entry]
+    if missing:
+        raise _corrupt(path, f"{name!r} has no {' or '.join(missing)}; got keys {list(entry)}")
+    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     if not isinstance(dtype, str):
         raise _corrupt(path, f"{name!r} has no dtype string; got {dtype!r}")
     if not isinstance(shape, list) or not all(_is_count(s) for s in shape):
@@ -275,11 +344,19 @@ def _check_entry(path: Path, name: str, entry: Any) -> TensorEntry:
 
 
 def _size_problem(name: str, dtype: str, shape: tuple[int, ...], nbytes: int) -> str | None:
-    """What is wrong with nbytes for a dtype the format names; None if right or unknown."""
+    """What is wrong with a tensor of ``dtype`` and ``shape`` in ``nbytes``; None if right.
+
+    Python integers: no product of crafted dimensions wraps around."""
     bits = DTYPE_BITS.get(dtype)
     if bits is None:
-        return None
-    total = math.prod(shape) * bits
+        return f"{name!r} has dtype {dtype!r}; the format's dtypes are {', '.join(DTYPE_BITS)}"
+    total = bits
+    for dim in shape:
+        total *= dim or 1  # a zero dimension checked as 1: the others must fit on their own
+        if total >= MAX_TENSOR_BITS:
+            return f"{name!r} shape {list(shape)} of {dtype} holds 2^64 bits or more"
+    if 0 in shape:
+        total = 0
     if total % 8 == 0 and total // 8 == nbytes:
         return None
     needs = f"{total // 8} bytes" if total % 8 == 0 else f"{total} bits"
@@ -373,6 +450,10 @@ class Writer:
             if (8 + len(text) + same_page) % 8 == 0:
                 pad = same_page
         text += b" " * pad
+        if len(text) > MAX_HEADER_BYTES:  # the reference reader would refuse the file
+            raise ValueError(
+                f"the header is {len(text)} bytes; the format allows {MAX_HEADER_BYTES}"
+            )
         self._out = out
         self._left = sum(t.nbytes for t in tensors)
         self._fast = hasattr(os, "copy_file_range")  # until the kernel refuses it
@@ -475,6 +556,9 @@ def _header_json(
     metadata: Mapping[str, str] | None,
     header_order: Sequence[str] | None,
 ) -> bytes:
+    """The header's JSON, refused (never written) where the reference reader
+    would refuse the file: no NaN or Infinity, no unknown dtype, metadata of
+    strings only, text that is UTF-8 (the size is checked once padded)."""
     entries: dict[str, Any] = {}
     at = 0
     for t in tensors:
@@ -506,7 +590,20 @@ def _header_json(
             )
         keys = list(header_order)
     obj = {k: entries[k] for k in keys}
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    try:
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"the header cannot be written: a string holds a lone UTF-16 surrogate ({exc})"
+        ) from None
+    except ValueError:  # json's message names no value
+        raise ValueError(
+            "the header cannot be written: a field holds NaN or Infinity, which JSON has not"
+        ) from None
+    except TypeError as exc:  # a field that JSON has no value for
+        raise TypeError(f"the header cannot be written as JSON: {exc}") from None
+    return raw
 
 
 # copy_file_range's ways of saying "not between these files": fall back to reads and writes.

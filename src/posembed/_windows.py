@@ -91,7 +91,8 @@ class Windows:
             ``size`` that is not an integer.
         ValueError
             An unknown ``rule``, or (for a ``Windows`` built by hand) arrays
-            that do not describe the documents of ``doc_offsets``.
+            that do not describe the documents of ``doc_offsets``, among them
+            starts, lengths and offsets whose sums would pass 2^63.
         """
         chosen = OWNER_RULES[v.choice(rule, "rule", OWNER_RULES)]
         return _core.window_owner(*_fields(self), chosen)
@@ -220,6 +221,7 @@ class WindowLayout:
                 f"{starts.shape[0]}, {lengths.shape[0]} and {documents.shape[0]}"
             )
         starts, lengths, documents = starts[begin:end], lengths[begin:end], documents[begin:end]
+        _check_sums("layout", doc_offsets, starts, lengths, documents)
         if begin < end:
             _check_covered(doc_offsets, starts, lengths, documents, first_token, token_array)
         native = token_array.dtype.newbyteorder("=")
@@ -419,6 +421,7 @@ def window_layout(
 
 _FIELDS = ("doc_offsets", "starts", "lengths", "documents")
 _INT64_MAX = 2**63 - 1
+_INT64_MIN = -(2**63)
 
 
 class _WindowArrays(NamedTuple):
@@ -441,7 +444,55 @@ def _int_field(record: Any, name: str, prefix: str) -> np.ndarray:
             raise TypeError(
                 f"{prefix}.{name} must be a 1-D integer array; got {a.dtype} of shape {a.shape}"
             )
+        if a.dtype.kind == "u" and a.size and int(a.max()) > _INT64_MAX:
+            # the int64 copy would wrap it around to a negative number
+            k = int(np.argmax(a))
+            raise ValueError(f"{prefix}.{name} must stay below 2^63; got {a[k]} at index {k}")
     return v.kernel_array(a, np.int64)
+
+
+def _check_sums(
+    prefix: str,
+    doc_offsets: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    documents: np.ndarray,
+) -> None:
+    """ValueError naming the fields unless, for every window, ``start +
+    length`` and ``doc_offsets[document] + start + length`` stay inside int64:
+    a Windows or WindowLayout built by hand may hold any values, and each sum
+    is compared here without being computed where it could wrap around."""
+    if starts.size == 0:
+        return
+    # start + length leaves int64 exactly when start lies beyond the bound the length leaves
+    up = np.maximum(lengths, 0)
+    down = np.minimum(lengths, 0)
+    wraps = ((lengths > 0) & (starts > _INT64_MAX - up)) | (
+        (lengths < 0) & (starts < _INT64_MIN - down)
+    )
+    if wraps.any():
+        k = int(np.flatnonzero(wraps)[0])
+        raise ValueError(
+            f"{prefix}.starts + {prefix}.lengths must fit int64 (below 2^63); window {k} has start "
+            f"{starts[k]} and length {lengths[k]}"
+        )
+    ndocs = doc_offsets.shape[0] - 1
+    if ndocs < 1:
+        return
+    named = (documents >= 0) & (documents < ndocs)  # others: the kernels refuse them
+    offsets = doc_offsets[np.where(named, documents, 0)]
+    ends = starts + lengths  # inside int64: checked above
+    wraps = named & (
+        ((ends > 0) & (offsets > _INT64_MAX - np.maximum(ends, 0)))
+        | ((ends < 0) & (offsets < _INT64_MIN - np.minimum(ends, 0)))
+    )
+    if wraps.any():
+        k = int(np.flatnonzero(wraps)[0])
+        raise ValueError(
+            f"{prefix}.doc_offsets[document] + {prefix}.starts + {prefix}.lengths must fit "
+            f"int64 (below 2^63); window {k} of document {documents[k]} (offset "
+            f"{offsets[k]}) has start {starts[k]} and length {lengths[k]}"
+        )
 
 
 def _fields(w: Windows) -> _WindowArrays:
@@ -459,6 +510,8 @@ def _fields(w: Windows) -> _WindowArrays:
             f"windows.tokens has {rows[0] if rows else 'no'} rows but windows.starts has "
             f"{starts.shape[0]} entries: one window per row"
         )
+    if starts.shape == lengths.shape == documents.shape:  # else the kernels refuse them
+        _check_sums("windows", offsets, starts, lengths, documents)
     size = v.positive_int(w.size, "windows.size")
     return _WindowArrays(offsets, starts, lengths, documents, size)
 

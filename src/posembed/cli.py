@@ -97,13 +97,16 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _plot_similarity(args: argparse.Namespace) -> int:
-    import numpy as np
-
+    from posembed import _npy
     from posembed.plot import save_similarity_figure
 
     try:
-        table = np.load(args.table, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty file
+        # every header field checked (a crafted one raises ValueError naming the
+        # file); a FIFO or a folder is refused, never waited on
+        table = _npy.load(args.table, args.table)
+    except ValueError as exc:
+        args.parser.error(str(exc))
+    except OSError as exc:
         args.parser.error(f"cannot read {args.table}: {exc}")
     try:
         save_similarity_figure(table, args.output, args.length, align=args.align)

@@ -68,7 +68,7 @@ def resize_checkpoint(
     _flag(overwrite, "overwrite")
     if os.path.exists(dst) and not overwrite:
         raise FileExistsError(f"{dst} exists")
-    with open(src, "rb") as f:
+    with _safetensors.open_file(src) as f:
         header = _safetensors.read_header(f, src)
         blobs = {name: _safetensors.read_bytes(f, header, name) for name in header.data_order}
     if key not in header.entries:
