@@ -5,7 +5,7 @@ OverflowError, a negative dimension or an odd descr in whatever NumPy raises
 there. :func:`read_header` parses the header itself (the format's fixed
 layout, then a Python literal, as NumPy does, under NumPy's own size limit),
 checks every field and the data's size against the file, and raises only
-ValueError. :func:`load` then reads or maps the checked data.
+ValueError. :func:`load` then reads the checked data.
 """
 
 from __future__ import annotations
@@ -102,11 +102,12 @@ def read_header(f: BinaryIO, what: str, file_size: int) -> NpyHeader:
     return NpyHeader(dtype, shape, fortran_order, offset, nbytes)
 
 
-def load(path: str | os.PathLike[str], what: str, *, mmap: bool = False) -> np.ndarray:
+def load(path: str | os.PathLike[str], what: str) -> np.ndarray:
     """The array in the ``.npy`` file ``path``, its header checked first.
 
-    ``mmap=True`` maps the data read-only instead of reading it. The file
-    must be a regular file (a FIFO or device is refused, never waited on).
+    The file must be a regular file (a FIFO or device is refused, never
+    waited on). It is read, never memory-mapped: a file that shrinks later
+    cannot end the process with SIGBUS.
 
     Raises
     ------
@@ -126,26 +127,16 @@ def load(path: str | os.PathLike[str], what: str, *, mmap: bool = False) -> np.n
         os.close(fd)
         raise
     with f:
-        return load_open(f, what, mmap=mmap)
+        return load_open(f, what)
 
 
-def load_open(f: BinaryIO, what: str, *, mmap: bool = False) -> np.ndarray:
+def load_open(f: BinaryIO, what: str) -> np.ndarray:
     """As :func:`load`, for a file already open for reading in binary mode."""
     info = os.fstat(f.fileno())
     if not stat.S_ISREG(info.st_mode):
         raise ValueError(f"{what}: not a regular file")
     header = read_header(f, what, info.st_size)
     order: Literal["C", "F"] = "F" if header.fortran_order else "C"
-    if mmap and header.nbytes:
-        mapped: np.ndarray = np.memmap(
-            f,
-            header.dtype,
-            mode="r",
-            offset=header.offset,
-            shape=header.shape,
-            order=order,
-        )
-        return mapped
     out: np.ndarray = np.empty(header.shape, header.dtype, order=order)
     view = out.reshape(-1, order="A").view(np.uint8).data if out.size else memoryview(b"")
     got = 0
