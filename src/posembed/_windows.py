@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -95,7 +97,9 @@ class Windows:
             starts, lengths and offsets whose sums would pass 2^63.
         """
         chosen = OWNER_RULES[v.choice(rule, "rule", OWNER_RULES)]
-        return _core.window_owner(*_fields(self), chosen)
+        fields = _fields(self)
+        with _sums_named(fields):
+            return _core.window_owner(*fields, chosen)
 
 
 @dataclass(frozen=True)
@@ -510,10 +514,23 @@ def _fields(w: Windows) -> _WindowArrays:
             f"windows.tokens has {rows[0] if rows else 'no'} rows but windows.starts has "
             f"{starts.shape[0]} entries: one window per row"
         )
-    if starts.shape == lengths.shape == documents.shape:  # else the kernels refuse them
-        _check_sums("windows", offsets, starts, lengths, documents)
     size = v.positive_int(w.size, "windows.size")
     return _WindowArrays(offsets, starts, lengths, documents, size)
+
+
+@contextlib.contextmanager
+def _sums_named(fields: _WindowArrays) -> Iterator[None]:
+    """The kernels refuse every window outside its document, sums past 2^63
+    among them, in one line; only then (never on the way to a result) are
+    such sums looked for, to name the window and its fields instead."""
+    try:
+        yield
+    except ValueError:
+        if fields.starts.shape == fields.lengths.shape == fields.documents.shape:
+            _check_sums(
+                "windows", fields.doc_offsets, fields.starts, fields.lengths, fields.documents
+            )
+        raise
 
 
 def _check_pad_value(pad_value: Any, dtype: np.dtype[Any]) -> None:
@@ -756,16 +773,17 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
             fill_value = compute.type(fill)
     except (TypeError, ValueError, OverflowError, FloatingPointError):
         raise TypeError(f"fill must be a number that fits {result}; got {fill!r}") from None
-    out = _core.stitch(
-        flat,
-        fields.doc_offsets,
-        fields.starts,
-        fields.lengths,
-        fields.documents,
-        fields.size,
-        REDUCES[r],
-        fill_value.item(),
-    )
+    with _sums_named(fields):
+        out = _core.stitch(
+            flat,
+            fields.doc_offsets,
+            fields.starts,
+            fields.lengths,
+            fields.documents,
+            fields.size,
+            REDUCES[r],
+            fill_value.item(),
+        )
     total = int(fields.doc_offsets[-1])
     shaped: np.ndarray = out.reshape(total, *rest).astype(result, copy=False)
     return shaped
