@@ -468,6 +468,11 @@ def _check_sums(
     is compared here without being computed where it could wrap around."""
     if starts.size == 0:
         return
+    # private copies: another thread may rewrite the caller's arrays meanwhile,
+    # and an index checked in one read must be the one used in the next
+    doc_offsets, starts, lengths, documents = (
+        a.copy() for a in (doc_offsets, starts, lengths, documents)
+    )
     # start + length leaves int64 exactly when start lies beyond the bound the length leaves
     up = np.maximum(lengths, 0)
     down = np.minimum(lengths, 0)
