@@ -108,6 +108,35 @@ def test_small_batches_split_long_documents(corpus, monkeypatch, tail):
         assert_matches(out, want)
 
 
+@pytest.mark.parametrize("tail", ["pad", "shift", "drop"])
+@pytest.mark.parametrize("order", ["<", ">"])
+def test_batches_of_whole_blocks_are_written_as_read(tmp_path, monkeypatch, tail, order):
+    # Windows of step == size tile a document's tokens: such batches are
+    # written from the tokens read, uncut. Documents of whole blocks and of
+    # ragged ends alternate, so tiled and cut batches (and padded or shifted
+    # last windows) meet in one run; the other byte order is converted first.
+    size = 8
+    lengths = [5 * size, 3 * size + 3, 0, 7 * size, 2, 4 * size]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = np.arange(int(offsets[-1]), dtype=np.uint16) * 7
+    tokens.astype(order + "u2").tofile(tmp_path / "raw.bin")
+    np.save(tmp_path / "docs.npy", offsets)
+    monkeypatch.setattr(chunk_module, "MEMORY_BYTES", 6 * (size * 2 * 6 + 24 * 12))
+    for offs in (None, tmp_path / "docs.npy"):
+        out = tmp_path / f"out-{offs is None}"
+        chunk_file(
+            tmp_path / "raw.bin",
+            out,
+            size=size,
+            tail=tail,
+            dtype=order + "u2",
+            offsets_path=offs,
+            quiet=True,
+        )
+        want = posembed.windows(tokens, size, tail=tail, offsets=None if offs is None else offsets)
+        assert_matches(out, want)
+
+
 def test_force_replaces_and_nothing_partial_is_left(corpus):
     path, _, _ = corpus
     assert run(path / "tokens.npy", "-o", path / "o", "--size", 100, "--quiet").returncode == 0

@@ -168,29 +168,30 @@ def signal_name(rc: int) -> str:
     return signal.Signals(-rc).name if rc < 0 else ""
 
 
-def test_a_file_rewritten_in_place_is_refused_and_the_old_output_kept(tmp_path, monkeypatch):
+@pytest.mark.parametrize("step", [32, 16], ids=["blocks read as rows", "windows cut"])
+def test_a_file_rewritten_in_place_is_refused_and_the_old_output_kept(tmp_path, monkeypatch, step):
     # Same size, other tokens, written between two batches: old and new tokens
     # would mix. The earlier output, which force=True would replace, stays.
     tokens = np.arange(1 << 16, dtype=np.uint16)
     src = tmp_path / "tokens.npy"
     np.save(src, tokens)
     out = tmp_path / "out"
-    chunk_file(src, out, size=32, quiet=True)
+    chunk_file(src, out, size=32, step=step, quiet=True)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     monkeypatch.setattr(chunk_module, "MEMORY_BYTES", 1 << 16)
-    real_cut = chunk_module._cut
+    real_read = chunk_module.TokenFile.read_into
     calls = []
 
-    def cut_then_rewrite(*args, **kwargs):
+    def read_then_rewrite(self, *args, **kwargs):
         calls.append(1)
         if len(calls) == 2:
             time.sleep(0.05)  # the file's clock moves on
             np.save(src, tokens[::-1].copy())
-        return real_cut(*args, **kwargs)
+        return real_read(self, *args, **kwargs)
 
-    monkeypatch.setattr(chunk_module, "_cut", cut_then_rewrite)
+    monkeypatch.setattr(chunk_module.TokenFile, "read_into", read_then_rewrite)
     with pytest.raises(ChunkError, match=rf"tokens\.npy: {CHANGED} \(it was modified"):
-        chunk_file(src, out, size=32, force=True, quiet=True)
+        chunk_file(src, out, size=32, step=step, force=True, quiet=True)
     assert len(calls) > 2
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert leftovers(tmp_path, {"tokens.npy", "out"}) == []

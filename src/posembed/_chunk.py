@@ -624,8 +624,22 @@ def _run_pipeline(
         outputs["lengths"].write(batch.begin, batch.layout.lengths)
         outputs["documents"].write(batch.begin, batch.layout.documents)
 
-    ahead: deque[tuple[_Batch, Future[np.ndarray]]] = deque()
+    def tiles(batch: _Batch) -> bool:
+        """Whether the batch's windows are its tokens back to back, unpadded
+        (blocks of a flat token file): then the tokens read are the rows,
+        written as they are, with no cut."""
+        layout, count = batch.layout, batch.layout.starts.shape[0]
+        if batch.end_token - batch.first_token != count * size:
+            return False
+        if not (layout.lengths == size).all():
+            return False
+        corpus = job.doc_offsets[layout.documents] + layout.starts
+        return bool((corpus == batch.first_token + size * np.arange(count)).all())
+
+    ahead: deque[tuple[_Batch, Future[np.ndarray], bool]] = deque()
     writes: deque[Future[None]] = deque()
+    # the write, if any, still taking its rows from each read buffer
+    writing: list[Future[None] | None] = [None] * len(reads)
     issued = 0
 
     with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as writer:
@@ -636,19 +650,35 @@ def _run_pipeline(
                 batch = next(batches, None)
                 if batch is None:
                     return
-                buffer = reads[issued % len(reads)]  # its last batch is cut by now
+                k = issued % len(reads)  # its last batch is cut by now
                 issued += 1
-                read = reader.submit(tokens.read_into, batch.first_token, batch.end_token, buffer)
-                ahead.append((batch, read))
+                pending = writing[k]
+                if pending is not None:  # ... and written, when it was its own rows
+                    pending.result()
+                    writing[k] = None
+                read = reader.submit(tokens.read_into, batch.first_token, batch.end_token, reads[k])
+                ahead.append((batch, read, tiles(batch)))
 
         try:
             read_ahead()
-            turn = 0
+            turn = turn_read = 0
             while ahead:
-                batch, pending = ahead.popleft()
+                batch, pending, tiled = ahead.popleft()
                 block = pending.result()
-                read_ahead()
                 layout = batch.layout
+                if tiled:
+                    rows = block.reshape(layout.starts.shape[0], size)
+                    writes.append(writer.submit(write, batch, rows))
+                    writing[turn_read % len(reads)] = writes[-1]
+                    turn_read += 1
+                    del block, rows
+                    read_ahead()
+                    while len(writes) > WRITE_BEHIND:
+                        writes.popleft().result()
+                    bar.update(max(0, batch.end_token - bar.n))
+                    continue
+                turn_read += 1
+                read_ahead()
                 rows = _cut(
                     block,
                     batch.first_token,
@@ -674,7 +704,7 @@ def _run_pipeline(
         except BaseException:
             for f in writes:
                 f.cancel()
-            for _, read in ahead:
+            for _, read, _ in ahead:
                 read.cancel()
             raise
         finally:
