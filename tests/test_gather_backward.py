@@ -197,3 +197,13 @@ def test_non_native_grad_gives_native_result(rng, dtype):
     assert_same(got, reference.gather_backward(grad, positions, 9))
     with pytest.raises(TypeError, match="out must have dtype"):
         posembed.gather_backward(grad, positions, 9, out=np.zeros((9, 3), dtype))
+
+
+@pytest.mark.parametrize("length", [2**62, 2**63, 2**64 + 5])
+def test_a_length_past_int64_is_refused_before_positions_beyond_64_bits(length):
+    # positions NumPy can only hold as Python ints are checked against the
+    # length in int64: a length that int64 cannot hold must be refused first
+    grad = np.ones((2, 3), np.float32)
+    positions = [2**64 - 1, 1]
+    with pytest.raises(ValueError, match=rf"length is too large: {length} x 3 x 4 reaches 2\^62"):
+        posembed.gather_backward(grad, positions, length)

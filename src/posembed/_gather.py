@@ -117,6 +117,8 @@ def gather_backward(
             f"grad must have a float dtype (float16, bfloat16, float32, float64); got {g.dtype}"
         )
     rows = v.non_negative_int(length, "length")
+    # the result, (length, d): checked before positions are checked against it in int64
+    v.check_sizes("length", rows, g.shape[-1] if g.ndim else 1, g.itemsize)
     p = v.as_positions(positions, rows, "raise", "positions", "position", f"length {rows}")
     if g.ndim != p.ndim + 1 or g.shape[:-1] != p.shape:
         raise ValueError(
@@ -124,7 +126,6 @@ def gather_backward(
         )
     d = g.shape[-1]
     dtype = g.dtype.newbyteorder("=")  # the kernel reads and writes native floats
-    v.check_sizes("length", rows, d, g.itemsize)  # the result, (length, d)
     if out is not None:
         out = v.check_out(out, (rows, d), dtype, grad=(g, grad), positions=(p, positions))
     # the kernel checks every position before it writes anything
