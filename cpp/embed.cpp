@@ -31,7 +31,7 @@ void embed_t(const RowsView& tokens, const int64_t* ids, int64_t rows, const Row
   parallel_for(rows, threads_for_bytes(bytes), [&](int64_t begin, int64_t end, int) {
     std::vector<uint32_t> u(static_cast<size_t>(drop.active ? cols : 0));
     for (int64_t r = begin; r < end; ++r) {
-      const int64_t id = std::clamp<int64_t>(ids[r], 0, last_token);
+      const int64_t id = std::clamp<int64_t>(read_once(ids + r), 0, last_token);
       const int64_t p = std::clamp<int64_t>(positions.of(r), 0, last_pos);
       const auto* a = reinterpret_cast<const S*>(tokens.data + id * tokens.row_stride);
       const auto* b = reinterpret_cast<const S*>(pos.data + p * pos.row_stride);
@@ -39,7 +39,7 @@ void embed_t(const RowsView& tokens, const int64_t* ids, int64_t rows, const Row
       // The next token row is a random read from memory: ask for it now, so
       // that its latency hides behind this row's work.
       if (r + 1 < end) {
-        const int64_t next = std::clamp<int64_t>(ids[r + 1], 0, last_token);
+        const int64_t next = std::clamp<int64_t>(read_once(ids + r + 1), 0, last_token);
         const char* row = tokens.data + next * tokens.row_stride;
         const auto row_bytes = cols * static_cast<int64_t>(sizeof(S));
         for (int64_t k = 0; k < row_bytes; k += 64) __builtin_prefetch(row + k);

@@ -19,7 +19,14 @@ void gather_backward_t(const S* grad, int64_t cols, const int64_t* positions, in
   if (length == 0) return;
   // A stable counting sort: the grad rows of each output row, in index order.
   std::vector<int64_t> start(static_cast<size_t>(length + 1), 0);
-  auto row_of = [&](int64_t i) { return std::clamp<int64_t>(positions[i], 0, length - 1); };
+  // Each position is read once, clamped, into a copy that both passes use:
+  // another thread may rewrite the caller's positions meanwhile, and counts
+  // and placements taken from different values would overrun the buckets.
+  std::vector<int64_t> rows(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    rows[static_cast<size_t>(i)] = std::clamp<int64_t>(read_once(positions + i), 0, length - 1);
+  }
+  auto row_of = [&](int64_t i) { return rows[static_cast<size_t>(i)]; };
   for (int64_t i = 0; i < count; ++i) ++start[static_cast<size_t>(row_of(i) + 1)];
   for (int64_t r = 0; r < length; ++r) {
     start[static_cast<size_t>(r + 1)] += start[static_cast<size_t>(r)];

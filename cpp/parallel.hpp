@@ -103,4 +103,9 @@ void parallel_for(int64_t n, int threads, F&& f, int64_t granule = 1) {
   }
 }
 
+// One read of a value in a caller's array, which another thread may rewrite
+// while the GIL is released. std::clamp and friends take references: handed
+// the array element itself, they compare one read and return another.
+inline int64_t read_once(const int64_t* p) { return *static_cast<const volatile int64_t*>(p); }
+
 }  // namespace posembed
