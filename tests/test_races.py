@@ -95,6 +95,30 @@ targets = [
 reduces = ("mean", "sum", "max", "first", "center")
 race(lambda: [posembed.stitch(values, w, reduce=r) for r in reduces], targets, ROUNDS // 5)
 """,
+    # kernels that clamp every read of the caller's ids and positions instead
+    # of copying them: each must be read once (a clamp that re-reads the
+    # array returns an unchecked value) and used once
+    "embed": """
+rng = np.random.default_rng(0)
+token_table = rng.standard_normal((1000, 64)).astype(np.float32)
+pos_table = rng.standard_normal((512, 64)).astype(np.float32)
+ids = rng.integers(0, 1000, (64, 512))
+positions = np.tile(np.arange(512), (64, 1))
+targets = [
+    (ids, slice(10, 12), (HUGE, NEGATIVE, 1000)),
+    (positions, slice(20, 22), (HUGE, NEGATIVE, 512)),
+]
+race(lambda: posembed.embed(token_table, ids, pos_table, positions=positions), targets,
+     ROUNDS // 5, refusals=(ValueError, IndexError), hold=True)
+""",
+    "gather_backward": """
+rng = np.random.default_rng(0)
+grad = rng.standard_normal((200_000, 16)).astype(np.float32)
+positions = rng.integers(0, 1000, 200_000)
+targets = [(positions, slice(5000, 5100), (HUGE, NEGATIVE, 1000))]
+race(lambda: posembed.gather_backward(grad, positions, 1000), targets, ROUNDS // 5,
+     refusals=(ValueError, IndexError), hold=True)
+""",
     "WindowLayout.cut": """
 layout = posembed.window_layout(np.array([0, 300_000, 600_000]), 64, step=32)
 tokens = np.arange(600_000, dtype=np.int32)
