@@ -15,12 +15,13 @@ the path. The safetensors writer takes its short temporary names
 from __future__ import annotations
 
 import errno
-import json
 import os
 import shutil
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+
+from posembed import _json
 
 # The files a chunk output (meta.json) or a parted one (index.json and
 # meta.json) holds; one of them, a JSON object, marks a folder as posembed's.
@@ -93,8 +94,8 @@ def _json_object(path: Path) -> bool:
         if not stat.S_ISREG(st.st_mode) or st.st_size > MARKER_BYTES:
             return False
         with open(fd, "rb", closefd=False) as f:
-            value = json.loads(f.read(MARKER_BYTES + 1))
-    except (OSError, ValueError, RecursionError):
+            value = _json.loads(f.read(MARKER_BYTES + 1), str(path))
+    except (OSError, ValueError):
         return False
     finally:
         os.close(fd)
