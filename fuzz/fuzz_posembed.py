@@ -1774,6 +1774,11 @@ def TestOneInput(data: bytes) -> None:  # atheris' name for the function it call
 # bound, near int64's ends (cast to the array's dtype, wrapping).
 RACE_INTS = [0, -1, 1, 2**31 - 1, 1 << 40, -(1 << 40), HUGE, 2**63 - 1, -(2**63)]
 RACE_FLOATS = [0.0, -0.0, NAN, INF, -INF, 3.4e38, -1e300, 1e-40]
+# window_layout's offsets alone size its result: a last offset rewritten to
+# 2^31 - 1 or 2^40 leaves them valid, the layout of a real corpus that large
+# (gigabytes to terabytes of windows), which no race can tell from a request.
+# Its writer uses values that are refused wherever they land, or that fit.
+RACE_SIZING_INTS = [0, -1, 1, -(1 << 40), HUGE, 2**63 - 1, -(2**63)]
 # The most one race call writes: enough for milliseconds of work, little memory.
 RACE_BYTES = 16 << 20
 
@@ -1820,14 +1825,17 @@ class Writer(threading.Thread):
                     return
 
 
-def _scribble(r: Reader, label: str, array: np.ndarray) -> Scribble | None:
-    """A plan for ``array`` drawn from the input; None for an array no caller could write."""
+def _scribble(
+    r: Reader, label: str, array: np.ndarray, ints: list[int] = RACE_INTS
+) -> Scribble | None:
+    """A plan for ``array`` drawn from the input, writing ``ints`` into an
+    integer array; None for an array no caller could write."""
     if not array.flags.writeable or array.size == 0 or array.ndim == 0:
         return None
     flat = array.reshape(-1) if array.flags.c_contiguous else None
     target = flat if flat is not None else array
     n = target.shape[0]
-    pool = RACE_FLOATS if array.dtype.kind == "f" else RACE_INTS
+    pool = RACE_FLOATS if array.dtype.kind == "f" else ints
     writes: list[tuple[Any, Any]] = []
     for _ in range(r.int(1, 4)):
         where = r.pick(["one", "one", "first", "last", "run", "all"])
@@ -1857,6 +1865,7 @@ class RaceCase:
     run: Callable[[], Any]
     arrays: list[tuple[str, np.ndarray]]
     text: str
+    ints: list[int] = field(default_factory=lambda: RACE_INTS)
 
 
 def _race_corpus(r: Reader, bytes_per_window: int) -> tuple[int, int, str, np.ndarray]:
@@ -1936,6 +1945,7 @@ def _race_case(r: Reader, kernel: str) -> RaceCase:
             lambda: posembed.window_layout(offsets, size, step=step, tail=tail),
             [("offsets", offsets)],
             text,
+            RACE_SIZING_INTS,
         )
     if kernel in ("Windows.owner", "stitch", "stitch block"):
         w = _own_windows(r, posembed.windows(tokens, size, step=step, tail=tail, offsets=offsets))
@@ -2062,7 +2072,7 @@ def race_input(data: bytes) -> str:
     kernel = r.pick(RACE_KERNELS)
     with quiet():
         case = _race_case(r, kernel)
-    plans = [p for label, a in case.arrays if (p := _scribble(r, label, a)) is not None]
+    plans = [p for label, a in case.arrays if (p := _scribble(r, label, a, case.ints)) is not None]
     delay = r.pick([0.0, 0.0, 0.0005, 0.002, 0.005])
     global LAST_WRITER
     writer = LAST_WRITER = Writer(plans, delay, r.int(0, 2**32 - 1))

@@ -195,3 +195,32 @@ def test_a_writer_thread_never_crashes_the_kernel(target: str) -> None:
     assert done.returncode == 0, f"{target}: exit {done.returncode}\n{done.stderr[-2000:]}"
     finished, refused = map(int, done.stdout.split()[-2:])
     assert finished + refused > 0
+
+
+# A rewrite that lands between a check and the kernel's read, made
+# deterministic: the caller's offsets change right after posembed has checked
+# their size. The layout must be the one of the offsets as they were checked
+# (a private copy), not of the rewritten ones: a total of 2^62 tokens reached
+# the kernel before, and asked for an array of 2^62 windows.
+@pytest.mark.parametrize("bad", [1 << 62, (1 << 63) - 1, 1 << 40])
+def test_window_layout_uses_the_offsets_it_checked(
+    monkeypatch: pytest.MonkeyPatch, bad: int
+) -> None:
+    import numpy as np
+
+    import posembed
+    from posembed import _windows, reference
+
+    offsets = np.array([0, 300, 1000], dtype=np.int64)
+    checked = _windows.v.check_sizes
+
+    def check_then_rewrite(what: str, *factors: int) -> None:
+        checked(what, *factors)
+        if what.startswith("offsets_or_token_count"):
+            offsets[-1] = bad  # another thread's write, after the check of the corpus
+
+    monkeypatch.setattr(_windows.v, "check_sizes", check_then_rewrite)
+    got = posembed.window_layout(offsets, 16, step=1)
+    want = reference.window_layout(np.array([0, 300, 1000]), 16, step=1)
+    for field in ("doc_offsets", "starts", "lengths", "documents"):
+        np.testing.assert_array_equal(getattr(got, field), getattr(want, field))

@@ -577,6 +577,9 @@ def _offsets(offsets: Any, n_tokens: int | None) -> np.ndarray:
         raise TypeError(
             f"offsets must be a 1-D integer array; got {given.dtype} of shape {given.shape}"
         )
+    # a private copy, checked and then used: another thread may rewrite the
+    # caller's offsets between this check and the kernel's read (8 bytes a document)
+    given = given.copy()
     ends = f"{given[:1].tolist()}..{given[-1:].tolist()}"
     if n_tokens is None:
         if given.size == 0 or given[0] != 0:
