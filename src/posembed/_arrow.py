@@ -61,3 +61,114 @@ def windows_table(
         "length": _wrap(pa, np.ascontiguousarray(lengths, np.int64)),
     }
     return pa.table(columns)
+
+
+def is_arrow(obj: Any) -> bool:
+    """Whether ``obj`` may be an Arrow column: a pyarrow object, or one with
+    the Arrow PyCapsule interface (polars, pandas, nanoarrow, ...). Decided
+    without importing pyarrow, so NumPy input never pays for it."""
+    if isinstance(obj, np.ndarray):
+        return False
+    kind = type(obj)
+    return (
+        hasattr(kind, "__arrow_c_array__")
+        or hasattr(kind, "__arrow_c_stream__")
+        or kind.__module__.startswith("pyarrow")
+    )
+
+
+def _column(pa: Any, obj: Any) -> Any:
+    """``obj`` as a pyarrow Array or ChunkedArray: a stream (every chunk of
+    a polars Series, say) before a single array."""
+    if isinstance(obj, (pa.Array, pa.ChunkedArray)):
+        return obj
+    if hasattr(obj, "__arrow_c_stream__"):
+        return pa.chunked_array(obj)
+    if hasattr(obj, "__arrow_c_array__"):
+        return pa.array(obj)
+    return None
+
+
+def list_column(obj: Any, name: str = "tokens") -> tuple[np.ndarray, np.ndarray] | None:
+    """An Arrow list column as a corpus: its values (the tokens, one flat
+    array) and its offsets (int64, CSR from 0: one document per row).
+
+    None when ``obj`` is no Arrow list column (a flat Arrow array of tokens,
+    say: NumPy reads that as it is). A list, large list or fixed-size list
+    array, a ChunkedArray of them, or an object with the Arrow PyCapsule
+    interface is read; slices are honoured and chunks are concatenated in
+    order. The values of a single chunk are a view of its buffer, without a
+    copy; several chunks take one copy into a contiguous array.
+
+    ImportError naming the extra when pyarrow is missing (and NumPy cannot
+    read ``obj`` itself); TypeError for values that are not integers;
+    ValueError naming the row of a null list or of a null token.
+    """
+    if not is_arrow(obj):
+        return None
+    try:
+        import pyarrow as pa
+    except ImportError:
+        if hasattr(type(obj), "__array__") and not type(obj).__module__.startswith("pyarrow"):
+            return None  # NumPy reads it (a pandas or polars Series of numbers), as before
+        pa = require(f"{name} given as an Arrow column")
+    column = _column(pa, obj)
+    if column is None:
+        return None
+    kind = column.type
+    if not (
+        pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+    ):
+        return None
+    if not pa.types.is_integer(kind.value_type):
+        raise TypeError(
+            f"{name} must be a list column of integers (token ids); got Arrow type {kind}"
+        )
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    parts: list[np.ndarray] = []
+    offsets: list[np.ndarray] = [np.zeros(1, np.int64)]
+    row = token = 0
+    for chunk in chunks:
+        if not len(chunk):
+            continue
+        values, ends = _chunk(pa, chunk, row, name)
+        parts.append(values)
+        offsets.append(ends[1:] + token)
+        token += values.shape[0]
+        row += len(chunk)
+    dtype = np.dtype(kind.value_type.to_pandas_dtype())
+    if not parts:
+        flat = np.empty(0, dtype)
+    elif len(parts) == 1:
+        flat = parts[0]  # a view of the Arrow buffer
+    else:
+        flat = np.concatenate(parts)  # one copy: the kernel reads one contiguous array
+    return flat, np.concatenate(offsets)
+
+
+def _chunk(pa: Any, chunk: Any, first_row: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """One list array's values (a view, the slice it covers) and its offsets
+    rebased to 0 (a new int64 array); ``first_row`` is its first row's
+    index in the column, for the errors."""
+    if chunk.null_count:
+        k = int(np.flatnonzero(chunk.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ValueError(
+            f"{name} must hold a list at every row (an empty list is an empty document); "
+            f"row {first_row + k} is null"
+        )
+    if pa.types.is_fixed_size_list(chunk.type):
+        width = chunk.type.list_size
+        ends = np.arange(len(chunk) + 1, dtype=np.int64) * width
+        values = chunk.values.slice(chunk.offset * width, len(chunk) * width)
+    else:
+        given = chunk.offsets.to_numpy(zero_copy_only=False)  # honours the slice
+        ends = given.astype(np.int64) - int(given[0])  # a private, rebased copy
+        values = chunk.values.slice(int(given[0]), int(given[-1]) - int(given[0]))
+    if values.null_count:
+        at = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+        k = int(np.searchsorted(ends, at, side="right")) - 1
+        raise ValueError(
+            f"{name} must hold no null token; row {first_row + k} has one at "
+            f"position {at - int(ends[k])}"
+        )
+    return values.to_numpy(zero_copy_only=True), ends

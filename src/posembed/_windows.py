@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from posembed import _core
+from posembed import _arrow, _core
 from posembed import _validate as v
 
 TAILS = _core.Tail.__members__
@@ -64,6 +64,50 @@ class Windows:
         """ndarray of bool, shape (n, size): True for the slots that hold a token of the input."""
         mask: np.ndarray = np.arange(self.size)[None, :] < self.lengths[:, None]
         return mask
+
+    def to_arrow(self) -> Any:
+        """The windows as a ``pyarrow.Table``, one row per window.
+
+        ``datasets.Dataset(w.to_arrow())`` is a Hugging Face dataset of them.
+
+        Returns
+        -------
+        pyarrow.Table
+            Columns ``input_ids`` (a fixed-size list of ``size`` tokens in the
+            tokens' dtype, over ``tokens``' own buffer without a copy when it
+            is C-contiguous in native byte order), ``attention_mask`` (a
+            fixed-size list of int8: 1 where the slot holds a token, 0 for
+            padding), and ``document``, ``start`` and ``length`` (int64).
+
+        Raises
+        ------
+        ImportError
+            pyarrow is not installed (``pip install 'posembed[arrow]'``).
+        TypeError
+            (For a ``Windows`` built by hand) ``tokens`` that is not a 2-D
+            integer ndarray, or a field that is not a 1-D integer array.
+        ValueError
+            (For a ``Windows`` built by hand) ``tokens`` whose shape is not
+            (windows, size), or fields of another length.
+        """
+        _arrow.require("Windows.to_arrow")
+        fields = _fields(self)
+        tokens = self.tokens
+        if not isinstance(tokens, np.ndarray) or tokens.ndim != 2 or tokens.dtype.kind not in "iu":
+            raise TypeError(
+                "windows.tokens must be a 2-D integer ndarray; got "
+                f"{getattr(tokens, 'dtype', type(tokens).__name__)} of shape {np.shape(tokens)}"
+            )
+        n = fields.starts.shape[0]
+        if tokens.shape != (n, fields.size) or not (
+            fields.lengths.shape == fields.documents.shape == (n,)
+        ):
+            raise ValueError(
+                f"windows.tokens must have shape (windows, size) = ({n}, {fields.size}) with one "
+                f"start, length and document per window; got tokens of shape {tokens.shape}, "
+                f"{fields.lengths.shape[0]} lengths and {fields.documents.shape[0]} documents"
+            )
+        return _arrow.windows_table(tokens, fields.lengths, fields.documents, fields.starts)
 
     def owner(self, rule: str = "first") -> np.ndarray:
         """For every input token in some window, exactly one slot that owns it.
@@ -597,6 +641,28 @@ def _offsets(offsets: Any, n_tokens: int | None) -> np.ndarray:
     return v.kernel_array(given, np.int64)
 
 
+def _corpus(tokens: Any, offsets: Any) -> tuple[np.ndarray, Any, Any]:
+    """The tokens as a 1-D integer ndarray, the offsets, and what to guard
+    against out= overlapping: an Arrow list column gives its values and its
+    own offsets (then ``offsets`` must be None); anything else is read by
+    NumPy, with the offsets as given."""
+    column = _arrow.list_column(tokens)
+    if column is not None:
+        if offsets is not None:
+            raise ValueError(
+                "offsets must not be given with an Arrow list column: its rows are the "
+                "documents (pass the flat tokens to give offsets)"
+            )
+        values, own = column
+        return values, own, values
+    token_array = v.as_array(tokens, "tokens")
+    if token_array.ndim != 1:
+        raise ValueError(f"tokens must be 1-D; got shape {token_array.shape}")
+    if token_array.dtype.kind not in "iu":
+        raise TypeError(f"tokens must be integers; got dtype {token_array.dtype}")
+    return token_array, offsets, tokens
+
+
 def windows(
     tokens: Any,
     size: int,
@@ -615,8 +681,15 @@ def windows(
 
     Parameters
     ----------
-    tokens : array_like of int, shape (N,)
-        uint16, uint32, int32, int64, ... ; the windows keep its dtype.
+    tokens : array_like of int, shape (N,), or an Arrow list column
+        uint16, uint32, int32, int64, ... ; the windows keep its dtype. An
+        Arrow list column (a ``pyarrow`` ListArray, LargeListArray,
+        FixedSizeListArray or ChunkedArray of them, a ``datasets`` column, or
+        any object with the Arrow PyCapsule interface, such as a polars
+        Series of lists) is a corpus, one document per row, empty lists
+        being empty documents: its values are read in place (one copy joins
+        the chunks of a column of several), and the windows equal those of
+        its flat values with its offsets. Needs the ``arrow`` extra.
     size : int
         Window length, >= 1.
     step : int, optional
@@ -636,7 +709,8 @@ def windows(
         Fills unused slots; must fit the tokens' dtype.
     offsets : array_like of int, shape (documents + 1,), optional
         CSR offsets: document k is ``tokens[offsets[k]:offsets[k+1]]``; they
-        start at 0, never decrease and end at N. Default: one document.
+        start at 0, never decrease and end at N. Default: one document (for
+        an Arrow list column: its rows; ``offsets`` is then not given).
     out : ndarray, optional
         C-contiguous array of shape (number of windows, size) and the tokens'
         dtype to write the windows into (a buffer reused batch after batch
@@ -650,24 +724,26 @@ def windows(
 
     Raises
     ------
+    ImportError
+        An Arrow column that NumPy cannot read while pyarrow is not installed
+        (``pip install 'posembed[arrow]'``).
     TypeError
-        ``tokens`` that NumPy cannot read or not of an integer dtype; a
-        ``size``, ``step``, ``overlap`` or ``pad_value`` that is not an
-        integer; ``offsets`` that is not a 1-D integer array; ``out`` that is
-        not an ndarray or of another dtype.
+        ``tokens`` that NumPy cannot read or not of an integer dtype (an
+        Arrow list column whose values are not integers); a ``size``,
+        ``step``, ``overlap`` or ``pad_value`` that is not an integer;
+        ``offsets`` that is not a 1-D integer array; ``out`` that is not an
+        ndarray or of another dtype.
     ValueError
-        ``tokens`` that is not 1-D; ``size`` < 1, or a window of 2^62 bytes
-        or more; both ``step`` and ``overlap``; ``step`` outside 1..size or
-        ``overlap`` outside 0..size-1; an unknown ``tail``; a ``pad_value``
-        that does not fit the tokens' dtype; ``offsets`` that do not start at
-        0 and end at N, or that decrease; ``out`` of the wrong shape,
-        read-only, misaligned, non-contiguous or overlapping ``tokens``.
+        ``tokens`` that is not 1-D; an Arrow list column with a null list or
+        a null token (the message names the row), or given with ``offsets``;
+        ``size`` < 1, or a window of 2^62 bytes or more; both ``step`` and
+        ``overlap``; ``step`` outside 1..size or ``overlap`` outside
+        0..size-1; an unknown ``tail``; a ``pad_value`` that does not fit the
+        tokens' dtype; ``offsets`` that do not start at 0 and end at N, or
+        that decrease; ``out`` of the wrong shape, read-only, misaligned,
+        non-contiguous or overlapping ``tokens``.
     """
-    token_array = v.as_array(tokens, "tokens")
-    if token_array.ndim != 1:
-        raise ValueError(f"tokens must be 1-D; got shape {token_array.shape}")
-    if token_array.dtype.kind not in "iu":
-        raise TypeError(f"tokens must be integers; got dtype {token_array.dtype}")
+    token_array, offsets, tokens = _corpus(tokens, offsets)
     size = v.positive_int(size, "size")
     v.check_sizes("size", size, token_array.itemsize)  # a window's bytes must fit int64
     step = _step(size, step, overlap)
