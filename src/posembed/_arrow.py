@@ -18,7 +18,8 @@ def require(feature: str) -> ModuleType:
         import pyarrow
     except ImportError:
         raise ImportError(f"{feature} needs pyarrow, which is not installed: {EXTRA}") from None
-    return pyarrow
+    module: ModuleType = pyarrow
+    return module
 
 
 def _wrap(pa: Any, values: np.ndarray) -> Any:

@@ -34,6 +34,7 @@ import numpy as np
 from dask.array.overlap import ensure_minimum_chunksize
 
 import posembed
+from posembed import _arrow
 
 
 @dataclass(frozen=True)
@@ -123,9 +124,12 @@ def windows(
 
     Parameters
     ----------
-    tokens : dask.array.Array or array_like of int, shape (N,)
+    tokens : dask.array.Array or array_like of int, shape (N,), or an Arrow list column
         1-D integer tokens, any chunking (a NumPy array is wrapped with Dask's
-        default chunks). The windows keep its dtype (native byte order).
+        default chunks). The windows keep its dtype (native byte order). An
+        Arrow list column, as :func:`posembed.windows` takes it, is read here
+        (its offsets are the documents) and its values are wrapped with
+        Dask's default chunks.
     size, step, overlap, tail, pad_value
         As for :func:`posembed.windows`.
     offsets : array_like of int, shape (D + 1,), optional
@@ -140,14 +144,29 @@ def windows(
 
     Raises
     ------
+    ImportError
+        As for :func:`posembed.windows`: an Arrow column without pyarrow.
     TypeError
-        Tokens that are not a 1-D integer array, a ``pad_value`` that is not an
-        integer, offsets that are not integers.
+        Tokens that are not a 1-D integer array (or an Arrow list column of
+        integers), a ``pad_value`` that is not an integer, offsets that are
+        not integers.
     ValueError
         As for :func:`posembed.windows`: a bad ``size``, ``step``, ``overlap``
         or ``tail``, a ``pad_value`` that does not fit, offsets that do not run
-        from 0 to N without decreasing.
+        from 0 to N without decreasing; an Arrow list column with a null list
+        or token, or given with ``offsets``.
     """
+    column = _arrow.list_column(tokens)
+    if column is not None:
+        # the conversion runs here, in the driver: the offsets become the
+        # layout, and the values (a view of a single chunk's buffer, else one
+        # joined copy) are cut in Dask's default chunks like any NumPy array
+        if offsets is not None:
+            raise ValueError(
+                "offsets must not be given with an Arrow list column: its rows are the "
+                "documents (pass the flat tokens to give offsets)"
+            )
+        tokens, offsets = column
     token_array = _as_dask(tokens)
     if token_array.ndim != 1:
         raise ValueError(f"tokens must be 1-D; got shape {token_array.shape}")
