@@ -369,14 +369,18 @@ def test_group_texts_equals_windows_of_the_concatenated_stream(tokenized, batch_
         group_texts, batched=True, batch_size=batch_size, fn_kwargs={"block_size": block}
     )
     want = np.array(grouped["input_ids"], np.int64).reshape(-1, block)
-    flat, doc_offsets = csr(ids)
-    # group_texts joins each batch into one stream: the batches are the documents
+    # group_texts joins each batch into one stream: the batches are the documents,
+    # a list column over the same values with one row per batch
+    column = ds.with_format("arrow")["input_ids"].combine_chunks()
     rows = len(ids) if batch_size is None else batch_size
-    batches = np.append(doc_offsets[::rows], doc_offsets[-1])
-    batches = np.unique(batches)
-    w = posembed.windows(flat, block, step=block, tail="drop", offsets=batches)
+    ends = column.offsets.to_numpy()
+    batches = pa.ListArray.from_arrays(
+        pa.array(np.unique(np.append(ends[::rows], ends[-1]))), column.values
+    )
+    w = posembed.windows(batches, block, step=block, tail="drop")
     assert np.array_equal(w.tokens, want)
     if batch_size is None:  # one batch: the whole stream, no offsets
+        flat = column.values.to_numpy()
         plain = posembed.windows(flat, block, step=block, tail="drop")
         assert np.array_equal(plain.tokens, want)
 

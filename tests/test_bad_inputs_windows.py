@@ -256,6 +256,57 @@ add(
     r"give step or overlap, not both \(overlap = size - step\)",
     also={"step": 2},
 )
+
+
+def arrow(rows: list[list[object] | None], kind: str = "int32") -> From:
+    """A pyarrow list column, built when the case runs (pyarrow is an optional extra).
+    The twin takes NumPy tokens only: an Arrow column is posembed's input path."""
+
+    def build(args: dict[str, object]) -> object:
+        import pyarrow as pa
+
+        return pa.array(rows, type=pa.list_(getattr(pa, kind)()))
+
+    return From(build)
+
+
+ARROW = {"twin": False, "needs": "pyarrow"}
+add(
+    "tokens",
+    "dtype",
+    arrow([[1.0, 2.0], [3.0]], "float64"),
+    TypeError,
+    r"tokens must be a list column of integers \(token ids\); got Arrow type list<item: double>",
+    also={"out": None},
+    **ARROW,
+)
+add(
+    "tokens",
+    "range",
+    arrow([[1, 2], [3], None]),
+    ValueError,
+    r"tokens must hold a list at every row \(an empty list is an empty document\); row 2 is null",
+    also={"out": None},
+    **ARROW,
+)
+add(
+    "tokens",
+    "range",
+    arrow([[1, 2], [3, None]]),
+    ValueError,
+    r"tokens must hold no null token; row 1 has one at position 1",
+    also={"out": None},
+    **ARROW,
+)
+add(
+    "offsets",
+    "combination",
+    [0, 2, 3],
+    ValueError,
+    r"offsets must not be given with an Arrow list column: its rows are the documents",
+    also={"tokens": arrow([[1, 2], [3]]), "out": None},
+    **ARROW,
+)
 out_cases(add, (5, 4), np.int32)
 add(
     "out",
