@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -137,6 +139,8 @@ def build(quick: bool = False) -> list[Case]:
         )
     )
 
+    cases += _arrow_cases(corpus, offsets, size, step, out_rows, per_document, quick)
+
     # Per-window model outputs back to tokens: the mean over overlapping windows.
     stream = rng.integers(0, 50_000, 50_000 if quick else 200_000).astype(np.uint32)
     win = posembed.windows(stream, size, step=step)
@@ -178,6 +182,130 @@ def build(quick: bool = False) -> list[Case]:
                     atol=1e-6,
                 )
             ),
+        )
+    )
+    return cases
+
+
+def _optional(name: str) -> Any:
+    """An optional package, or None where it is not installed (its columns stay empty)."""
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+@contextlib.contextmanager
+def _quiet(datasets: Any) -> Iterator[None]:
+    """datasets' progress bars off for one call, as they were after it."""
+    was_off = datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_off:
+            datasets.enable_progress_bars()
+
+
+def _arrow_cases(
+    corpus: np.ndarray,
+    offsets: np.ndarray,
+    size: int,
+    step: int,
+    out_rows: int,
+    per_document: Callable[[], np.ndarray],
+    quick: bool,
+) -> list[Case]:
+    """The CSR corpus as a ``datasets`` column holds it (an Arrow list array,
+    int32 offsets, over the same values): windowed directly, and against the
+    Hugging Face examples' ``group_texts`` (``Dataset.map(batched=True)``
+    joining each batch of 1000 rows, cutting blocks, dropping the rest)."""
+    pa = _optional("pyarrow")
+    datasets = _optional("datasets") if pa is not None else None
+    impls: dict[str, Callable[[], object]] = {
+        "reference": lambda: reference.windows(
+            corpus, size, step=step, tail="drop", offsets=offsets
+        ),
+    }
+    check: Callable[[], bool] | None = None
+    column: Any = None
+    if pa is not None:
+        column = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(corpus))
+
+        def arrow_loop() -> np.ndarray:  # the same per-document loop over the column's arrays
+            values, ends = column.values.to_numpy(), column.offsets.to_numpy()
+            parts = [
+                np.lib.stride_tricks.sliding_window_view(values[a:b], size)[::step]
+                for a, b in itertools.pairwise(ends.tolist())
+                if b - a >= size
+            ]
+            return np.concatenate(parts) if parts else np.empty((0, size), values.dtype)
+
+        impls["numpy"] = arrow_loop
+        impls["posembed"] = lambda: posembed.windows(column, size, step=step, tail="drop")
+
+        def check() -> bool:
+            ours = posembed.windows(column, size, step=step, tail="drop").tokens
+            return bool(np.array_equal(ours, per_document()))
+
+    ndocs = offsets.shape[0] - 1
+    cases = [
+        Case(
+            "windows",
+            "Arrow column",
+            f"{ndocs // 1000}k documents as a pyarrow list column, size 2048, step 1536, drop",
+            out_rows * size * 4,
+            impls,
+            "copy fresh",
+            check,
+        )
+    ]
+
+    # group_texts on the corpus' first documents (it turns every token into a
+    # Python int and back: the whole corpus would take minutes a call)
+    docs, block, batch = (500 if quick else 10_000), 1024, 1000
+    head = offsets[: docs + 1]
+    impls = {}
+    check = None
+    if datasets is not None:
+        table = pa.table({"input_ids": column.slice(0, docs)})
+        ds = datasets.Dataset(table)
+
+        def group_texts(examples: dict[str, list[list[int]]]) -> dict[str, list[list[int]]]:
+            joined = list(itertools.chain.from_iterable(examples["input_ids"]))
+            total = len(joined) // block * block
+            return {"input_ids": [joined[i : i + block] for i in range(0, total, block)]}
+
+        def hf_way() -> Any:
+            with _quiet(datasets):
+                return ds.map(group_texts, batched=True, batch_size=batch)
+
+        def ours() -> posembed.Windows:
+            # the same batches as documents: one row per batch over the same values
+            col = ds.data.column("input_ids").combine_chunks()
+            ends = col.offsets.to_numpy()
+            rows = pa.ListArray.from_arrays(
+                pa.array(np.append(ends[::batch], ends[-1])), col.values
+            )
+            return posembed.windows(rows, block, step=block, tail="drop")
+
+        impls = {"numpy": hf_way, "posembed": ours}
+
+        def check() -> bool:
+            grouped = hf_way().with_format("arrow")["input_ids"].combine_chunks()
+            want = grouped.values.to_numpy().reshape(-1, block)
+            return bool(np.array_equal(ours().tokens, want))
+
+    sums = [int(head[min(k + batch, docs)] - head[k]) // block for k in range(0, docs, batch)]
+    cases.append(
+        Case(
+            "windows",
+            "group_texts",
+            f"{docs} documents, batches of {batch}, block {block}, no overlap, drop",
+            sum(sums) * block * 4,
+            impls,
+            None,
+            check,
         )
     )
     return cases
