@@ -265,7 +265,12 @@ def _arrow_cases(
     # Python int and back: the whole corpus would take minutes a call)
     docs, block, batch = (500 if quick else 10_000), 1024, 1000
     head = offsets[: docs + 1]
-    impls = {}
+    batches = np.append(head[::batch], head[-1])  # each batch of rows: one stream
+    impls = {
+        "reference": lambda: reference.windows(
+            corpus[: head[-1]], block, step=block, tail="drop", offsets=batches
+        ),
+    }
     check = None
     if datasets is not None:
         table = pa.table({"input_ids": column.slice(0, docs)})
@@ -289,7 +294,7 @@ def _arrow_cases(
             )
             return posembed.windows(rows, block, step=block, tail="drop")
 
-        impls = {"numpy": hf_way, "posembed": ours}
+        impls.update(numpy=hf_way, posembed=ours)
 
         def check() -> bool:
             grouped = hf_way().with_format("arrow")["input_ids"].combine_chunks()
