@@ -103,6 +103,21 @@ def test_sliced_arrays_are_rebased(rng, large):
         check_column(part, docs[start:stop])
 
 
+def test_offsets_from_anywhere_in_the_values(rng):
+    values = pa.array(rng.integers(0, 1000, 20).astype(np.int32))
+    # offsets that start past 0, over a child that is itself a slice
+    column = pa.ListArray.from_arrays(pa.array([5, 7, 7, 10], pa.int32()), values.slice(3))
+    flat = values.to_numpy()[3:]
+    check_column(column, [flat[5:7], flat[7:7], flat[7:10]])
+
+
+def test_a_list_array_with_broken_offsets_is_refused():
+    values = pa.array(np.arange(10, dtype=np.int32))
+    down = pa.ListArray.from_arrays(pa.array([0, 6, 4, 10], pa.int32()), values)
+    with pytest.raises(ValueError, match=r"the offsets of row 1 decrease \(6 to 4\)"):
+        posembed.windows(down, 2)
+
+
 def test_fixed_size_list_is_a_corpus_of_equal_documents(rng):
     flat = rng.integers(0, 1000, 60).astype(np.int64)
     column = pa.FixedSizeListArray.from_arrays(pa.array(flat), 6)

@@ -164,7 +164,14 @@ def _chunk(pa: Any, chunk: Any, first_row: int, name: str) -> tuple[np.ndarray, 
     else:
         given = chunk.offsets.to_numpy(zero_copy_only=False)  # honours the slice
         ends = given.astype(np.int64) - int(given[0])  # a private, rebased copy
-        values = chunk.values.slice(int(given[0]), int(given[-1]) - int(given[0]))
+        down = ends[1:] < ends[:-1]
+        if down.any():  # pyarrow.ListArray.from_arrays does not check its offsets
+            k = int(np.flatnonzero(down)[0])
+            raise ValueError(
+                f"{name} must be a valid list column; the offsets of row {first_row + k} "
+                f"decrease ({int(given[k])} to {int(given[k + 1])})"
+            )
+        values = chunk.values.slice(int(given[0]), int(ends[-1]))
     if values.null_count:
         at = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
         k = int(np.searchsorted(ends, at, side="right")) - 1
