@@ -196,6 +196,15 @@ def test_single_chunk_values_are_read_in_place(rng):
     assert not np.shares_memory(values, whole.values.to_numpy())
 
 
+def test_a_producer_pyarrow_cannot_read_is_refused():
+    class Broken:
+        def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+            return "not a capsule"
+
+    with pytest.raises(TypeError, match=r"tokens must be an Arrow column pyarrow can read; got"):
+        posembed.windows(Broken(), 2)
+
+
 def test_flat_arrow_arrays_are_tokens_as_before():
     # a flat integer column is one stream, read by NumPy as it always was
     flat = pa.array(np.arange(10, dtype=np.int32))

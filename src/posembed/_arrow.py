@@ -113,7 +113,12 @@ def list_column(obj: Any, name: str = "tokens") -> tuple[np.ndarray, np.ndarray]
         if hasattr(type(obj), "__array__") and not type(obj).__module__.startswith("pyarrow"):
             return None  # NumPy reads it (a pandas or polars Series of numbers), as before
         pa = require(f"{name} given as an Arrow column")
-    column = _column(pa, obj)
+    try:
+        column = _column(pa, obj)
+    except (TypeError, ValueError, pa.ArrowException) as exc:
+        raise TypeError(
+            f"{name} must be an Arrow column pyarrow can read; got {type(obj).__name__}: {exc}"
+        ) from None
     if column is None:
         return None
     kind = column.type

@@ -729,7 +729,8 @@ def windows(
         (``pip install 'posembed[arrow]'``).
     TypeError
         ``tokens`` that NumPy cannot read or not of an integer dtype (an
-        Arrow list column whose values are not integers); a ``size``,
+        Arrow producer pyarrow cannot read, or a list column whose values
+        are not integers); a ``size``,
         ``step``, ``overlap`` or ``pad_value`` that is not an integer;
         ``offsets`` that is not a 1-D integer array; ``out`` that is not an
         ndarray or of another dtype.
