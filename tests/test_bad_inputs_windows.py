@@ -109,6 +109,9 @@ FAMILY = Family(
         "Windows.owner": method(
             posembed.Windows, "owner", lambda tmp: {"self": WINDOWS, "rule": "first"}, twin=True
         ),
+        "Windows.to_arrow": method(
+            posembed.Windows, "to_arrow", lambda tmp: {"self": WINDOWS}, twin=False
+        ),
         "window_layout": function(
             "window_layout",
             lambda tmp: {
@@ -143,6 +146,12 @@ FAMILY = Family(
             "type": CHOICES_ONLY + "; a Windows built with fields of the wrong type is dtype",
             "empty": "a Windows with no windows has an empty owner: valid",
             "nan": "integer fields only",
+        },
+        "Windows.to_arrow": {
+            **ALL_OUT,
+            "empty": "a Windows with no windows gives a table of no rows: valid",
+            "nan": "integer fields only",
+            "range": "the table holds the fields as they are: no field indexes memory",
         },
         "window_layout": {
             **ALL_OUT,
@@ -530,6 +539,59 @@ for bad, message in past_2_63(WINDOWS):
     add("self", "range", bad, ValueError, message, **HAND)
 
 # ---- window_layout ----------------------------------------------------------------------
+add = FAMILY.cases_for("Windows.to_arrow")
+# A Windows built by hand; Arrow out is posembed's (the twin has no to_arrow)
+add(
+    "self",
+    "type",
+    dataclasses.replace(WINDOWS, tokens=WINDOWS.tokens.tolist()),
+    TypeError,
+    r"windows\.tokens must be a 2-D integer ndarray; got list of shape \(9, 4\)",
+    **HAND,
+)
+add(
+    "self",
+    "dtype",
+    dataclasses.replace(WINDOWS, tokens=WINDOWS.tokens.astype(np.float32)),
+    TypeError,
+    r"windows\.tokens must be a 2-D integer ndarray; got float32 of shape \(9, 4\)",
+    **HAND,
+)
+add(
+    "self",
+    "rank",
+    dataclasses.replace(WINDOWS, tokens=WINDOWS.tokens.reshape(9, 2, 2)),
+    TypeError,
+    r"windows\.tokens must be a 2-D integer ndarray; got int32 of shape \(9, 2, 2\)",
+    **HAND,
+)
+add(
+    "self",
+    "size",
+    dataclasses.replace(WINDOWS, size=0),
+    ValueError,
+    r"windows\.size must be a positive integer; got 0",
+    **HAND,
+)
+add(
+    "self",
+    "shape",
+    dataclasses.replace(WINDOWS, tokens=WINDOWS.tokens[:, :3]),
+    ValueError,
+    r"windows\.tokens must have shape \(windows, size\) = \(9, 4\) .*got tokens of shape "
+    r"\(9, 3\)",
+    **HAND,
+)
+add(
+    "self",
+    "shape",
+    dataclasses.replace(WINDOWS, lengths=WINDOWS.lengths[:5]),
+    ValueError,
+    r"windows\.tokens must have shape .* with one start, length and document per window; "
+    r"got .*5 lengths and 9 documents",
+    **HAND,
+)
+
 add = FAMILY.cases_for("window_layout")
 CORPUS = "offsets_or_token_count"
 OFFSETS = {"named": "offsets"}  # an array given for the corpus is named as offsets
