@@ -70,7 +70,7 @@ def test_readme_runs(tmp_path, monkeypatch, capsys):
 
 def test_every_task_has_a_page():
     names = {p.stem for p in PAGES}
-    assert {"resize-checkpoint", "chunk-corpus", "vit-grid", "pytorch"} <= names
+    assert {"resize-checkpoint", "chunk-corpus", "vit-grid", "pytorch", "hf-datasets"} <= names
     readme = README.read_text()
     for page in PAGES:
         assert f"docs/{page.name}" in readme, f"README.md does not link docs/{page.name}"
