@@ -340,13 +340,25 @@ def chunk_file(
     gives a ChunkError, and the outputs are not written. A raw file or
     ``.npy`` file in the other byte order is converted while it is read.
 
+    Arrow and Parquet input (``pyarrow``, the ``arrow`` extra) is a list
+    column, one document per row: each batch of rows (a Parquet row group
+    about ``MEMORY_BYTES / 64`` bytes of tokens at a time, an IPC record batch as
+    stored) is cut as it arrives, so the document offsets are never all held;
+    the outputs equal those of the token file with its offsets, byte for
+    byte. A single row larger than the budget is read whole.
+
     Parameters
     ----------
     input_path : path
-        A 1-D integer ``.npy`` file, or a raw file of ``dtype`` tokens.
+        A 1-D integer ``.npy`` file, a raw file of ``dtype`` tokens, a
+        ``.parquet`` file or a folder of them (read in name order), an Arrow
+        IPC file or stream (``.arrow``), or a folder that
+        ``datasets.Dataset.save_to_disk`` wrote (its ``state.json`` lists its
+        files, which must lie in the folder).
     output_dir : path
         Folder to create, holding windows.npy, starts.npy, lengths.npy,
-        documents.npy and meta.json (the arrays of :class:`posembed.Windows`).
+        documents.npy (the arrays of :class:`posembed.Windows`), or
+        windows.parquet with ``format="parquet"``, and meta.json.
     size : int
         Window length, >= 1.
     step : int, optional
@@ -370,12 +382,22 @@ def chunk_file(
         offsets.
     quiet : bool
         No progress bar.
+    column : str, optional
+        Arrow and Parquet input: the column of token id lists (default
+        ``input_ids``); refused for a token file.
+    format : {"npy", "parquet"}
+        ``"parquet"``: the windows as one Parquet file, windows.parquet, a
+        row group per batch, with the columns of
+        :meth:`posembed.Windows.to_arrow` (``input_ids``,
+        ``attention_mask``, ``document``, ``start``, ``length``), which
+        ``datasets.load_dataset("parquet", data_files=...)`` loads.
 
     Returns
     -------
     dict of str to Any
         What meta.json holds: ``input``, ``tokens``, ``documents``,
-        ``windows``, ``size``, ``step``, ``tail``, ``dtype`` and ``pad_value``.
+        ``windows``, ``size``, ``step``, ``tail``, ``dtype``, ``pad_value``
+        and ``format`` (and ``column`` for Arrow input).
 
     Raises
     ------
@@ -388,8 +410,15 @@ def chunk_file(
         ``dtype`` (or not a whole number of its tokens), a ``dtype`` that is
         not an integer type, ``dtype`` with a ``.npy``
         file; a ``pad_value`` that does not fit; empty, unreadable or invalid
-        offsets; an input that changes while it is read. A ChunkError is a
-        ValueError.
+        offsets; an input that changes while it is read. For Arrow input: a
+        missing column (the error lists those present), one that is not a
+        list of integers, a null row or token (the error names the row), a
+        file that is not Parquet or Arrow IPC, a state.json that is not a
+        saved dataset's or names a file outside its folder, ``dtype`` or
+        ``offsets_path`` given. A ChunkError is a ValueError.
+    ImportError
+        Arrow input or ``format="parquet"`` without pyarrow (the error names
+        the ``arrow`` extra).
     TypeError
         A ``pad_value`` that is not an integer; a ``force`` or ``quiet`` that
         is not a bool.

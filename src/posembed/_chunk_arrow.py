@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import stat
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -33,9 +33,11 @@ from posembed._chunk import ChunkError
 from posembed._windows import TAILS, _check_pad_value, _cut, _layout_part, _offsets, _step
 
 DEFAULT_COLUMN = "input_ids"
-# Token bytes of a batch of rows read from Parquet; with the batches read
-# ahead, a quarter of the run's budget (the rows cut hold another half).
-BATCH_BYTES = _chunk.MEMORY_BYTES // 16
+# Token bytes of a batch of rows read from Parquet. The rows being cut and
+# written take half the run's budget, reading the other half: the batches
+# read ahead, and Parquet's decoding, which holds several times the batch it
+# returns (levels, buffers, its allocator's arenas).
+BATCH_BYTES = _chunk.MEMORY_BYTES // 64
 # Column chunks of Parquet are read through a buffer of this many bytes, not whole.
 PARQUET_BUFFER = 1 << 20
 # state.json of a saved dataset lists its files: a few hundred bytes a file.
@@ -185,7 +187,8 @@ def _column_type(pa: Any, schema: Any, path: Path, column: str) -> np.dtype[Any]
             f"{path}: column {column!r} holds {values}, not integer token ids; "
             "give a list column of integers"
         )
-    return np.dtype(values.to_pandas_dtype())
+    dtype: np.dtype[Any] = np.dtype(values.to_pandas_dtype())
+    return dtype
 
 
 def _readable(path: Path, kind: str, exc: BaseException) -> ChunkError:
@@ -313,6 +316,16 @@ class _Documents(NamedTuple):
     first_row: int
 
 
+def _view(array: Any) -> np.ndarray:
+    """A read-only NumPy view of a flat integer Arrow array without nulls: over
+    its data buffer, not by ``to_numpy``, which imports pandas (tens of MiB)."""
+    dtype = np.dtype(array.type.to_pandas_dtype())
+    if len(array) == 0:
+        return np.empty(0, dtype)
+    data = array.buffers()[1]
+    return np.frombuffer(data, dtype, len(array), array.offset * dtype.itemsize)
+
+
 def _csr(array: Any, path: Path, first_row: int, column: str, dtype: np.dtype[Any]) -> _Documents:
     where = f"{path}: row {{}} of column {column!r}"
     array.validate()  # buffers as long as the lengths say (a crafted IPC file)
@@ -322,7 +335,7 @@ def _csr(array: Any, path: Path, first_row: int, column: str, dtype: np.dtype[An
             where.format(first_row + int(nulls[0])) + " is null; every row must be a list of "
             "token ids (an empty list is an empty document)"
         )
-    offsets = np.asarray(array.offsets).astype(np.int64)
+    offsets = _view(array.offsets).astype(np.int64)
     first, last = int(offsets[0]), int(offsets[-1])
     values = array.values
     if first < 0 or last < first or last > len(values):
@@ -332,7 +345,7 @@ def _csr(array: Any, path: Path, first_row: int, column: str, dtype: np.dtype[An
         at = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
         row = int(np.searchsorted(offsets - first, at, side="right")) - 1
         raise ChunkError(where.format(first_row + row) + " holds a null token id")
-    tokens = values.to_numpy(zero_copy_only=True) if len(values) else np.empty(0, dtype)
+    tokens = _view(values)
     try:
         local = _offsets(offsets - first, tokens.shape[0])
     except ValueError as exc:
@@ -340,7 +353,7 @@ def _csr(array: Any, path: Path, first_row: int, column: str, dtype: np.dtype[An
     return _Documents(tokens, local, path, first_row)
 
 
-def _documents(corpus: Corpus) -> Iterator[_Documents]:
+def _documents(corpus: Corpus) -> Generator[_Documents, None, None]:
     for source in corpus.files:
         row = 0
         for array in _arrays(corpus, source):
@@ -392,8 +405,7 @@ def chunk_arrow(
         _check_pad_value(pad_value, corpus.dtype)  # TypeError unless an integer
     except ValueError:
         raise ChunkError(f"--pad-value {pad_value} does not fit {corpus.dtype}") from None
-    # The rows being cut and written take half the budget; the batches of
-    # rows read ahead and their decoding the other half.
+    # half the budget; reading the other half (see BATCH_BYTES)
     plan = _chunk._plan(size, corpus.dtype.itemsize, _chunk.MEMORY_BYTES // 2)
 
     tmp = _outdir.new_temp(out)
@@ -441,59 +453,67 @@ def _run(
     docs = _documents(corpus)
     ahead: deque[Future[_Documents | None]] = deque()
     writes: deque[Future[None]] = deque()
-    with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as writer:
-        try:
-            for _ in range(_chunk.READ_AHEAD):
-                ahead.append(reader.submit(next, docs, None))
-            while True:
-                batch = ahead.popleft().result()
-                if batch is None:
-                    break
-                ahead.append(reader.submit(next, docs, None))
-                # the batch's windows counted, then cut a bounded range at a time
-                window_offsets = _layout_part(batch.offsets, size, step, tail, end=0).window_offsets
-                n_windows = int(window_offsets[-1])
-                for begin in range(0, n_windows, plan.windows):
-                    end = min(n_windows, begin + plan.windows)
-                    part = _layout_part(batch.offsets, size, step, tail, window_offsets, begin, end)
-                    rows = _cut(
-                        batch.tokens,
-                        0,
-                        batch.offsets,
-                        part.starts,
-                        part.lengths,
-                        part.documents,
-                        size,
-                        pad_value,
-                        ring[turn % len(ring)][: end - begin],
-                    )
-                    turn += 1
-                    corpus_documents = part.documents + documents
-                    writes.append(
-                        writer.submit(
-                            sink.write,
-                            windows + begin,
-                            rows,
+    try:
+        with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as writer:
+            try:
+                for _ in range(_chunk.READ_AHEAD):
+                    ahead.append(reader.submit(next, docs, None))
+                while True:
+                    batch = ahead.popleft().result()
+                    if batch is None:
+                        break
+                    ahead.append(reader.submit(next, docs, None))
+                    # the batch's windows counted, then cut a bounded range at a time
+                    window_offsets = _layout_part(
+                        batch.offsets, size, step, tail, end=0
+                    ).window_offsets
+                    n_windows = int(window_offsets[-1])
+                    for begin in range(0, n_windows, plan.windows):
+                        end = min(n_windows, begin + plan.windows)
+                        part = _layout_part(
+                            batch.offsets, size, step, tail, window_offsets, begin, end
+                        )
+                        rows = _cut(
+                            batch.tokens,
+                            0,
+                            batch.offsets,
                             part.starts,
                             part.lengths,
-                            corpus_documents,
+                            part.documents,
+                            size,
+                            pad_value,
+                            ring[turn % len(ring)][: end - begin],
                         )
-                    )
-                    while len(writes) > _chunk.WRITE_BEHIND:
-                        writes.popleft().result()
-                windows += n_windows
-                documents += batch.offsets.shape[0] - 1
-                tokens += batch.tokens.shape[0]
-                bar.update(batch.tokens.shape[0])
-            while writes:
-                writes.popleft().result()
-        except BaseException:
-            for f in (*writes, *ahead):
-                f.cancel()
-            raise
-        finally:
-            bar.close()
-    # the reader is done (shut down above): closing the files of a run that
-    # stopped early is safe now
-    docs.close()
+                        turn += 1
+                        corpus_documents = part.documents + documents
+                        writes.append(
+                            writer.submit(
+                                sink.write,
+                                windows + begin,
+                                rows,
+                                part.starts,
+                                part.lengths,
+                                corpus_documents,
+                            )
+                        )
+                        while len(writes) > _chunk.WRITE_BEHIND:
+                            writes.popleft().result()
+                    windows += n_windows
+                    documents += batch.offsets.shape[0] - 1
+                    tokens += batch.tokens.shape[0]
+                    bar.update(batch.tokens.shape[0])
+                while writes:
+                    writes.popleft().result()
+            except BaseException:
+                for w in writes:
+                    w.cancel()
+                for r in ahead:
+                    r.cancel()
+                raise
+            finally:
+                bar.close()
+    finally:
+        # the reader is shut down (its last read done): the files of a run
+        # that stopped early can be closed now
+        docs.close()
     return {"tokens": tokens, "documents": documents, "windows": windows}
