@@ -46,7 +46,7 @@ CASE_NAMES = {
     "resample_grid": ("bicubic", "bilinear"),
     "similarity": ("all pairs",),
     "windows": ("fresh output", "out= given", "CSR documents", "stitch mean"),
-    "chunk": ("token file",),
+    "chunk": ("token file", "Parquet file"),
     "embed": ("dropout 0.1", "no dropout", "4 tokens"),
     "gather_backward": ("positions", "token ids", "4 rows"),
     "resize": ("checkpoint",),
