@@ -560,3 +560,30 @@ def test_a_corpus_larger_than_the_budget_in_bounded_memory(tmp_path, form):
     assert windows.shape == (n_docs, 1536)
     assert windows[-1, 0] == ((n_docs - 1) * length) % 50_021
     assert np.load(out / "lengths.npy")[-1] == length
+
+
+def test_progress_counts_every_token(corpus, tmp_path, monkeypatch):
+    # the bar's total: Parquet metadata's count of values where it is known
+    # (no null rows: one per token, one per empty list), none for a stream
+    _, docs, _, _, sources = corpus
+    bars = []
+
+    class Bar:
+        def __init__(self, total):
+            self.total, self.n, self.closed = total, 0, False
+            bars.append(self)
+
+        def update(self, k):
+            self.n += k
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(chunk_module, "_progress", lambda total, quiet: Bar(total))
+    tokens = sum(d.shape[0] for d in docs)
+    empty = sum(d.shape[0] == 0 for d in docs)
+    for kind in ("row groups", "ipc stream"):
+        chunk_file(sources[kind], tmp_path / kind, size=64)
+    parquet, stream = bars
+    assert (parquet.total, parquet.n, parquet.closed) == (tokens + empty, tokens, True)
+    assert (stream.total, stream.n, stream.closed) == (None, tokens, True)

@@ -915,7 +915,8 @@ class _Quiet:
         pass
 
 
-def _progress(total: int, quiet: bool) -> Any:
+def _progress(total: int | None, quiet: bool) -> Any:
+    """A tqdm bar of tokens (total None: unknown, a count and a rate), or one that shows nothing."""
     if quiet or not sys.stderr.isatty():
         return _Quiet()
     try:

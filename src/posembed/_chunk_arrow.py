@@ -412,7 +412,7 @@ def chunk_arrow(
     sink: Any = None
     try:
         sink = _chunk._sink(format, tmp, corpus.dtype, size, None)
-        bar = _chunk._progress(corpus.estimate or 0, quiet)
+        bar = _chunk._progress(corpus.estimate, quiet)
         counts = _run(corpus, size, step, tail, pad_value, plan, sink, bar)
         sink.finish(counts["windows"])
         meta = {
