@@ -19,7 +19,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 import posembed  # noqa: E402
 import posembed._chunk as chunk_module  # noqa: E402
-from posembed._chunk import ChunkError, chunk_file  # noqa: E402
+from posembed._chunk import ChunkError, chunk_file, prepare_chunk  # noqa: E402
 from posembed.cli import main  # noqa: E402
 
 from .conftest import run_peak_rss, skip_if_sanitized  # noqa: E402
@@ -587,3 +587,30 @@ def test_progress_counts_every_token(corpus, tmp_path, monkeypatch):
     parquet, stream = bars
     assert (parquet.total, parquet.n, parquet.closed) == (tokens + empty, tokens, True)
     assert (stream.total, stream.n, stream.closed) == (None, tokens, True)
+
+
+def test_dask_takes_token_files_only(corpus, tmp_path, capsys):
+    _, _, tokens, _, sources = corpus
+    out = str(tmp_path / "out")
+    nowhere = "tcp://127.0.0.1:1"
+    assert (
+        main(
+            [
+                "chunk",
+                str(tokens),
+                "-o",
+                out,
+                "--size",
+                "8",
+                "--dask",
+                nowhere,
+                "--format",
+                "parquet",
+            ]
+        )
+        == 2
+    )
+    assert "--dask writes .npy parts from a token file" in _one_line(capsys)
+    with pytest.raises(ChunkError, match=r"Arrow and Parquet input is read in one process"):
+        prepare_chunk(sources["to_parquet"], out, size=8)
+    assert not (tmp_path / "out").exists()

@@ -309,8 +309,9 @@ def main(argv: list[str] | None = None) -> int:
         "(bounded memory)",
         description="Cut a token file, or a list column of Parquet, Arrow IPC or a saved "
         "Hugging Face dataset, into overlapping windows on disk. The run holds about "
-        "64 MiB at a time, whatever --size, beyond the document offsets (16 bytes per "
-        "document). The input is read, never mapped: one that changes while it is read "
+        "64 MiB at a time, whatever --size, beyond a token file's document offsets (16 bytes "
+        "per document; Arrow input is cut a batch of rows at a time, its offsets never all "
+        "held). The input is read, never mapped: one that changes while it is read "
         "stops the run (exit 2) and no output is written.",
     )
     p.add_argument(
