@@ -129,6 +129,16 @@ def _parquet_cases(quick: bool) -> list[Case]:
         finally:
             posembed.set_num_threads(threads)
 
+    def reference_way() -> None:  # the whole column read, cut by the NumPy twin, saved
+        column = pq.read_table(src, columns=["input_ids"]).column(0).combine_chunks()
+        flat = column.values.to_numpy()
+        w = reference.windows(flat, size, offsets=column.offsets.to_numpy())
+        out = work / "reference-parquet"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir()
+        for name in ("tokens", "starts", "lengths", "documents"):
+            np.save(out / f"{name}.npy", getattr(w, name))
+
     def check() -> bool:
         ours()
         want = posembed.windows(tokens, size, offsets=offsets)
@@ -143,7 +153,7 @@ def _parquet_cases(quick: bool) -> list[Case]:
             f"{tokens.nbytes >> 20} MB of int32 tokens in {len(lengths)} documents, "
             "size 1024, Parquet on disk",
             out_bytes,
-            {"posembed": ours},
+            {"reference": reference_way, "posembed": ours},
             "file write",
             check,
             in_bytes=tokens.nbytes,
