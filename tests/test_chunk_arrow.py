@@ -241,10 +241,15 @@ def test_parquet_output_loads_with_datasets_and_equals_the_npy_output(corpus, tm
         assert np.array_equal(column(name), want[array]), name
 
 
-def test_a_token_file_writes_parquet_too_and_force_replaces_it(corpus, tmp_path):
+def test_a_token_file_writes_parquet_too_and_force_replaces_it(corpus, tmp_path, monkeypatch):
     _, _, tokens, offsets, _ = corpus
     out = tmp_path / "out"
+    # row groups of at most 10 windows (the writer holds one encoded whole)
+    monkeypatch.setattr(chunk_module, "ROW_GROUP_BYTES", 10 * 64 * 4)
     chunk_file(tokens, out, size=64, offsets_path=offsets, format="parquet", quiet=True)
+    meta = pq.ParquetFile(out / "windows.parquet").metadata
+    groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    assert max(groups) == 10
     first = pq.read_table(out / "windows.parquet")
     want = posembed.windows(np.load(tokens), 64, offsets=np.load(offsets))
     assert np.array_equal(

@@ -342,8 +342,8 @@ def chunk_file(
 
     Arrow and Parquet input (``pyarrow``, the ``arrow`` extra) is a list
     column, one document per row: each batch of rows (a Parquet row group
-    about ``MEMORY_BYTES / 64`` bytes of tokens at a time, an IPC record batch as
-    stored) is cut as it arrives, so the document offsets are never all held;
+    read about ``MEMORY_BYTES / 64`` bytes of tokens at a time, an IPC record
+    batch as stored) is cut as it arrives, so the document offsets are never all held;
     the outputs equal those of the token file with its offsets, byte for
     byte. A single row larger than the budget is read whole.
 
@@ -820,8 +820,11 @@ class _NpyWriter:
 
 
 FORMATS = ("npy", "parquet")
-# The Parquet output's file: one file, a row group per batch of windows.
+# The Parquet output's file: one file, in row groups of at most
+# ROW_GROUP_BYTES of tokens (or one window), each held encoded by the writer
+# until it is complete.
 PARQUET_NAME = "windows.parquet"
+ROW_GROUP_BYTES = MEMORY_BYTES // 32
 
 
 class _NpySink:
@@ -864,18 +867,18 @@ class _NpySink:
 
 class _ParquetSink:
     """The Parquet output: one file of the columns of ``Windows.to_arrow()``,
-    a row group per batch, written in order (one writer thread)."""
+    in row groups of ROW_GROUP_BYTES, written in order (one writer thread)."""
 
     def __init__(self, folder: Path, dtype: np.dtype[Any], size: int, total: int | None) -> None:
-        pa = require("posembed chunk --format parquet")
+        require("posembed chunk --format parquet")
         import pyarrow.parquet as pq
 
         self.size = size
         empty = np.empty((0, size), dtype)
         zero = np.empty(0, np.int64)
         schema = windows_table(empty, zero, zero, zero).schema
-        self.writer: Any = pq.ParquetWriter(folder / PARQUET_NAME, schema)
-        self.pa = pa
+        # no dictionary: token ids are many and varied
+        self.writer: Any = pq.ParquetWriter(folder / PARQUET_NAME, schema, use_dictionary=False)
 
     def write(
         self,
@@ -885,8 +888,12 @@ class _ParquetSink:
         lengths: np.ndarray,
         documents: np.ndarray,
     ) -> None:
-        if rows.shape[0]:
-            self.writer.write_table(windows_table(rows, lengths, documents, starts))
+        # row groups of a bounded size: the writer holds one encoded whole
+        step = max(1, ROW_GROUP_BYTES // max(1, rows[:1].nbytes))
+        for at in range(0, rows.shape[0], step):
+            part = slice(at, at + step)
+            table = windows_table(rows[part], lengths[part], documents[part], starts[part])
+            self.writer.write_table(table)
 
     def finish(self, total: int) -> None:
         self.close()
