@@ -201,19 +201,15 @@ def test_a_tokenized_dataset_chunks_as_its_flat_tokens(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["to_parquet", "ipc stream"])
-def test_parquet_output_loads_with_datasets_and_equals_the_npy_output(corpus, tmp_path, kind):
+def test_parquet_output_loads_with_datasets_and_equals_the_npy_output(
+    corpus, tmp_path, monkeypatch, kind
+):
     datasets = pytest.importorskip("datasets")
     _, _, tokens, offsets, sources = corpus
-    # small batches: several row groups
-    chunk_module_budget = 200_000
     npy, parquet = tmp_path / "npy", tmp_path / "parquet"
     chunk_file(tokens, npy, size=48, overlap=8, offsets_path=offsets, quiet=True)
-    old = chunk_module.MEMORY_BYTES
-    chunk_module.MEMORY_BYTES = chunk_module_budget
-    try:
-        meta = chunk_file(sources[kind], parquet, size=48, overlap=8, format="parquet", quiet=True)
-    finally:
-        chunk_module.MEMORY_BYTES = old
+    monkeypatch.setattr(chunk_module, "MEMORY_BYTES", 200_000)  # small batches: many row groups
+    meta = chunk_file(sources[kind], parquet, size=48, overlap=8, format="parquet", quiet=True)
     assert meta["format"] == "parquet"
     assert sorted(p.name for p in parquet.iterdir()) == ["meta.json", "windows.parquet"]
     assert pq.ParquetFile(parquet / "windows.parquet").metadata.num_row_groups > 1
