@@ -51,6 +51,7 @@ TARGETS = (
     Target("windows", "Arrow column", "roofline", 0.8, ">= 0.8x the fresh copy roofline"),
     Target("windows", "group_texts", "numpy", 20.0, ">= 20x Dataset.map(group_texts), same blocks"),
     Target("chunk", "token file", "input GB/s", 1.0, ">= 1 GB/s of input tokens"),
+    Target("chunk", "Parquet file", "input GB/s", 0.5, ">= 0.5 GB/s of input tokens"),
     Target("embed", "dropout 0.1", "reference", 3.0, ">= 3x the NumPy reference"),
     Target("embed", "dropout 0.1", "torch", 2.0, ">= 2x PyTorch eager"),
     Target("embed", "dropout 0.1", "roofline", 0.6, ">= 0.6x the fresh copy roofline"),

@@ -18,6 +18,7 @@ import numpy as np
 
 from posembed import _npy, _outdir
 from posembed import _validate as v
+from posembed._arrow import require, windows_table
 from posembed._windows import (
     TAILS,
     _check_pad_value,
@@ -320,6 +321,8 @@ def chunk_file(
     pad_value: int = 0,
     force: bool = False,
     quiet: bool = False,
+    column: str | None = None,
+    format: str = "npy",
 ) -> dict[str, Any]:
     """Window a token file into ``output_dir``, streaming: the engine of ``posembed chunk``.
 
@@ -337,13 +340,25 @@ def chunk_file(
     gives a ChunkError, and the outputs are not written. A raw file or
     ``.npy`` file in the other byte order is converted while it is read.
 
+    Arrow and Parquet input (``pyarrow``, the ``arrow`` extra) is a list
+    column, one document per row: each batch of rows (a Parquet row group
+    read about ``MEMORY_BYTES / 64`` bytes of tokens at a time, an IPC record
+    batch as stored) is cut as it arrives, so the document offsets are never all held;
+    the outputs equal those of the token file with its offsets, byte for
+    byte. A single row larger than the budget is read whole.
+
     Parameters
     ----------
     input_path : path
-        A 1-D integer ``.npy`` file, or a raw file of ``dtype`` tokens.
+        A 1-D integer ``.npy`` file, a raw file of ``dtype`` tokens, a
+        ``.parquet`` file or a folder of them (read in name order), an Arrow
+        IPC file or stream (``.arrow``), or a folder that
+        ``datasets.Dataset.save_to_disk`` wrote (its ``state.json`` lists its
+        files, which must lie in the folder).
     output_dir : path
         Folder to create, holding windows.npy, starts.npy, lengths.npy,
-        documents.npy and meta.json (the arrays of :class:`posembed.Windows`).
+        documents.npy (the arrays of :class:`posembed.Windows`), or
+        windows.parquet with ``format="parquet"``, and meta.json.
     size : int
         Window length, >= 1.
     step : int, optional
@@ -367,12 +382,22 @@ def chunk_file(
         offsets.
     quiet : bool
         No progress bar.
+    column : str, optional
+        Arrow and Parquet input: the column of token id lists (default
+        ``input_ids``); refused for a token file.
+    format : {"npy", "parquet"}
+        ``"parquet"``: the windows as one Parquet file, windows.parquet, a
+        row group per batch, with the columns of
+        :meth:`posembed.Windows.to_arrow` (``input_ids``,
+        ``attention_mask``, ``document``, ``start``, ``length``), which
+        ``datasets.load_dataset("parquet", data_files=...)`` loads.
 
     Returns
     -------
     dict of str to Any
         What meta.json holds: ``input``, ``tokens``, ``documents``,
-        ``windows``, ``size``, ``step``, ``tail``, ``dtype`` and ``pad_value``.
+        ``windows``, ``size``, ``step``, ``tail``, ``dtype``, ``pad_value``
+        and ``format`` (and ``column`` for Arrow input).
 
     Raises
     ------
@@ -385,8 +410,15 @@ def chunk_file(
         ``dtype`` (or not a whole number of its tokens), a ``dtype`` that is
         not an integer type, ``dtype`` with a ``.npy``
         file; a ``pad_value`` that does not fit; empty, unreadable or invalid
-        offsets; an input that changes while it is read. A ChunkError is a
-        ValueError.
+        offsets; an input that changes while it is read. For Arrow input: a
+        missing column (the error lists those present), one that is not a
+        list of integers, a null row or token (the error names the row), a
+        file that is not Parquet or Arrow IPC, a state.json that is not a
+        saved dataset's or names a file outside its folder, ``dtype`` or
+        ``offsets_path`` given. A ChunkError is a ValueError.
+    ImportError
+        Arrow input or ``format="parquet"`` without pyarrow (the error names
+        the ``arrow`` extra).
     TypeError
         A ``pad_value`` that is not an integer; a ``force`` or ``quiet`` that
         is not a bool.
@@ -396,6 +428,32 @@ def chunk_file(
         other than posembed's output took ``output_dir`` while the run wrote.
     """
     quiet = v.flag(quiet, "quiet")
+    if format not in FORMATS:
+        raise ChunkError(f"--format must be one of {', '.join(FORMATS)}; got {format!r}")
+    if format == "parquet":
+        require("posembed chunk --format parquet")
+    from posembed import _chunk_arrow  # it builds on this module
+
+    if _chunk_arrow.is_arrow_input(Path(input_path)):
+        return _chunk_arrow.chunk_arrow(
+            input_path,
+            output_dir,
+            size=size,
+            step=step,
+            overlap=overlap,
+            tail=tail,
+            dtype=dtype,
+            offsets_path=offsets_path,
+            column=column,
+            pad_value=pad_value,
+            force=force,
+            quiet=quiet,
+            format=format,
+        )
+    if column is not None:
+        raise ChunkError(
+            f"--column applies to Arrow and Parquet input; {input_path} is a token file"
+        )
     job = prepare_chunk(
         input_path,
         output_dir,
@@ -418,17 +476,14 @@ def chunk_file(
     plan = _plan(job.size, tokens.dtype.itemsize, MEMORY_BYTES)
 
     tmp = _outdir.new_temp(out)
-    outputs: dict[str, _NpyWriter] = {}
+    sink: Any = None
     try:
-        outputs["windows"] = _NpyWriter(tmp / "windows.npy", tokens.dtype, (total, job.size))
-        for name in ("starts", "lengths", "documents"):
-            outputs[name] = _NpyWriter(tmp / f"{name}.npy", np.dtype(np.int64), (total,))
+        sink = _sink(format, tmp, tokens.dtype, job.size, total)
         tokens.open()
         batches = _batches(job, window_offsets, plan)
         bar = _progress(tokens.count, quiet)
-        _run_pipeline(batches, job, outputs, pad_value, plan, bar)
-        for writer in outputs.values():
-            writer.close()
+        _run_pipeline(batches, job, sink, pad_value, plan, bar)
+        sink.finish(total)
         meta = {
             "input": str(job.source),
             "tokens": int(tokens.shape[0]),
@@ -439,17 +494,23 @@ def chunk_file(
             "tail": job.tail,
             "dtype": tokens.dtype.name,
             "pad_value": pad_value,
+            "format": format,
         }
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        write_meta(tmp, meta)
         _outdir.commit(tmp, out, force)
     except BaseException as exc:
-        for writer in outputs.values():
-            writer.close()
+        if sink is not None:
+            sink.close()
         _outdir.discard(tmp, exc)
         raise
     finally:
         tokens.close()
     return meta
+
+
+def write_meta(folder: Path, meta: dict[str, Any]) -> None:
+    """meta.json: what the run wrote, and the mark of a folder posembed wrote."""
+    (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
 class ChunkJob(NamedTuple):
@@ -518,8 +579,15 @@ def prepare_chunk(
     TypeError
         A ``force`` that is not a bool.
     """
+    from posembed._chunk_arrow import is_arrow_input
+
     src, out = Path(input_path), Path(output_dir)
     force = v.flag(force, "force")
+    if is_arrow_input(src):
+        raise ChunkError(
+            f"{src}: Arrow and Parquet input is read in one process (posembed chunk without "
+            "--dask, or chunk_file); --dask reads .npy and raw token files"
+        )
     try:
         size = v.positive_int(size, "--size")
         step = _step(size, step, overlap)
@@ -605,7 +673,7 @@ def _batches(job: ChunkJob, window_offsets: np.ndarray, plan: _Plan) -> Iterator
 def _run_pipeline(
     batches: Iterator[_Batch],
     job: ChunkJob,
-    outputs: dict[str, _NpyWriter],
+    sink: Any,
     pad_value: int,
     plan: _Plan,
     bar: Any,
@@ -619,10 +687,8 @@ def _run_pipeline(
     ring = [np.empty((plan.windows, size), tokens.dtype) for _ in range(_ROW_BUFFERS)]
 
     def write(batch: _Batch, rows: np.ndarray) -> None:
-        outputs["windows"].write(batch.begin, rows)
-        outputs["starts"].write(batch.begin, batch.layout.starts)
-        outputs["lengths"].write(batch.begin, batch.layout.lengths)
-        outputs["documents"].write(batch.begin, batch.layout.documents)
+        layout = batch.layout
+        sink.write(batch.begin, rows, layout.starts, layout.lengths, layout.documents)
 
     def tiles(batch: _Batch) -> bool:
         """Whether the batch's windows are its tokens back to back, unpadded
@@ -712,21 +778,27 @@ def _run_pipeline(
 
 
 class _NpyWriter:
-    """A .npy file of known shape, filled row range by row range with positional
-    writes (safe from several threads; the GIL is released while the kernel copies)."""
+    """A .npy file filled row range by row range with positional writes (safe
+    from several threads; the GIL is released while the kernel copies). Of
+    known shape, or of rows counted as they come: then :meth:`finish` writes
+    the count into the header (NumPy leaves room for any count)."""
 
     def __init__(self, path: Path, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
+        self.path, self.dtype, self.shape = path, dtype, shape
         with open(path, "wb") as f:
-            header = {
-                "descr": np.lib.format.dtype_to_descr(dtype),
-                "fortran_order": False,
-                "shape": shape,
-            }
-            np.lib.format.write_array_header_1_0(f, header)
-            self.header = f.tell()
+            self.header = self._write_header(f, shape)
         self.row_bytes = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
         self.fd = os.open(path, os.O_WRONLY)
         os.truncate(self.fd, self.header + self.row_bytes * shape[0])
+
+    def _write_header(self, f: Any, shape: tuple[int, ...]) -> int:
+        header = {
+            "descr": np.lib.format.dtype_to_descr(self.dtype),
+            "fortran_order": False,
+            "shape": shape,
+        }
+        np.lib.format.write_array_header_1_0(f, header)
+        return int(f.tell())
 
     def write(self, row: int, data: np.ndarray) -> None:
         view = np.ascontiguousarray(data).data.cast("B")
@@ -734,10 +806,110 @@ class _NpyWriter:
         while at < len(view):
             at += os.pwrite(self.fd, view[at:], pos + at)
 
+    def finish(self, rows: int) -> None:
+        """Set the header's row count to ``rows`` (written since)."""
+        if rows != self.shape[0]:
+            with open(self.path, "r+b") as f:
+                if self._write_header(f, (rows, *self.shape[1:])) != self.header:
+                    raise OSError(f"{self.path}: the header of {rows} rows does not fit")
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+FORMATS = ("npy", "parquet")
+# The Parquet output's file: one file, in row groups of at most
+# ROW_GROUP_BYTES of tokens (or one window), each held encoded by the writer
+# until it is complete.
+PARQUET_NAME = "windows.parquet"
+ROW_GROUP_BYTES = MEMORY_BYTES // 32
+
+
+class _NpySink:
+    """The .npy output: windows.npy, starts.npy, lengths.npy and documents.npy,
+    of ``total`` windows, or of windows counted as they come (None)."""
+
+    def __init__(self, folder: Path, dtype: np.dtype[Any], size: int, total: int | None) -> None:
+        rows = 0 if total is None else total
+        self.files: dict[str, _NpyWriter] = {}
+        try:
+            self.files["windows"] = _NpyWriter(folder / "windows.npy", dtype, (rows, size))
+            for name in ("starts", "lengths", "documents"):
+                self.files[name] = _NpyWriter(folder / f"{name}.npy", np.dtype(np.int64), (rows,))
+        except BaseException:
+            self.close()
+            raise
+
+    def write(
+        self,
+        begin: int,
+        rows: np.ndarray,
+        starts: np.ndarray,
+        lengths: np.ndarray,
+        documents: np.ndarray,
+    ) -> None:
+        self.files["windows"].write(begin, rows)
+        self.files["starts"].write(begin, starts)
+        self.files["lengths"].write(begin, lengths)
+        self.files["documents"].write(begin, documents)
+
+    def finish(self, total: int) -> None:
+        for writer in self.files.values():
+            writer.finish(total)
+        self.close()
+
+    def close(self) -> None:
+        for writer in self.files.values():
+            writer.close()
+
+
+class _ParquetSink:
+    """The Parquet output: one file of the columns of ``Windows.to_arrow()``,
+    in row groups of ROW_GROUP_BYTES, written in order (one writer thread)."""
+
+    def __init__(self, folder: Path, dtype: np.dtype[Any], size: int, total: int | None) -> None:
+        require("posembed chunk --format parquet")
+        import pyarrow.parquet as pq
+
+        self.size = size
+        empty = np.empty((0, size), dtype)
+        zero = np.empty(0, np.int64)
+        schema = windows_table(empty, zero, zero, zero).schema
+        # no dictionary: token ids are many and varied
+        self.writer: Any = pq.ParquetWriter(folder / PARQUET_NAME, schema, use_dictionary=False)
+
+    def write(
+        self,
+        begin: int,
+        rows: np.ndarray,
+        starts: np.ndarray,
+        lengths: np.ndarray,
+        documents: np.ndarray,
+    ) -> None:
+        # row groups of a bounded size: the writer holds one encoded whole
+        step = max(1, ROW_GROUP_BYTES // max(1, rows[:1].nbytes))
+        for at in range(0, rows.shape[0], step):
+            part = slice(at, at + step)
+            table = windows_table(rows[part], lengths[part], documents[part], starts[part])
+            self.writer.write_table(table)
+
+    def finish(self, total: int) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+def _sink(
+    output_format: str, folder: Path, dtype: np.dtype[Any], size: int, total: int | None
+) -> Any:
+    if output_format == "parquet":
+        return _ParquetSink(folder, dtype, size, total)
+    return _NpySink(folder, dtype, size, total)
 
 
 class _Quiet:
@@ -750,7 +922,8 @@ class _Quiet:
         pass
 
 
-def _progress(total: int, quiet: bool) -> Any:
+def _progress(total: int | None, quiet: bool) -> Any:
+    """A tqdm bar of tokens (total None: unknown, a count and a rate), or one that shows nothing."""
     if quiet or not sys.stderr.isatty():
         return _Quiet()
     try:

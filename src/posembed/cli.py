@@ -145,9 +145,21 @@ def _chunk(args: argparse.Namespace) -> int:
         "pad_value": args.pad_value,
         "force": args.force,
     }
+    if args.dask is not None and (args.format != "npy" or args.column is not None):
+        return _fail(
+            "chunk",
+            "--dask writes .npy parts from a token file; --format and --column apply without it",
+        )
     try:
         if args.dask is None:
-            meta = chunk_file(args.input, args.output, quiet=args.quiet, **common)
+            meta = chunk_file(
+                args.input,
+                args.output,
+                quiet=args.quiet,
+                column=args.column,
+                format=args.format,
+                **common,
+            )
         else:
             try:
                 from posembed.dask import chunk_parts
@@ -161,6 +173,8 @@ def _chunk(args: argparse.Namespace) -> int:
                 **common,
             )
     except (ChunkError, OSError) as exc:  # an empty input or --offsets file included
+        return _fail("chunk", str(exc))
+    except ImportError as exc:  # pyarrow, for Arrow input or --format parquet
         return _fail("chunk", str(exc))
     except MemoryError as exc:
         return _fail("chunk", f"not enough memory for windows of --size {args.size}: {exc}")
@@ -291,14 +305,34 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser(
         "chunk",
-        help="cut a token file into overlapping windows on disk (bounded memory)",
-        description="Cut a token file into overlapping windows on disk. The run holds about "
-        "64 MiB at a time, whatever --size, beyond the document offsets (16 bytes per "
-        "document). The input is read, never mapped: one that changes while it is read "
+        help="cut a token file, Parquet or Arrow corpus into overlapping windows on disk "
+        "(bounded memory)",
+        description="Cut a token file, or a list column of Parquet, Arrow IPC or a saved "
+        "Hugging Face dataset, into overlapping windows on disk. The run holds about "
+        "64 MiB at a time, whatever --size, beyond a token file's document offsets (16 bytes "
+        "per document; Arrow input is cut a batch of rows at a time, its offsets never all "
+        "held). The input is read, never mapped: one that changes while it is read "
         "stops the run (exit 2) and no output is written.",
     )
-    p.add_argument("input", help="tokens: a 1-D .npy file, or a raw binary stream with --dtype")
+    p.add_argument(
+        "input",
+        help="tokens: a 1-D .npy file, a raw binary stream with --dtype, a .parquet file or "
+        "folder of them, an Arrow IPC .arrow file or stream, or a datasets save_to_disk folder",
+    )
     p.add_argument("-o", "--output", required=True, help="folder to write (windows.npy, ...)")
+    p.add_argument(
+        "--column",
+        help="Arrow and Parquet input: the list column of token ids, one document per row "
+        "(default input_ids)",
+    )
+    p.add_argument(
+        "--format",
+        default="npy",
+        choices=["npy", "parquet"],
+        help="npy: windows.npy, starts.npy, lengths.npy, documents.npy; parquet: "
+        "windows.parquet (input_ids, attention_mask, document, start, length; "
+        "datasets.load_dataset('parquet') loads it). Both with meta.json",
+    )
     p.add_argument("--size", type=int, required=True, help="window length")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--step", type=int, help="distance between window starts (1..size)")

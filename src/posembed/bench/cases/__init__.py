@@ -53,7 +53,7 @@ CASE_NAMES = {
         "group_texts",
         "stitch mean",
     ),
-    "chunk": ("token file",),
+    "chunk": ("token file", "Parquet file"),
     "embed": ("dropout 0.1", "no dropout", "4 tokens"),
     "gather_backward": ("positions", "token ids", "4 rows"),
     "resize": ("checkpoint",),

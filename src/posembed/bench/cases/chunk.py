@@ -89,5 +89,73 @@ def build(quick: bool = False) -> list[Case]:
             "file write",
             check,
             in_bytes=count * size * 2,
+        ),
+        *_parquet_cases(quick),
+    ]
+
+
+def _parquet_cases(quick: bool) -> list[Case]:
+    """From Parquet: a tokenized corpus as ``Dataset.to_parquet`` writes one
+    (int32 id lists, one document a row, snappy, row groups of 1000 rows),
+    windowed by ``chunk_file`` in-process. Throughput counts the tokens
+    (4 bytes each), not the file's compressed bytes."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:  # the arrow extra: without it there is no such case
+        return [Case("chunk", "Parquet file", "not measured: pyarrow is not installed", 0, {})]
+    from posembed._chunk import chunk_file
+
+    size = 1024
+    rng = np.random.default_rng(10)
+    lengths = rng.integers(1, 4096, 2_000 if quick else 32_000)  # ~2048 tokens a document
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    tokens = rng.integers(0, 50_257, int(offsets[-1]), dtype=np.int32)
+    work = scratch_dir()
+    src = work / "corpus.parquet"
+    ids = pa.ListArray.from_arrays(pa.array(offsets), pa.array(tokens))
+    pq.write_table(pa.table({"input_ids": ids}), src, row_group_size=1000)
+    del ids
+    windows = int(np.sum(-(-lengths // size)))
+    out_bytes = windows * size * 4 + 3 * windows * 8
+
+    def ours() -> object:
+        out = work / "from-parquet"
+        shutil.rmtree(out, ignore_errors=True)
+        threads = posembed.get_num_threads()
+        posembed.set_num_threads(1)  # as the command runs it
+        try:
+            return chunk_file(src, out, size=size, quiet=True)
+        finally:
+            posembed.set_num_threads(threads)
+
+    def reference_way() -> None:  # the whole column read, cut by the NumPy twin, saved
+        column = pq.read_table(src, columns=["input_ids"]).column(0).combine_chunks()
+        flat = column.values.to_numpy()
+        w = reference.windows(flat, size, offsets=column.offsets.to_numpy())
+        out = work / "reference-parquet"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir()
+        for name in ("tokens", "starts", "lengths", "documents"):
+            np.save(out / f"{name}.npy", getattr(w, name))
+
+    def check() -> bool:
+        ours()
+        want = posembed.windows(tokens, size, offsets=offsets)
+        got = np.load(work / "from-parquet" / "windows.npy", mmap_mode="r")
+        documents = np.load(work / "from-parquet" / "documents.npy")
+        return bool(np.array_equal(got, want.tokens) and np.array_equal(documents, want.documents))
+
+    return [
+        Case(
+            "chunk",
+            "Parquet file",
+            f"{tokens.nbytes >> 20} MB of int32 tokens in {len(lengths)} documents, "
+            "size 1024, Parquet on disk",
+            out_bytes,
+            {"reference": reference_way, "posembed": ours},
+            "file write",
+            check,
+            in_bytes=tokens.nbytes,
         )
     ]

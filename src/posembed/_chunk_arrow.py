@@ -1,0 +1,519 @@
+"""Arrow and Parquet input of ``posembed chunk``: a list column, one document per row.
+
+The input is a ``.parquet`` file or a folder of them, an Arrow IPC file or
+stream (``.arrow``), or a folder that ``datasets.Dataset.save_to_disk``
+wrote. Each row of the column is a list of token ids: one document, its
+boundaries kept as ``--offsets`` keeps them for a token file.
+
+It is read in one pass, a bounded batch of rows at a time (Parquet row
+groups cut into batches of about ``BATCH_BYTES``; IPC record batches as
+stored), and every batch's documents are cut into windows as it arrives: a
+document's windows depend on its own length alone, so the outputs equal
+those of the token file with its offsets, byte for byte, without the corpus'
+offsets ever being held (the window count goes into the ``.npy`` headers at
+the end, where NumPy leaves room for it).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections import deque
+from collections.abc import Generator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from posembed import _chunk, _json, _outdir
+from posembed import _validate as v
+from posembed._arrow import require
+from posembed._chunk import ChunkError
+from posembed._windows import TAILS, _check_pad_value, _cut, _layout_part, _offsets, _step
+
+DEFAULT_COLUMN = "input_ids"
+# Token bytes of a batch of rows read from Parquet. The rows being cut and
+# written take half the run's budget, reading the other half: the batches
+# read ahead, and Parquet's decoding, which holds several times the batch it
+# returns (levels, buffers, its allocator's arenas).
+BATCH_BYTES = _chunk.MEMORY_BYTES // 64
+# Column chunks of Parquet are read through a buffer of this many bytes, not whole.
+PARQUET_BUFFER = 1 << 20
+# state.json of a saved dataset lists its files: a few hundred bytes a file.
+STATE_BYTES = 16 << 20
+# The IPC file format begins with this magic; a stream does not.
+IPC_FILE_MAGIC = b"ARROW1"
+
+
+class _Source(NamedTuple):
+    """One file of the input: its path, how to read it, and the size,
+    modification time and inode it must keep."""
+
+    path: Path
+    kind: str  # "parquet", "ipc file", "ipc stream"
+    stamp: tuple[int, int, int]
+
+
+class Corpus(NamedTuple):
+    """An Arrow or Parquet input, checked: its files in order, the column and
+    the tokens' dtype."""
+
+    source: Path
+    column: str
+    files: list[_Source]
+    dtype: np.dtype[Any]
+    # tokens by Parquet metadata (a progress bar's total); None if unknown
+    estimate: int | None
+
+
+def is_arrow_input(path: Path) -> bool:
+    """Whether ``path`` names Arrow or Parquet input (by suffix, or a folder
+    holding ``.parquet`` files or a saved dataset)."""
+    if path.suffix.lower() in (".parquet", ".arrow"):
+        return True
+    try:
+        if not stat.S_ISDIR(os.stat(path).st_mode):
+            return False
+        if any((path / name).exists() for name in ("state.json", "dataset_dict.json")):
+            return True
+        with os.scandir(path) as entries:
+            return any(e.name.lower().endswith(".parquet") for e in entries)
+    except OSError:
+        return False
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _check_stamp(path: Path, fd: int, stamp: tuple[int, int, int]) -> None:
+    info = os.fstat(fd)
+    if _chunk._stamp(info) != stamp:
+        if info.st_size != stamp[0]:
+            raise _chunk._changed(path, f"{stamp[0]} bytes became {info.st_size}")
+        raise _chunk._changed(path, "it was modified or replaced")
+
+
+def _native_file(pa: Any, fd: int) -> Any:
+    """An Arrow readable file over the open descriptor ``fd`` (a regular file,
+    checked): reopened through /proc where there is one, so that Arrow reads
+    it natively; through Python's file object elsewhere."""
+    proc = f"/proc/self/fd/{fd}"
+    if os.path.exists(proc):
+        return pa.OSFile(proc, "rb")
+    return pa.PythonFile(os.fdopen(os.dup(fd), "rb"), mode="r")
+
+
+def _files(src: Path) -> list[tuple[Path, str]]:
+    """The input's files in order, each with the way to read it."""
+    suffix = src.suffix.lower()
+    if suffix == ".parquet" and not src.is_dir():
+        return [(src, "parquet")]
+    if suffix == ".arrow" and not src.is_dir():
+        return [(src, _ipc_kind(src))]
+    if (src / "state.json").exists():
+        return [(p, _ipc_kind(p)) for p in _saved_files(src)]
+    if (src / "dataset_dict.json").exists():
+        raise ChunkError(
+            f"{src}: a saved DatasetDict (one folder per split); give one split's folder, "
+            f"e.g. {src / 'train'}"
+        )
+    with os.scandir(src) as entries:
+        names = sorted(e.name for e in entries if e.name.lower().endswith(".parquet"))
+    return [(src / name, "parquet") for name in names]
+
+
+def _ipc_kind(path: Path) -> str:
+    fd, _ = _chunk._open_regular(path, str(path))
+    try:
+        head = os.pread(fd, len(IPC_FILE_MAGIC), 0)
+    finally:
+        os.close(fd)
+    return "ipc file" if head == IPC_FILE_MAGIC else "ipc stream"
+
+
+def _saved_files(folder: Path) -> list[Path]:
+    """The data files that state.json of a ``save_to_disk`` folder lists, in
+    order; each must be a file of the folder itself."""
+    what = f"{folder / 'state.json'}"
+    fd, info = _chunk._open_regular(folder / "state.json", what)
+    with os.fdopen(fd, "rb") as f:
+        if info.st_size > STATE_BYTES:
+            raise ChunkError(f"{what}: {info.st_size} bytes; a saved dataset's is far smaller")
+        try:
+            state = _json.loads(f.read(STATE_BYTES + 1), what)
+        except ValueError as exc:
+            raise ChunkError(str(exc)) from None
+    listed = state.get("_data_files") if isinstance(state, dict) else None
+    if not isinstance(listed, list) or not listed:
+        raise ChunkError(
+            f'{what}: no "_data_files" list of data files; not a folder that '
+            "datasets' save_to_disk wrote"
+        )
+    real_folder = os.path.realpath(folder)
+    paths = []
+    for entry in listed:
+        name = entry.get("filename") if isinstance(entry, dict) else None
+        if not isinstance(name, str):
+            raise ChunkError(f'{what}: a data file entry without a "filename" string: {entry!r}')
+        # a plain name in the folder: no absolute path, no "..", no separator,
+        # no link out of the folder
+        if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
+            raise ChunkError(f"{what}: data file {name!r} is not a file name inside the folder")
+        path = folder / name
+        if os.path.dirname(os.path.realpath(path)) != real_folder:
+            raise ChunkError(f"{what}: data file {name!r} is a link out of the folder")
+        paths.append(path)
+    return paths
+
+
+def _column_type(pa: Any, schema: Any, path: Path, column: str) -> np.dtype[Any]:
+    """The tokens' dtype of ``column``, a list of integers, in ``schema``."""
+    index = schema.get_field_index(column)
+    if index < 0:
+        names = ", ".join(schema.names) or "none"
+        raise ChunkError(
+            f"{path}: no column {column!r} (its columns: {names}); choose one with --column"
+        )
+    kind = schema.field(index).type
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)):
+        raise ChunkError(
+            f"{path}: column {column!r} is {kind}, not a list of token ids per row (document)"
+        )
+    values = kind.value_type
+    if not pa.types.is_integer(values):
+        raise ChunkError(
+            f"{path}: column {column!r} holds {values}, not integer token ids; "
+            "give a list column of integers"
+        )
+    dtype: np.dtype[Any] = np.dtype(values.to_pandas_dtype())
+    return dtype
+
+
+def _readable(path: Path, kind: str, exc: BaseException) -> ChunkError:
+    what = "Parquet" if kind == "parquet" else f"Arrow IPC {kind[4:]}"
+    return ChunkError(f"{path}: not a readable {what} file ({_one_line(exc)})")
+
+
+def open_corpus(src: Path, column: str) -> Corpus:
+    """List and check the input's files (each one's schema, before any work)."""
+    pa = require("posembed chunk on Arrow or Parquet input")
+    import pyarrow.parquet as pq
+
+    listed = _files(src)
+    if not listed:
+        raise ChunkError(f"{src}: a folder without .parquet files or a saved dataset")
+    files, dtype, estimate = [], None, 0
+    for path, kind in listed:
+        fd, info = _chunk._open_regular(path, str(path))
+        try:
+            handle = _native_file(pa, fd)
+            try:
+                if kind == "parquet":
+                    meta = pq.ParquetFile(handle).metadata
+                    schema = meta.schema.to_arrow_schema()
+                    estimate += _parquet_values(meta, column)
+                elif kind == "ipc file":
+                    schema = pa.ipc.open_file(handle).schema
+                else:
+                    schema = pa.ipc.open_stream(handle).schema
+            except (pa.ArrowException, OSError) as exc:
+                raise _readable(path, kind, exc) from None
+            finally:
+                handle.close()
+        finally:
+            os.close(fd)
+        found = _column_type(pa, schema, path, column)
+        if dtype is not None and found != dtype:
+            raise ChunkError(
+                f"{path}: column {column!r} holds {found} tokens, {files[0].path} {dtype}; "
+                "every file must hold the same type"
+            )
+        dtype = found
+        files.append(_Source(path, kind, _chunk._stamp(info)))
+    assert dtype is not None
+    known = all(f.kind == "parquet" for f in files)
+    return Corpus(src, column, files, dtype, estimate if known else None)
+
+
+def _leaf_columns(meta: Any, column: str) -> Iterator[int]:
+    row_group = meta.row_group(0)
+    for j in range(row_group.num_columns):
+        name = row_group.column(j).path_in_schema
+        if name == column or name.startswith(column + "."):
+            yield j
+
+
+def _parquet_values(meta: Any, column: str) -> int:
+    if meta.num_row_groups == 0:
+        return 0
+    leaves = list(_leaf_columns(meta, column))
+    return sum(
+        meta.row_group(i).column(j).num_values for i in range(meta.num_row_groups) for j in leaves
+    )
+
+
+def _arrays(corpus: Corpus, source: _Source) -> Iterator[Any]:
+    """The column of one file, a bounded batch of rows at a time."""
+    pa = require("posembed chunk on Arrow or Parquet input")
+    import pyarrow.parquet as pq
+
+    fd, _ = _chunk._open_regular(source.path, str(source.path))
+    try:
+        _check_stamp(source.path, fd, source.stamp)
+        handle = _native_file(pa, fd)
+        try:
+            if source.kind == "parquet":
+                reader = pq.ParquetFile(handle, buffer_size=PARQUET_BUFFER, pre_buffer=False)
+                meta = reader.metadata
+                leaves = list(_leaf_columns(meta, corpus.column)) if meta.num_row_groups else []
+                for i in range(meta.num_row_groups):
+                    group = meta.row_group(i)
+                    nbytes = sum(group.column(j).total_uncompressed_size for j in leaves)
+                    per_row = max(1, nbytes // max(1, group.num_rows))
+                    rows = max(1, min(group.num_rows, BATCH_BYTES // per_row))
+                    for batch in reader.iter_batches(
+                        rows, row_groups=[i], columns=[corpus.column], use_threads=False
+                    ):
+                        yield batch.column(0)
+            else:
+                index = _field_index(pa, handle, source.kind, corpus.column)
+                handle.seek(0)
+                options = pa.ipc.IpcReadOptions(included_fields=[index])
+                if source.kind == "ipc file":
+                    ipc = pa.ipc.open_file(handle, options=options)
+                    for i in range(ipc.num_record_batches):
+                        yield ipc.get_batch(i).column(0)
+                else:
+                    for batch in pa.ipc.open_stream(handle, options=options):
+                        yield batch.column(0)
+        except (pa.ArrowException, OSError) as exc:
+            _check_stamp(source.path, fd, source.stamp)
+            raise _readable(source.path, source.kind, exc) from None
+        finally:
+            handle.close()
+        # every batch read: the file must still be the one first seen
+        _check_stamp(source.path, fd, source.stamp)
+    finally:
+        os.close(fd)
+
+
+def _field_index(pa: Any, handle: Any, kind: str, column: str) -> int:
+    if kind == "ipc file":
+        schema = pa.ipc.open_file(handle).schema
+    else:
+        schema = pa.ipc.open_stream(handle).schema
+    return int(schema.get_field_index(column))
+
+
+class _Documents(NamedTuple):
+    """A batch of rows as CSR: the tokens and their documents' offsets (from 0)."""
+
+    tokens: np.ndarray
+    offsets: np.ndarray
+    path: Path
+    first_row: int
+
+
+def _view(array: Any) -> np.ndarray:
+    """A read-only NumPy view of a flat integer Arrow array without nulls: over
+    its data buffer, not by ``to_numpy``, which imports pandas (tens of MiB)."""
+    dtype = np.dtype(array.type.to_pandas_dtype())
+    if len(array) == 0:
+        return np.empty(0, dtype)
+    data = array.buffers()[1]
+    return np.frombuffer(data, dtype, len(array), array.offset * dtype.itemsize)
+
+
+def _csr(array: Any, path: Path, first_row: int, column: str, dtype: np.dtype[Any]) -> _Documents:
+    where = f"{path}: row {{}} of column {column!r}"
+    array.validate()  # buffers as long as the lengths say (a crafted IPC file)
+    if array.null_count:
+        nulls = np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))
+        raise ChunkError(
+            where.format(first_row + int(nulls[0])) + " is null; every row must be a list of "
+            "token ids (an empty list is an empty document)"
+        )
+    offsets = _view(array.offsets).astype(np.int64)
+    first, last = int(offsets[0]), int(offsets[-1])
+    values = array.values
+    if first < 0 or last < first or last > len(values):
+        raise ChunkError(f"{path}: list offsets of column {column!r} out of range")
+    values = values.slice(first, last - first)
+    if values.null_count:
+        at = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+        row = int(np.searchsorted(offsets - first, at, side="right")) - 1
+        raise ChunkError(where.format(first_row + row) + " holds a null token id")
+    tokens = _view(values)
+    try:
+        local = _offsets(offsets - first, tokens.shape[0])
+    except ValueError as exc:
+        raise ChunkError(f"{path}: list offsets of column {column!r}: {exc}") from None
+    return _Documents(tokens, local, path, first_row)
+
+
+def _documents(corpus: Corpus) -> Generator[_Documents, None, None]:
+    for source in corpus.files:
+        row = 0
+        for array in _arrays(corpus, source):
+            docs = _csr(array, source.path, row, corpus.column, corpus.dtype)
+            row += len(array)
+            yield docs
+
+
+def chunk_arrow(
+    input_path: str | os.PathLike[str],
+    output_dir: str | os.PathLike[str],
+    *,
+    size: int,
+    step: int | None,
+    overlap: int | None,
+    tail: str,
+    dtype: str | None,
+    offsets_path: str | os.PathLike[str] | None,
+    column: str | None,
+    pad_value: int,
+    force: bool,
+    quiet: bool,
+    format: str,
+) -> dict[str, Any]:
+    """:func:`posembed.chunk.chunk_file` on Arrow or Parquet input."""
+    src, out = Path(input_path), Path(output_dir)
+    force = v.flag(force, "force")
+    try:
+        size = v.positive_int(size, "--size")
+        step = _step(size, step, overlap)
+        v.choice(tail, "--tail", TAILS)
+    except (TypeError, ValueError) as exc:
+        raise ChunkError(str(exc)) from None
+    if dtype is not None:
+        raise ChunkError("--dtype applies to raw token files; Arrow and Parquet name their type")
+    if offsets_path is not None:
+        raise ChunkError(
+            "--offsets applies to token files; in Arrow and Parquet input each row of the "
+            "column is a document"
+        )
+    column = DEFAULT_COLUMN if column is None else column
+    if not isinstance(column, str):
+        raise ChunkError(f"--column must be a column name; got {column!r}")
+    problem = _outdir.problem(out, (input_path,), force)
+    if problem:
+        raise ChunkError(problem)
+    corpus = open_corpus(src, column)
+    try:
+        _check_pad_value(pad_value, corpus.dtype)  # TypeError unless an integer
+    except ValueError:
+        raise ChunkError(f"--pad-value {pad_value} does not fit {corpus.dtype}") from None
+    # half the budget; reading the other half (see BATCH_BYTES)
+    plan = _chunk._plan(size, corpus.dtype.itemsize, _chunk.MEMORY_BYTES // 2)
+
+    tmp = _outdir.new_temp(out)
+    sink: Any = None
+    try:
+        sink = _chunk._sink(format, tmp, corpus.dtype, size, None)
+        bar = _chunk._progress(corpus.estimate, quiet)
+        counts = _run(corpus, size, step, tail, pad_value, plan, sink, bar)
+        sink.finish(counts["windows"])
+        meta = {
+            "input": str(src),
+            "column": column,
+            **counts,
+            "size": size,
+            "step": step,
+            "tail": tail,
+            "dtype": corpus.dtype.name,
+            "pad_value": pad_value,
+            "format": format,
+        }
+        _chunk.write_meta(tmp, meta)
+        _outdir.commit(tmp, out, force)
+    except BaseException as exc:
+        if sink is not None:
+            sink.close()
+        _outdir.discard(tmp, exc)
+        raise
+    return meta
+
+
+def _run(
+    corpus: Corpus,
+    size: int,
+    step: int,
+    tail: str,
+    pad_value: int,
+    plan: Any,
+    sink: Any,
+    bar: Any,
+) -> dict[str, int]:
+    """Read, cut and write every batch: a thread reads (and decodes) ahead,
+    one writes behind, the GIL released in both while the kernel cuts."""
+    ring = [np.empty((plan.windows, size), corpus.dtype) for _ in range(_chunk._ROW_BUFFERS)]
+    tokens = documents = windows = turn = 0
+    docs = _documents(corpus)
+    ahead: deque[Future[_Documents | None]] = deque()
+    writes: deque[Future[None]] = deque()
+    try:
+        with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as writer:
+            try:
+                for _ in range(_chunk.READ_AHEAD):
+                    ahead.append(reader.submit(next, docs, None))
+                while True:
+                    batch = ahead.popleft().result()
+                    if batch is None:
+                        break
+                    ahead.append(reader.submit(next, docs, None))
+                    # the batch's windows counted, then cut a bounded range at a time
+                    window_offsets = _layout_part(
+                        batch.offsets, size, step, tail, end=0
+                    ).window_offsets
+                    n_windows = int(window_offsets[-1])
+                    for begin in range(0, n_windows, plan.windows):
+                        end = min(n_windows, begin + plan.windows)
+                        part = _layout_part(
+                            batch.offsets, size, step, tail, window_offsets, begin, end
+                        )
+                        rows = _cut(
+                            batch.tokens,
+                            0,
+                            batch.offsets,
+                            part.starts,
+                            part.lengths,
+                            part.documents,
+                            size,
+                            pad_value,
+                            ring[turn % len(ring)][: end - begin],
+                        )
+                        turn += 1
+                        corpus_documents = part.documents + documents
+                        writes.append(
+                            writer.submit(
+                                sink.write,
+                                windows + begin,
+                                rows,
+                                part.starts,
+                                part.lengths,
+                                corpus_documents,
+                            )
+                        )
+                        while len(writes) > _chunk.WRITE_BEHIND:
+                            writes.popleft().result()
+                    windows += n_windows
+                    documents += batch.offsets.shape[0] - 1
+                    tokens += batch.tokens.shape[0]
+                    bar.update(batch.tokens.shape[0])
+                while writes:
+                    writes.popleft().result()
+            except BaseException:
+                for w in writes:
+                    w.cancel()
+                for r in ahead:
+                    r.cancel()
+                raise
+            finally:
+                bar.close()
+    finally:
+        # the reader is shut down (its last read done): the files of a run
+        # that stopped early can be closed now
+        docs.close()
+    return {"tokens": tokens, "documents": documents, "windows": windows}
