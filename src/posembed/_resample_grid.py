@@ -52,10 +52,11 @@ def resample_grid(
     -------
     ndarray, shape (prefix + H' * W', d)
         The table's dtype; matches PyTorch ``F.interpolate`` on the (1, d, H, W)
-        grid to float32 round-off (PyTorch computes the weights in float32;
-        posembed in float64, rounded once to the compute type). Every tap is summed, also those of weight 0,
-        so an inf or NaN in the grid spreads to the neighbouring outputs
-        (0 * inf is NaN), as in PyTorch's general path.
+        grid to float32 round-off (PyTorch computes the weights in float32,
+        posembed in float64, rounded once to the compute type). Every tap is
+        summed, also those of weight 0, so an inf or NaN in the grid spreads
+        to the neighbouring outputs (0 * inf is NaN), as in PyTorch's general
+        path.
 
     Raises
     ------
