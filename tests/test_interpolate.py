@@ -157,6 +157,15 @@ def test_antialias_hypothesis_matches_reference(rows, cols, length, dtype, seed)
     )
 
 
+def test_antialias_non_contiguous_tables(rng):
+    base = normal_table(rng, 60, 20, np.float32)
+    kw = {"align": "half_pixel", "antialias": True}
+    for view in (base[::-1], base[::2], base[:, ::2], np.asfortranarray(base)):
+        for length in (17, 77):
+            got = posembed.interpolate(view, length, **kw)
+            assert_same(got, reference.interpolate(np.ascontiguousarray(view), length, **kw))
+
+
 def _antialias_pytorch(torch, table, length, antialias=True):
     """PyTorch's antialiased bilinear on the (1, d, 1, L) image."""
     src = torch.from_numpy(table).T[None, :, None, :]
