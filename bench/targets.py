@@ -46,6 +46,10 @@ TARGETS = (
     Target("gather", "one row", "numpy", 0.5, "one row costs <= 2x numpy.take"),
     Target("interpolate", "fresh output", "roofline", 0.8, ">= 0.8x the fresh write roofline"),
     Target("resample_grid", "bicubic", "torch", 5.0, ">= 5x PyTorch bicubic"),
+    Target(
+        "resample_grid", "antialias shrinking", "torch", 5.0, ">= 5x timm's way (24x24 -> 16x16)"
+    ),
+    Target("resample_grid", "antialias growing", "torch", 5.0, ">= 5x timm's way (24x24 -> 48x48)"),
     Target("windows", "fresh output", "roofline", 0.8, ">= 0.8x the fresh copy roofline"),
     Target("windows", "CSR documents", "numpy", 20.0, ">= 20x a Python loop over documents"),
     Target("windows", "Arrow column", "roofline", 0.8, ">= 0.8x the fresh copy roofline"),

@@ -2,6 +2,7 @@
 // shrunk to a new row count) and lerp (rows at fractional positions).
 #include "bind.hpp"
 #include "interpolate.hpp"
+#include "resample_grid.hpp"
 
 namespace posembed::bind {
 namespace {
@@ -11,19 +12,28 @@ using namespace pybind11::literals;
 // out_just_allocated: the caller allocated out for this call (extend fills
 // the new rows of its output this way), so the kernel writes it as it would a
 // result of its own, with plain stores (see use_streaming).
+// antialias: the antialiased bilinear filter (half_pixel, every row: first 0).
 py::array interpolate(const py::array& table, FloatKind kind, int64_t length, Align align,
-                      int64_t first, const py::object& out_obj, bool out_just_allocated) {
+                      int64_t first, const py::object& out_obj, bool out_just_allocated,
+                      bool antialias) {
   member(align, Align::corners);
   const RowsView rv = float_rows(table, kind);
   if (rv.rows < 1 || length < 1 || first < 0 || first > length) {
     throw py::value_error("interpolate needs a non-empty table and 0 <= first <= length");
   }
+  if (antialias && (align != Align::half_pixel || first != 0)) {
+    throw py::value_error("interpolate: antialias needs align half_pixel and first 0");
+  }
   py::array out = output_array(out_obj, table.dtype(), {length - first, table.shape(1)});
   char* dst = static_cast<char*>(out.mutable_data());
   {
     py::gil_scoped_release nogil;
-    posembed::interpolate(rv, kind, length, align, first, dst,
-                          out_just_allocated || out_obj.is_none());
+    if (antialias) {
+      posembed::interpolate_antialias(rv, kind, length, dst);
+    } else {
+      posembed::interpolate(rv, kind, length, align, first, dst,
+                            out_just_allocated || out_obj.is_none());
+    }
   }
   return out;
 }
@@ -62,7 +72,7 @@ py::array lerp(const py::array& table, FloatKind kind, const py::array& position
 
 void bind_interpolate(py::module_& m) {
   m.def("interpolate", &interpolate, "table"_a, "kind"_a, "length"_a, "align"_a, "first"_a = 0,
-        "out"_a = py::none(), "out_just_allocated"_a = false);
+        "out"_a = py::none(), "out_just_allocated"_a = false, "antialias"_a = false);
   m.def("lerp", &lerp, "table"_a, "kind"_a, "positions"_a, "out"_a = py::none());
 }
 

@@ -1,6 +1,7 @@
 #include "resample_grid.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -29,83 +30,167 @@ void cubic_weights(double t, double* w) {
   w[3] = ((A * x3 - 5.0 * A) * x3 + 8.0 * A) * x3 - 4.0 * A;
 }
 
+// PyTorch's antialiasing filters (Pillow's): the triangle, and the cubic
+// convolution kernel with A = -0.5; x in units of the (widened) support.
+double antialias_filter(double x, GridMethod method) {
+  x = std::abs(x);
+  if (method == GridMethod::bilinear) return x < 1.0 ? 1.0 - x : 0.0;
+  const double A = kCubicAntialiasA;
+  if (x < 1.0) return ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0;
+  if (x < 2.0) return ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A;
+  return 0.0;
+}
+
 // acc = w * row (first tap) or acc + w * row (later taps), in the compute type.
-template <class S, class C>
-inline void accumulate(C* acc, const S* row, C w, int64_t d, bool first) {
+template <class R, class C>
+inline void accumulate_tap(C* acc, const R* row, C w, int64_t d, bool first) {
   first ? scale(acc, row, w, d) : axpy(acc, row, w, d);
+}
+
+// acc = sum over output index i's taps of w * row(idx), left to right.
+template <class C, class RowFn>
+inline void sum_taps(C* acc, const AxisPlan& plan, int64_t i, RowFn row, int64_t d) {
+  const auto b = static_cast<size_t>(plan.start[static_cast<size_t>(i)]);
+  const auto e = static_cast<size_t>(plan.start[static_cast<size_t>(i) + 1]);
+  for (size_t k = b; k < e; ++k) {
+    accumulate_tap(acc, row(plan.idx[k]), static_cast<C>(plan.w[k]), d, k == b);
+  }
+}
+
+// An antialiased axis whose size does not change: PyTorch leaves it alone.
+bool unchanged(int64_t in_size, int64_t out_size, bool antialias) {
+  return antialias && in_size == out_size;
 }
 
 template <class S>
 void resample_typed(const RowsView& t, int64_t prefix, int64_t h, int64_t w, int64_t h2,
-                    int64_t w2, GridMethod method, Align align, char* out) {
+                    int64_t w2, GridMethod method, Align align, bool antialias, char* out) {
   using K = Compute<S>;
   using C = typename K::type;
   const int64_t d = t.cols;
   const int64_t row_bytes = d * static_cast<int64_t>(sizeof(S));
-  const int ntaps = method == GridMethod::bicubic ? 4 : 2;
 
   for (int64_t r = 0; r < prefix; ++r) {
     std::memcpy(out + r * row_bytes, t.data + r * t.row_stride, static_cast<size_t>(row_bytes));
   }
   if (h2 * w2 == 0 || d == 0) return;
+  char* grid_out = out + prefix * row_bytes;
+  const bool keep_x = unchanged(w, w2, antialias);
+  const bool keep_y = unchanged(h, h2, antialias);
+  if (keep_x && keep_y) {
+    for (int64_t r = 0; r < h * w; ++r) {
+      std::memcpy(grid_out + r * row_bytes, t.data + (prefix + r) * t.row_stride,
+                  static_cast<size_t>(row_bytes));
+    }
+    return;
+  }
 
-  std::vector<AxisTaps> tx(static_cast<size_t>(w2));
-  std::vector<AxisTaps> ty(static_cast<size_t>(h2));
-  axis_taps(w, w2, method, align, tx.data());
-  axis_taps(h, h2, method, align, ty.data());
+  const AxisPlan px = axis_plan(w, w2, method, align, antialias);
+  const AxisPlan py = axis_plan(h, h2, method, align, antialias);
 
   auto grid_row = [&](int64_t y, int64_t x) {
     return reinterpret_cast<const S*>(t.data + (prefix + y * w + x) * t.row_stride);
   };
 
+  // Pass 2, along y: out[y2, x2] = sum_a wy[a] * src[y_a, x2], accumulated in
+  // the output row itself when it holds the compute type.
+  auto pass_y = [&](auto src_row) {
+    const int64_t work2 = w2 * py.taps() * row_bytes;
+    parallel_for(h2 * w2, threads_for_bytes(work2), [&](int64_t begin, int64_t end, int) {
+      std::vector<C> scratch(std::is_same_v<S, C> ? 0 : static_cast<size_t>(d));
+      for (int64_t k = begin; k < end; ++k) {
+        const int64_t x2 = k % w2;
+        S* dst = reinterpret_cast<S*>(grid_out + k * row_bytes);
+        C* acc = nullptr;
+        if constexpr (std::is_same_v<S, C>) {
+          acc = dst;
+        } else {
+          acc = scratch.data();
+        }
+        sum_taps(acc, py, k / w2, [&](int64_t y) { return src_row(y, x2); }, d);
+        if constexpr (!std::is_same_v<S, C>) {
+          store(dst, acc, d);
+        }
+      }
+    });
+  };
+
+  if (keep_x) {
+    // w2 == w: the y pass reads the grid itself.
+    pass_y(grid_row);
+    return;
+  }
+
   // Pass 1, along x: tmp[y, x2] = sum_b wx[b] * grid[y, x_b], for every input y.
   // Uninitialised on purpose: every element is written before it is read.
   const std::unique_ptr<C[]> tmp(new C[static_cast<size_t>(h * w2 * d)]);
-  const int64_t work1 = h * w2 * d * static_cast<int64_t>(sizeof(C)) * ntaps;
+  const int64_t work1 = h * px.taps() * d * static_cast<int64_t>(sizeof(C));
   parallel_for(h * w2, threads_for_bytes(work1), [&](int64_t begin, int64_t end, int) {
     for (int64_t k = begin; k < end; ++k) {
       const int64_t y = k / w2;
-      const AxisTaps& tap = tx[static_cast<size_t>(k % w2)];
-      C* acc = tmp.get() + k * d;
-      for (int b = 0; b < ntaps; ++b) {
-        accumulate(acc, grid_row(y, tap.idx[b]), static_cast<C>(tap.w[b]), d, b == 0);
-      }
+      sum_taps(tmp.get() + k * d, px, k % w2, [&](int64_t x) { return grid_row(y, x); }, d);
     }
   });
-
-  // Pass 2, along y: out[y2, x2] = sum_a wy[a] * tmp[y_a, x2], accumulated in
-  // the output row itself when it holds the compute type.
-  char* grid_out = out + prefix * row_bytes;
-  const int64_t work2 = h2 * w2 * row_bytes * ntaps;
-  parallel_for(h2 * w2, threads_for_bytes(work2), [&](int64_t begin, int64_t end, int) {
-    std::vector<C> scratch(std::is_same_v<S, C> ? 0 : static_cast<size_t>(d));
-    for (int64_t k = begin; k < end; ++k) {
-      const AxisTaps& tap = ty[static_cast<size_t>(k / w2)];
-      const int64_t x2 = k % w2;
-      S* dst = reinterpret_cast<S*>(grid_out + k * row_bytes);
-      C* acc = nullptr;
-      if constexpr (std::is_same_v<S, C>) {
-        acc = dst;
-      } else {
-        acc = scratch.data();
-      }
-      for (int a = 0; a < ntaps; ++a) {
-        const C* row = tmp.get() + (tap.idx[a] * w2 + x2) * d;
-        accumulate(acc, row, static_cast<C>(tap.w[a]), d, a == 0);
-      }
-      if constexpr (!std::is_same_v<S, C>) {
-        store(dst, acc, d);
-      }
-    }
-  });
+  pass_y([&](int64_t y, int64_t x2) { return static_cast<const C*>(tmp.get() + (y * w2 + x2) * d); });
 }
 
 }  // namespace
 
-void axis_taps(int64_t in_size, int64_t out_size, GridMethod method, Align align,
-               AxisTaps* taps) {
+AxisPlan axis_plan(int64_t in_size, int64_t out_size, GridMethod method, Align align,
+                   bool antialias) {
+  AxisPlan plan;
+  plan.start.reserve(static_cast<size_t>(out_size) + 1);
+  plan.start.push_back(0);
+  auto tap = [&](int64_t idx, double weight) {
+    plan.idx.push_back(idx);
+    plan.w.push_back(weight);
+  };
+  auto close = [&] { plan.start.push_back(plan.taps()); };
+
+  if (antialias && in_size == out_size) {
+    for (int64_t i = 0; i < out_size; ++i) {
+      tap(i, 1.0);
+      close();
+    }
+    return plan;
+  }
+  if (antialias) {
+    // PyTorch's antialiased taps (align_corners=False): output i is centred
+    // at scale * (i + 0.5) on the input axis; the filter is stretched by the
+    // scale when shrinking, so every input row falls under some output's
+    // support; the taps are the rows whose centres the support reaches,
+    // cut at the borders, and their weights are normalised to sum to 1.
+    // Computed in float64 and rounded once to the compute type.
+    const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
+    const double half = method == GridMethod::bicubic ? 2.0 : 1.0;
+    const double support = scale >= 1.0 ? half * scale : half;
+    const double invscale = scale >= 1.0 ? 1.0 / scale : 1.0;
+    const int64_t most = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+    std::vector<double> wts;
+    for (int64_t i = 0; i < out_size; ++i) {
+      const double center = scale * (static_cast<double>(i) + 0.5);
+      const int64_t lo = std::max(static_cast<int64_t>(center - support + 0.5), int64_t{0});
+      const int64_t hi = std::min(static_cast<int64_t>(center + support + 0.5), in_size);
+      const int64_t n = std::min(std::max(hi - lo, int64_t{0}), most);
+      wts.assign(static_cast<size_t>(n), 0.0);
+      double total = 0.0;
+      for (int64_t j = 0; j < n; ++j) {
+        const double x = (static_cast<double>(j + lo) - center + 0.5) * invscale;
+        wts[static_cast<size_t>(j)] = antialias_filter(x, method);
+        total += wts[static_cast<size_t>(j)];
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        const double wj = wts[static_cast<size_t>(j)];
+        tap(lo + j, total != 0.0 ? wj / total : wj);
+      }
+      close();
+    }
+    return plan;
+  }
+  const int ntaps = method == GridMethod::bicubic ? 4 : 2;
+  plan.idx.reserve(static_cast<size_t>(out_size * ntaps));
+  plan.w.reserve(static_cast<size_t>(out_size * ntaps));
   for (int64_t i = 0; i < out_size; ++i) {
-    AxisTaps& t = taps[i];
     const SourceCoord c = source_coord(i, in_size, out_size, align);
     if (method == GridMethod::bilinear) {
       // Both taps are always summed, as PyTorch's bilinear does: a source
@@ -113,26 +198,31 @@ void axis_taps(int64_t in_size, int64_t out_size, GridMethod method, Align align
       // an infinity there gives NaN (0 * inf) and -0.0 + 0 * x gives 0.0.
       // (interpolate and lerp, by contrast, copy a row exactly at weight 0.)
       const int64_t lo = std::min(std::max(c.q, int64_t{0}), in_size - 1);
-      t.idx[0] = lo;
-      t.idx[1] = std::min(lo + 1, in_size - 1);
       const double frac = c.q < 0 ? 0.0 : c.frac;
-      t.w[0] = 1.0 - frac;
-      t.w[1] = frac;
-      t.idx[2] = t.idx[3] = lo;  // unused: bilinear sums two taps
-      t.w[2] = t.w[3] = 0.0;
+      tap(lo, 1.0 - frac);
+      tap(std::min(lo + 1, in_size - 1), frac);
     } else {
-      for (int k = 0; k < 4; ++k) t.idx[k] = clamp_index(c.q - 1 + k, in_size);
-      cubic_weights(c.frac, t.w);
+      double w[4];
+      cubic_weights(c.frac, w);
+      for (int k = 0; k < 4; ++k) tap(clamp_index(c.q - 1 + k, in_size), w[k]);
     }
+    close();
   }
+  return plan;
 }
 
 void resample_grid(const RowsView& table, FloatKind kind, int64_t prefix, int64_t h, int64_t w,
-                   int64_t h2, int64_t w2, GridMethod method, Align align, char* out) {
+                   int64_t h2, int64_t w2, GridMethod method, Align align, bool antialias,
+                   char* out) {
   with_float_kind(kind, [&](auto s) {
     using S = decltype(s);
-    resample_typed<S>(table, prefix, h, w, h2, w2, method, align, out);
+    resample_typed<S>(table, prefix, h, w, h2, w2, method, align, antialias, out);
   });
+}
+
+void interpolate_antialias(const RowsView& table, FloatKind kind, int64_t length, char* out) {
+  resample_grid(table, kind, 0, table.rows, 1, length, 1, GridMethod::bilinear,
+                Align::half_pixel, true, out);
 }
 
 }  // namespace posembed

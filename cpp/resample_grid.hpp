@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "interpolate.hpp"
 
@@ -12,20 +13,35 @@ namespace posembed {
 
 enum class GridMethod : int { bilinear = 0, bicubic = 1 };
 
-// The Keys cubic convolution constant PyTorch uses.
+// The Keys cubic convolution constants PyTorch uses: -0.75 for its plain
+// bicubic, -0.5 for the antialiased one (as Pillow).
 constexpr double kCubicA = -0.75;
+constexpr double kCubicAntialiasA = -0.5;
 
-// Tap rows and weights of one output index along one axis.
-struct AxisTaps {
-  int64_t idx[4];
-  double w[4];
+// The taps of every output index along one axis: output i sums
+// w[k] * row idx[k] for k in [start[i], start[i + 1]), left to right, in the
+// compute type. Plain filters have 2 (bilinear) or 4 (bicubic) taps per index,
+// their indices clamped to the axis so that border rows repeat; antialiased
+// ones a run of consecutive rows whose length varies with the index.
+struct AxisPlan {
+  std::vector<int64_t> start;  // out_size + 1 offsets into idx and w
+  std::vector<int64_t> idx;
+  std::vector<double> w;
+  int64_t taps() const { return static_cast<int64_t>(idx.size()); }
 };
-// Taps of every output index (bilinear: 2 taps, bicubic: 4 taps; indices
-// clamped to the axis, so border rows repeat).
-void axis_taps(int64_t in_size, int64_t out_size, GridMethod method, Align align, AxisTaps* taps);
+AxisPlan axis_plan(int64_t in_size, int64_t out_size, GridMethod method, Align align,
+                   bool antialias);
 
 // out: (prefix + H2 * W2, d), C-contiguous, the table's element type.
+// antialias (half_pixel only): PyTorch's antialiased filters, whose support
+// widens by in / out when shrinking (bicubic with A = -0.5); an axis whose
+// size does not change is left as it is, as PyTorch skips it.
 void resample_grid(const RowsView& table, FloatKind kind, int64_t prefix, int64_t h, int64_t w,
-                   int64_t h2, int64_t w2, GridMethod method, Align align, char* out);
+                   int64_t h2, int64_t w2, GridMethod method, Align align, bool antialias,
+                   char* out);
+
+// interpolate's antialias mode: the L rows as an (L, 1) grid resampled to
+// (length, 1) with the antialiased bilinear filter; out (length, d).
+void interpolate_antialias(const RowsView& table, FloatKind kind, int64_t length, char* out);
 
 }  // namespace posembed

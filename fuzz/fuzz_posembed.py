@@ -722,8 +722,14 @@ def _interpolate(b: Builder) -> Call:
     call.add("table", b.table())
     call.add("length", b.size("length", 0, 40, standin=3))
     b.maybe(call, "align", lambda: b.choice(["scale", "half_pixel", "corners"]))
+    b.maybe(call, "antialias", lambda: _antialias(b), odds=3)
     b.maybe(call, "out", lambda: b.out(["table"]), odds=4)
     return b.finish(call)
+
+
+def _antialias(b: Builder) -> Arg:
+    """antialias=: mostly True (the default is False), sometimes not a bool."""
+    return Value(b.r.pick([True, True, True, False, np.bool_(True), 1, None, "yes"]))
 
 
 @target("lerp")
@@ -808,6 +814,7 @@ def _resample_grid(b: Builder) -> Call:
     b.maybe(call, "prefix", lambda: b.count(prefix, prefix))
     b.maybe(call, "method", lambda: b.choice(["bicubic", "bilinear"]))
     b.maybe(call, "align", lambda: b.choice(["half_pixel", "corners"]))
+    b.maybe(call, "antialias", lambda: _antialias(b), odds=3)
     return b.finish(call)
 
 

@@ -56,6 +56,12 @@ def cases(lib: Any = posembed) -> dict[str, Callable[[], np.ndarray]]:
                 found[f"resample-{method}-{key}"] = lambda g=grid, m=method: lib.resample_grid(
                     g, (5, 6), (9, 7), prefix=1, method=m
                 )
+                found[f"resample-antialias-{method}-{key}"] = lambda g=grid, m=method: (
+                    lib.resample_grid(g, (5, 6), (3, 11), prefix=1, method=m, antialias=True)
+                )
+            found[f"interpolate-antialias-{key}"] = lambda t=t: lib.interpolate(
+                t, 15, align="half_pixel", antialias=True
+            )
             tok = table(rng, 300, d, dtype)
             ids = rng.integers(0, 300, (3, 29))
             found[f"embed-{key}"] = lambda a=tok, t=t, i=ids: lib.embed(a, i, t)

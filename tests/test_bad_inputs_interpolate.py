@@ -38,6 +38,7 @@ FAMILY = Family(
                 "table": table(10, 4),
                 "length": 15,
                 "align": "scale",
+                "antialias": False,
                 "out": sentinel((15, 4)),
             },
         ),
@@ -149,6 +150,14 @@ add(
     ),
     ValueError,
     r"out must not overlap table: they share memory",
+)
+add("antialias", "type", None, TypeError, r"antialias must be True or False; got None")
+add(
+    "antialias",
+    "combination",
+    True,
+    ValueError,
+    r"antialias=True needs align='half_pixel' .*; got align='scale'",
 )
 
 # ---- lerp -------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ FAMILY = Family(
                 "prefix": 1,
                 "method": "bicubic",
                 "align": "half_pixel",
+                "antialias": False,
             },
         ),
     },
@@ -94,6 +95,16 @@ add(
     r"table has 10 rows but prefix \+ H \* W = 2 \+ 3 \* 3 = 11 \(prefix 2, grid \(3, 3\)\)",
 )
 add("grid", "shape", (2, 5), ValueError, r"prefix \+ H \* W = 1 \+ 2 \* 5 = 11 \(prefix 1, grid")
+add("antialias", "type", 1, TypeError, r"antialias must be True or False; got 1")
+add("antialias", "type", "yes", TypeError, r"antialias must be True or False; got 'yes'")
+add(
+    "antialias",
+    "combination",
+    True,
+    ValueError,
+    r"antialias=True needs align='half_pixel' .*; got align='corners'",
+    also={"align": "corners"},
+)
 
 del add
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -124,6 +126,101 @@ def test_matches_pytorch_linear(rng, align, rows, length):
     np.testing.assert_allclose(got, want, rtol=0, atol=bound)
 
 
+# ---------------------------------------------------------------- antialias
+
+AA_LENGTHS = [(24, 16), (24, 48), (24, 37), (16, 64), (7, 3), (1, 5), (5, 1), (300, 77), (9, 9)]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_TABLE_DTYPES, ids=str)
+@pytest.mark.parametrize(("rows", "length"), AA_LENGTHS)
+def test_antialias_matches_reference(rng, dtype, rows, length):
+    table = normal_table(rng, rows, 12, dtype)
+    out = np.zeros((length, 12), dtype)
+    got = posembed.interpolate(table, length, align="half_pixel", antialias=True, out=out)
+    assert got is out
+    assert_same(got, reference.interpolate(table, length, align="half_pixel", antialias=True))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.integers(1, 60),
+    cols=st.integers(0, 9),
+    length=st.integers(1, 90),
+    dtype=st.sampled_from(FLOAT_TABLE_DTYPES),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_antialias_hypothesis_matches_reference(rows, cols, length, dtype, seed):
+    table = normal_table(np.random.default_rng(seed), rows, cols, dtype)
+    kw = {"align": "half_pixel", "antialias": True}
+    assert_same(
+        posembed.interpolate(table, length, **kw), reference.interpolate(table, length, **kw)
+    )
+
+
+def test_antialias_non_contiguous_tables(rng):
+    base = normal_table(rng, 60, 20, np.float32)
+    kw = {"align": "half_pixel", "antialias": True}
+    for view in (base[::-1], base[::2], base[:, ::2], np.asfortranarray(base)):
+        for length in (17, 77):
+            got = posembed.interpolate(view, length, **kw)
+            assert_same(got, reference.interpolate(np.ascontiguousarray(view), length, **kw))
+
+
+def _antialias_pytorch(torch, table, length, antialias=True):
+    """PyTorch's antialiased bilinear on the (1, d, 1, L) image."""
+    src = torch.from_numpy(table).T[None, :, None, :]
+    return torch.nn.functional.interpolate(
+        src, size=(1, length), mode="bilinear", antialias=antialias, align_corners=False
+    )[0, :, 0].T.numpy()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
+@pytest.mark.parametrize(("rows", "length"), AA_LENGTHS)
+def test_antialias_matches_pytorch(rng, dtype, rows, length):
+    torch = torch_or_skip()
+    table = normal_table(rng, rows, 16, dtype)
+    got = posembed.interpolate(table, length, align="half_pixel", antialias=True)
+    want = _antialias_pytorch(torch, table, length)
+    # PyTorch computes centres, filter arguments and normalised weights in the
+    # table's type: ~2 eps * size in a coordinate, times the triangle's slope 1,
+    # over the taps over their total (at most 3), doubled by the normalisation;
+    # plus the rounding of a sum of up to `taps` terms.
+    eps = np.finfo(dtype).eps
+    size = max(rows, length)
+    taps = 2 * math.ceil(max(rows / length, 1.0)) + 1
+    bound = eps * np.abs(table).max() * (2 * 3 * 2 * size + taps)
+    np.testing.assert_allclose(got, want, rtol=0, atol=bound)
+
+
+@pytest.mark.parametrize(("rows", "length"), [(24, 48), (24, 37), (16, 64), (1, 5), (5, 7)])
+def test_antialias_growing_is_plain_half_pixel(rng, rows, length):
+    """Growing, the triangle is not stretched: the plain half_pixel blend,
+    in PyTorch as here (to round-off: the weights are normalised)."""
+    table = normal_table(rng, rows, 8, np.float32)
+    aa = posembed.interpolate(table, length, align="half_pixel", antialias=True)
+    plain = posembed.interpolate(table, length, align="half_pixel")
+    eps = np.finfo(np.float32).eps
+    bound = eps * np.abs(table).max() * 4  # one rounding of each of two weights, and the sum
+    np.testing.assert_allclose(aa, plain, rtol=0, atol=bound)
+    torch = pytest.importorskip("torch")  # PyTorch is optional; the twin is checked above
+    want = _antialias_pytorch(torch, table, length, antialias=False)
+    np.testing.assert_allclose(_antialias_pytorch(torch, table, length), want, rtol=0, atol=bound)
+
+
+def test_antialias_shrinking_averages_the_rows_between(rng):
+    """Shrinking 24 -> 8, the plain half_pixel blend lands exactly on every
+    third row and sees only those (aliasing); the antialiased triangle,
+    stretched to 3 rows each side, weighs them 1 against 2 * (2/3 + 1/3) for
+    their neighbours: 1/3 inside, 1 / (8/3) at the cut borders."""
+    table = np.zeros((24, 1), np.float32)
+    table[1::3] = 1.0
+    aa = posembed.interpolate(table, 8, align="half_pixel", antialias=True)
+    plain = posembed.interpolate(table, 8, align="half_pixel")
+    assert (plain == 1.0).all()
+    np.testing.assert_allclose(aa[1:-1], 1 / 3, rtol=4 * np.finfo(np.float32).eps)
+    np.testing.assert_allclose(aa[[0, -1]], 3 / 8, rtol=4 * np.finfo(np.float32).eps)
+
+
 # ---------------------------------------------------------------- lerp
 
 
@@ -197,6 +294,30 @@ BAD = [
         {"align": "edges"},
         ValueError,
         "'scale', 'half_pixel', 'corners'",
+    ),
+    (
+        "antialias not a bool",
+        np.zeros((4, 2), np.float32),
+        8,
+        {"antialias": "yes", "align": "half_pixel"},
+        TypeError,
+        "antialias must be True or False; got 'yes'",
+    ),
+    (
+        "antialias with scale",
+        np.zeros((4, 2), np.float32),
+        8,
+        {"antialias": True},
+        ValueError,
+        "antialias=True needs align='half_pixel'.*got align='scale'",
+    ),
+    (
+        "antialias with corners",
+        np.zeros((4, 2), np.float32),
+        8,
+        {"antialias": True, "align": "corners"},
+        ValueError,
+        "antialias=True needs align='half_pixel'.*got align='corners'",
     ),
 ]
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import posembed
 from posembed import reference
@@ -119,6 +123,160 @@ def test_every_tap_is_summed_even_at_weight_zero(rng, method, align, special):
     np.testing.assert_array_equal(np.signbit(got[exact]), np.signbit(ref[exact]))
 
 
+# -- antialias ------------------------------------------------------------------------
+
+# Shrinking, growing, by a non-integer factor, non-square, to and from one row,
+# and one axis unchanged.
+AA_GRIDS = [
+    ((24, 24), (16, 16)),
+    ((24, 24), (48, 48)),
+    ((24, 24), (37, 37)),
+    ((14, 20), (7, 9)),
+    ((16, 16), (64, 64)),
+    ((7, 7), (3, 3)),
+    ((1, 1), (5, 5)),
+    ((5, 5), (1, 1)),
+    ((14, 20), (14, 9)),
+    ((6, 4), (13, 4)),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_TABLE_DTYPES, ids=str)
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize(("grid", "new_grid"), AA_GRIDS, ids=str)
+@pytest.mark.parametrize("prefix", [0, 1, 2])
+def test_antialias_matches_reference(rng, dtype, method, grid, new_grid, prefix):
+    table = normal_table(rng, prefix + grid[0] * grid[1], 6, dtype)
+    kw = {"prefix": prefix, "method": method, "antialias": True}
+    got = posembed.resample_grid(table, grid, new_grid, **kw)
+    assert_same(got, reference.resample_grid(table, grid, new_grid, **kw))
+    assert_same(got[:prefix], table[:prefix])
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    grid=st.tuples(st.integers(1, 12), st.integers(1, 12)),
+    new_grid=st.tuples(st.integers(1, 30), st.integers(1, 30)),
+    prefix=st.integers(0, 2),
+    cols=st.integers(1, 9),
+    method=st.sampled_from(METHODS),
+    dtype=st.sampled_from(FLOAT_TABLE_DTYPES),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_antialias_hypothesis_matches_reference(grid, new_grid, prefix, cols, method, dtype, seed):
+    table = normal_table(np.random.default_rng(seed), prefix + grid[0] * grid[1], cols, dtype)
+    kw = {"prefix": prefix, "method": method, "antialias": True}
+    got = posembed.resample_grid(table, grid, new_grid, **kw)
+    assert_same(got, reference.resample_grid(table, grid, new_grid, **kw))
+
+
+def _aa_taps(size: int, new_size: int, method: str) -> int:
+    """The most taps an antialiased output reads along an axis (PyTorch's bound)."""
+    scale = size / new_size
+    half = 2 if method == "bicubic" else 1
+    return 2 * math.ceil(half * max(scale, 1.0)) + 1
+
+
+def _timm_resample(torch, table, prefix, grid, new_grid, method):
+    """timm's resample_abs_pos_embed with its defaults, on a (1, N, d) pos_embed."""
+    pos = torch.from_numpy(table)[None]
+    d = pos.shape[-1]
+    head, grid_rows = pos[:, :prefix], pos[:, prefix:]
+    g = grid_rows.reshape(1, *grid, d).permute(0, 3, 1, 2)
+    g = torch.nn.functional.interpolate(
+        g, size=new_grid, mode=method, antialias=True, align_corners=False
+    )
+    g = g.permute(0, 2, 3, 1).reshape(1, -1, d)
+    return torch.cat([head, g], dim=1)[0].numpy()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize(("grid", "new_grid"), AA_GRIDS, ids=str)
+@pytest.mark.parametrize("prefix", [0, 1, 2])
+def test_antialias_matches_pytorch(rng, dtype, method, grid, new_grid, prefix):
+    torch = torch_or_skip()
+    table = normal_table(rng, prefix + grid[0] * grid[1], 16, dtype)
+    got = posembed.resample_grid(
+        table, grid, new_grid, prefix=prefix, method=method, antialias=True
+    )
+    want = _timm_resample(torch, table, prefix, grid, new_grid, method)
+    # PyTorch computes the centres, the filter's arguments and the normalised
+    # weights in the table's type: an error of ~2 eps * size in a coordinate,
+    # times the filters' slope (at most 1.5 per unit for either), summed over the
+    # taps over their total (at most 2 * half + 1 = 5 with the support's
+    # stretch), doubled by the normalisation; per axis, two axes. Plus the
+    # rounding of each pass's sum of up to `taps` terms (weights' |sum| < 1.5).
+    eps = np.finfo(dtype).eps
+    size = max(*grid, *new_grid)
+    taps = max(_aa_taps(grid[0], new_grid[0], method), _aa_taps(grid[1], new_grid[1], method))
+    slope = 2 * 1.5 * 5 * 2 * size
+    bound = eps * np.abs(table).max() * 2 * (slope + 1.5 * taps)
+    np.testing.assert_allclose(got, want, rtol=0, atol=bound)
+    assert_same(got[:prefix], table[:prefix])
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_antialias_differs_from_the_plain_filter(rng, method):
+    """Not the plain filter under another name: shrinking, the support widens;
+    even growing 24 -> 48, bicubic's A = -0.5 differs from -0.75 (somewhere
+    by more than 0.05 on N(0, 1) values)."""
+    table = normal_table(rng, 24 * 24, 8, np.float32)
+    for new_grid in ((16, 16), (48, 48)):
+        aa = posembed.resample_grid(table, (24, 24), new_grid, method=method, antialias=True)
+        plain = posembed.resample_grid(table, (24, 24), new_grid, method=method)
+        if method == "bilinear" and new_grid == (48, 48):
+            # growing, the triangle reaches the plain filter's two rows with its
+            # weights (quarters here, exact in any type), so the bytes agree
+            assert_same(aa, plain)
+        else:
+            assert np.abs(aa - plain).max() > 0.05
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_antialias_same_grid_is_the_identity(rng, method):
+    table = normal_table(rng, 1 + 9 * 7, 5, np.float32)
+    table[5] = np.inf  # kept as it is: an unchanged axis is not filtered
+    got = posembed.resample_grid(table, (9, 7), (9, 7), prefix=1, method=method, antialias=True)
+    assert_same(got, table)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_antialias_leaves_an_unchanged_axis_alone(rng, method):
+    """A (4, 6) -> (4, 3) resample filters along x only, as PyTorch skips an
+    axis whose size does not change: an infinity reaches its own grid row and
+    no other, where a filter along y would spread NaN (0 * inf) to the rest."""
+    grid, new_grid = (4, 6), (4, 3)
+    table = normal_table(rng, grid[0] * grid[1], 2, np.float32)
+    table[1 * 6 + 2] = np.inf  # grid row 1
+    got = posembed.resample_grid(table, grid, new_grid, method=method, antialias=True)
+    rows = got.reshape(*new_grid, 2)
+    assert np.isfinite(rows[[0, 2, 3]]).all()
+    assert not np.isfinite(rows[1]).all()
+    torch = pytest.importorskip("torch")  # PyTorch is optional; the twin is checked above
+    want = _timm_resample(torch, table, 0, grid, new_grid, method)
+    np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
+
+
+def test_antialias_thread_count_does_not_change_bytes(rng, restore_threads):
+    table = normal_table(rng, 1 + 24 * 24, 32, np.float32)
+    want = reference.resample_grid(table, (24, 24), (16, 37), prefix=1, antialias=True)
+    for threads in (1, 2, 3):
+        posembed.set_num_threads(threads)
+        got = posembed.resample_grid(table, (24, 24), (16, 37), prefix=1, antialias=True)
+        assert_same(got, want)
+
+
+def test_antialias_non_contiguous_tables(rng):
+    base = normal_table(rng, 2 + 5 * 6, 8, np.float64)
+    for view in (base[:, ::3], base[::-1], np.asfortranarray(base)):
+        got = posembed.resample_grid(view, (5, 6), (3, 11), prefix=2, antialias=True)
+        want = reference.resample_grid(
+            np.ascontiguousarray(view), (5, 6), (3, 11), prefix=2, antialias=True
+        )
+        assert_same(got, want)
+
+
 BAD = [
     (
         "rows do not match",
@@ -168,6 +326,24 @@ BAD = [
         "'half_pixel', 'corners'",
     ),
     ("int table", np.zeros((9, 2), np.int64), (3, 3), (4, 4), {}, TypeError, "float dtype"),
+    (
+        "antialias not a bool",
+        np.zeros((9, 2), np.float32),
+        (3, 3),
+        (4, 4),
+        {"antialias": 1},
+        TypeError,
+        "antialias must be True or False; got 1",
+    ),
+    (
+        "antialias with corners",
+        np.zeros((9, 2), np.float32),
+        (3, 3),
+        (4, 4),
+        {"antialias": True, "align": "corners"},
+        ValueError,
+        "antialias=True needs align='half_pixel'.*got align='corners'",
+    ),
     ("3-D table", np.zeros((3, 3, 2), np.float32), (3, 3), (4, 4), {}, ValueError, "2-D"),
 ]
 

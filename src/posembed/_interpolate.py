@@ -12,7 +12,12 @@ from posembed import _validate as v
 
 
 def interpolate(
-    table: Any, length: int, *, align: str = "scale", out: np.ndarray | None = None
+    table: Any,
+    length: int,
+    *,
+    align: str = "scale",
+    antialias: bool = False,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Stretch or shrink a position table to ``length`` rows by linear interpolation.
 
@@ -33,6 +38,14 @@ def interpolate(
         PyTorch ``F.interpolate(mode="linear", align_corners=False)``.
         ``"corners"``: ``s = i * (L - 1) / (T - 1)``, as ``align_corners=True``;
         the first and last rows are the table's.
+    antialias : bool
+        With ``align="half_pixel"`` only: PyTorch's antialiased bilinear
+        filter, ``F.interpolate`` of the (1, d, 1, L) image with
+        ``mode="bilinear", antialias=True, align_corners=False``. When
+        shrinking, the triangle is stretched by L / T so that every row
+        contributes (no aliasing); its weights are normalised to sum to 1
+        and every tap is summed. When growing, it gives the plain
+        ``"half_pixel"`` result.
     out : ndarray, optional
         Destination (T, d) of the table's dtype, writeable, C-contiguous and
         not overlapping the table; untouched if the call fails.
@@ -48,23 +61,25 @@ def interpolate(
     ------
     TypeError
         A table NumPy cannot read as an array or not of a float dtype above, a
-        ``length`` that is not an integer, or ``out`` that is not an ndarray or
-        of another dtype.
+        ``length`` that is not an integer, ``antialias`` that is not a bool,
+        or ``out`` that is not an ndarray or of another dtype.
     ValueError
         A table that is not 2-D or has no rows, ``length`` < 1, an unknown
-        ``align``, a result too large to index (2^62), or ``out`` of the wrong
+        ``align``, ``antialias=True`` with an ``align`` other than
+        ``"half_pixel"``, a result too large to index (2^62), or ``out`` of the wrong
         shape, read-only, misaligned, non-contiguous or overlapping the table.
     """
     t, kind = v.float_table(table)
     v.check_has_rows(t)
     n = v.positive_int(length, "length")
     a = v.ALIGNS[v.choice(align, "align", v.ALIGNS)]
+    aa = v.antialias_flag(antialias, align)
     v.check_sizes("length", 4, n, t.shape[0])
     v.check_sizes("the result", n, t.shape[1], t.itemsize)
     if out is not None:
         # against the caller's table too: t may be a converted copy
         out = v.check_out(out, (n, t.shape[1]), t.dtype, table=(t, table))
-    return _core.interpolate(t, kind, n, a, 0, out)
+    return _core.interpolate(t, kind, n, a, 0, out, antialias=aa)
 
 
 def lerp(table: Any, positions: Any, *, out: np.ndarray | None = None) -> np.ndarray:

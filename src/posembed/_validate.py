@@ -204,6 +204,18 @@ def flag(value: Any, name: str) -> bool:
     raise TypeError(f"{name} must be True or False; got {value!r}")
 
 
+def antialias_flag(antialias: Any, align: str) -> bool:
+    """``antialias`` as a bool (see :func:`flag`); True only with half_pixel,
+    the alignment PyTorch's antialiased filters are centred on."""
+    aa = flag(antialias, "antialias")
+    if aa and align != "half_pixel":
+        raise ValueError(
+            f"antialias=True needs align='half_pixel' (PyTorch's antialiased filters are "
+            f"centred on half pixels, as align_corners=False); got align={align!r}"
+        )
+    return aa
+
+
 def check_out(
     out: Any,
     shape: tuple[int, ...],

@@ -119,6 +119,7 @@ def interpolate(
     first: SupportsIndex = 0,
     out: np.ndarray | None = None,
     out_just_allocated: bool = False,
+    antialias: bool = False,
 ) -> np.ndarray: ...
 def lerp(
     table: np.ndarray,
@@ -136,6 +137,7 @@ def resample_grid(
     new_width: SupportsIndex,
     method: GridMethod,
     align: Align,
+    antialias: bool = False,
 ) -> np.ndarray: ...
 def embed(
     tokens: np.ndarray,

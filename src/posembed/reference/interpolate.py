@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from posembed.reference._antialias import _antialias_taps, _sum_taps
 from posembed.reference._common import (
     _array,
     _check_out,
@@ -61,7 +62,12 @@ def _blend(table: np.ndarray, lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> 
 
 
 def interpolate(
-    table: Any, length: int, *, align: str = "scale", out: np.ndarray | None = None
+    table: Any,
+    length: int,
+    *,
+    align: str = "scale",
+    antialias: bool = False,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Linear interpolation of the table's rows to ``length`` rows.
 
@@ -76,6 +82,9 @@ def interpolate(
         T >= 1 rows in the result.
     align : {"scale", "half_pixel", "corners"}
         As for :func:`posembed.interpolate`.
+    antialias : bool
+        PyTorch's antialiased bilinear filter (``"half_pixel"`` only): every
+        tap summed left to right, weights from float64 rounded once.
     out : ndarray, optional
         Destination of shape (T, d) and the table's dtype.
 
@@ -88,11 +97,12 @@ def interpolate(
     ------
     TypeError
         A table NumPy cannot read or not of a float dtype above, a ``length``
-        that is not an integer, or ``out`` that is not an ndarray or of another
-        dtype.
+        that is not an integer, ``antialias`` that is not a bool, or ``out``
+        that is not an ndarray or of another dtype.
     ValueError
         A table that is not 2-D or has no rows, ``length`` < 1, an unknown
-        ``align``, or ``out`` of the wrong shape, read-only, non-contiguous,
+        ``align``, ``antialias=True`` with another ``align`` than
+        ``"half_pixel"``, or ``out`` of the wrong shape, read-only, non-contiguous,
         misaligned or overlapping an input.
     """
     t = _float_table(table)
@@ -101,13 +111,28 @@ def interpolate(
     n = _count(length, "length", 1)
     if align not in ("scale", "half_pixel", "corners"):
         raise ValueError(f"align must be 'scale', 'half_pixel' or 'corners'; got {align!r}")
+    if not isinstance(antialias, (bool, np.bool_)):
+        raise TypeError(f"antialias must be a bool; got {antialias!r}")
+    if antialias and align != "half_pixel":
+        raise ValueError(f"antialias needs align 'half_pixel'; got {align!r}")
     _check_size("length", 4, n, t.shape[0])
     _check_size("the result", n, t.shape[1], t.itemsize)
+    if antialias:
+        return _into(out, _antialiased(t, n), t, table)
     taps = _linear_taps(t.shape[0], n, align)
     lo = np.array([k[0] for k in taps], dtype=np.int64)
     hi = np.array([k[1] for k in taps], dtype=np.int64)
     w = np.array([k[2] for k in taps], dtype=np.float64)
     return _into(out, _blend(t, lo, hi, w), t, table)
+
+
+def _antialiased(table: np.ndarray, length: int) -> np.ndarray:
+    """Antialiased bilinear resampling of the rows; the same length is a copy."""
+    if length == table.shape[0]:
+        return table.copy()
+    idx, wts = _antialias_taps(table.shape[0], length, "bilinear")
+    out = _sum_taps(table.astype(_compute_dtype(table)), idx, wts, 0)
+    return out.astype(table.dtype)
 
 
 def lerp(table: Any, positions: Any, *, out: np.ndarray | None = None) -> np.ndarray:

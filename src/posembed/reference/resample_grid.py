@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from posembed.reference._antialias import _antialias_taps, _sum_taps
 from posembed.reference._common import _check_size, _compute_dtype, _count, _float_table
 from posembed.reference.interpolate import _source
 
@@ -49,11 +50,13 @@ def resample_grid(
     prefix: int = 0,
     method: str = "bicubic",
     align: str = "half_pixel",
+    antialias: bool = False,
 ) -> np.ndarray:
     """Separable 2-D resampling of the (H, W) grid after ``prefix`` rows.
 
     The twin of :func:`posembed.resample_grid`: along x, then along y, summing
-    the taps left to right in float32 (float64 for float64 tables).
+    the taps left to right in float32 (float64 for float64 tables), the
+    weights computed in float64 and rounded once to that type.
 
     Parameters
     ----------
@@ -69,6 +72,9 @@ def resample_grid(
         Keys' cubic with A = -0.75, or linear.
     align : {"half_pixel", "corners"}
         As PyTorch ``align_corners=False`` / ``True``.
+    antialias : bool
+        PyTorch's antialiased filters (``"half_pixel"`` only); an axis that
+        keeps its size is left alone.
 
     Returns
     -------
@@ -80,10 +86,11 @@ def resample_grid(
     TypeError
         A table NumPy cannot read or not of a float dtype above; ``grid`` or
         ``new_grid`` that is not a pair or holds a non-integer; a ``prefix``
-        that is not an integer.
+        that is not an integer; ``antialias`` that is not a bool.
     ValueError
         A table that is not 2-D; a grid side < 1; a negative ``prefix``; table
-        rows other than ``prefix + H * W``; an unknown ``method`` or ``align``.
+        rows other than ``prefix + H * W``; an unknown ``method`` or ``align``;
+        ``antialias=True`` with ``align="corners"``.
     """
     t = _float_table(table)
     sides = []
@@ -103,19 +110,22 @@ def resample_grid(
         raise ValueError(f"unknown method {method!r}")
     if align not in ("half_pixel", "corners"):
         raise ValueError(f"unknown align {align!r}")
+    if not isinstance(antialias, (bool, np.bool_)):
+        raise TypeError(f"antialias must be a bool; got {antialias!r}")
+    if antialias and align != "half_pixel":
+        raise ValueError("antialias needs align 'half_pixel'")
+    if antialias:
+        if (h, w) == (h2, w2):
+            return t.copy()
+        ix, wx = _antialias_taps(w, w2, method)
+        iy, wy = _antialias_taps(h, h2, method)
+    else:
+        ix, wx = _axis_taps(w, w2, method, align)
+        iy, wy = _axis_taps(h, h2, method, align)
     c = _compute_dtype(t)
     g = t[p:].reshape(h, w, -1).astype(c)
-    ix, wx = _axis_taps(w, w2, method, align)
-    iy, wy = _axis_taps(h, h2, method, align)
-    taps = len(ix[0])
-    # along x, then along y, summing taps left to right
-    tmp = np.asarray(wx, np.float64)[:, 0].astype(c)[None, :, None] * g[:, [k[0] for k in ix]]
-    for b in range(1, taps):
-        wb = np.asarray(wx, np.float64)[:, b].astype(c)[None, :, None]
-        tmp = tmp + wb * g[:, [k[b] for k in ix]]
-    out = np.asarray(wy, np.float64)[:, 0].astype(c)[:, None, None] * tmp[[k[0] for k in iy]]
-    for a in range(1, taps):
-        wa = np.asarray(wy, np.float64)[:, a].astype(c)[:, None, None]
-        out = out + wa * tmp[[k[a] for k in iy]]
+    # along x, then along y (an antialiased axis that keeps its size is skipped)
+    tmp = g if antialias and w == w2 else _sum_taps(g, ix, wx, 1)
+    out = tmp if antialias and h == h2 else _sum_taps(tmp, iy, wy, 0)
     grid_rows = out.reshape(h2 * w2, -1).astype(t.dtype)
     return np.concatenate([t[:p], grid_rows]).astype(t.dtype)

@@ -43,7 +43,7 @@ CASE_NAMES = {
     "gather": ("out= given", "fresh output", "in cache, out=", "one row"),
     "interpolate": ("fresh output", "out= given", "lerp", "lerp 4 positions"),
     "extend": ("tile",),
-    "resample_grid": ("bicubic", "bilinear"),
+    "resample_grid": ("bicubic", "bilinear", "antialias shrinking", "antialias growing"),
     "similarity": ("all pairs",),
     "windows": (
         "fresh output",

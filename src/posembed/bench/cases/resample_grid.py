@@ -1,4 +1,5 @@
-"""resample_grid: a ViT's patch grid resampled in 2-D, bicubic and bilinear."""
+"""resample_grid: a ViT's patch grid resampled in 2-D, bicubic and bilinear,
+and antialiased bicubic (timm's default) shrinking and growing."""
 
 from __future__ import annotations
 
@@ -45,4 +46,38 @@ def build(quick: bool = False) -> list[Case]:
             lambda: bool(np.array_equal(ours(), twin())),
         )
 
-    return [case("bicubic"), case("bilinear")]
+    def antialiased(name: str, new: tuple[int, int]) -> Case:
+        def ours() -> np.ndarray:
+            return posembed.resample_grid(table, (24, 24), new, prefix=1, antialias=True)
+
+        def twin() -> np.ndarray:
+            return reference.resample_grid(table, (24, 24), new, prefix=1, antialias=True)
+
+        impls: dict[str, Callable[[], object]] = {"reference": twin, "posembed": ours}
+        if torch is not None:
+            tt = torch.from_numpy(table)
+
+            def timm_style() -> object:  # resample_abs_pos_embed with timm's defaults
+                grid = tt[1:].reshape(1, 24, 24, d).permute(0, 3, 1, 2)
+                out = torch.nn.functional.interpolate(
+                    grid, size=new, mode="bicubic", antialias=True, align_corners=False
+                )
+                return torch.cat([tt[:1], out.permute(0, 2, 3, 1).reshape(-1, d)])
+
+            impls["torch"] = timm_style
+        return Case(
+            "resample_grid",
+            name,
+            f"24x24 -> {new[0]}x{new[1]} bicubic, prefix 1, d=768 f32",
+            (1 + new[0] * new[1]) * d * 4,
+            impls,
+            "write fresh",
+            lambda: bool(np.array_equal(ours(), twin())),
+        )
+
+    return [
+        case("bicubic"),
+        case("bilinear"),
+        antialiased("antialias shrinking", (16, 16)),
+        antialiased("antialias growing", (48, 48)),
+    ]
