@@ -658,7 +658,7 @@ def test_file_errors(model, tmp_path):
     out = tmp_path / "out.safetensors"
     with pytest.raises(FileNotFoundError, match=r"nope\.safetensors: no such file"):
         resize_checkpoint(tmp_path / "nope.safetensors", out, key, 8)
-    with pytest.raises(FileNotFoundError, match="a model folder holds config.json; there is none"):
+    with pytest.raises(FileNotFoundError, match=r"model folder holds config\.json; there is"):
         resize_checkpoint(tmp_path, out, key, 8)
     with pytest.raises(IsADirectoryError, match="is a folder; give a file path"):
         resize_checkpoint(src, tmp_path, key, 8)
