@@ -181,13 +181,6 @@ class _Folder:
             return _json.loads(f.read(JSON_BYTES + 1), str(self.path / name))
 
 
-@dataclass
-class _Shard:
-    name: str
-    fd: int
-    header: sft.Header
-
-
 def resize_folder(
     src: Path,
     dst: Path,
@@ -201,7 +194,10 @@ def resize_folder(
     updates = _updates(set_config)
     _check_output(src, dst, overwrite)
     folder = _Folder(src)
-    shards: dict[str, _Shard] = {}
+    # every shard's header, read and closed (a model may have more shards than
+    # a process may hold files open); only the table's stays open
+    shards: dict[str, sft.Header] = {}
+    table_fd = -1
     try:
         if CONFIG not in folder.files:
             raise FileNotFoundError(
@@ -213,9 +209,11 @@ def resize_folder(
             raise ValueError(f"{src / CONFIG} must be a JSON object; got {type(config).__name__}")
         index, weight_map = _weight_map(folder)
         for name in dict.fromkeys(weight_map.values()):
-            shards[name] = _open_shard(folder, name)
+            fd = folder.open(name)
+            with os.fdopen(fd, "rb") as f:
+                shards[name] = sft.read_header(f, src / name)
         if index is None:
-            weight_map = dict.fromkeys(shards[SINGLE].header.entries, SINGLE)
+            weight_map = dict.fromkeys(shards[SINGLE].entries, SINGLE)
         else:
             _check_shards(src, weight_map, shards)
         model_type = config.get("model_type")
@@ -229,10 +227,14 @@ def resize_folder(
         assert key is not None
         if key not in weight_map:
             raise no_table(key, list(weight_map))
-        shard = shards[weight_map[key]]
-        shard_file = os.fdopen(os.dup(shard.fd), "rb")
-        with shard_file:
-            table = resize_table(shard_file, shard.header, key, prefix or 0, plan)
+        shard = weight_map[key]
+        table_fd = folder.open(shard)
+        with os.fdopen(os.dup(table_fd), "rb") as f:
+            header = sft.read_header(f, src / shard)
+            if header.entries != shards[shard].entries:
+                raise ValueError(f"{src / shard}: the file changed while reading")
+            shards[shard] = header
+            table = resize_table(f, header, key, prefix or 0, plan)
         changes = _config_changes(config, family, table, plan)
         for name, value in updates.items():
             old = _set(config, name, value)
@@ -257,17 +259,13 @@ def resize_folder(
         }
         tmp = _outdir.new_temp(dst)
         try:
-            for name, sh in shards.items():
-                if name == shard.name:
-                    write(sh.fd, sh.header, table, tmp / name)
+            for name, header in shards.items():
+                if name == shard:
+                    write(table_fd, header, table, tmp / name)
                 else:
-                    _copy(sh.fd, sh.header.path, tmp / name)
+                    _copy(folder, name, tmp, header.file_size)
             for name in others:
-                fd = folder.open(name)
-                try:
-                    _copy(fd, src / name, tmp / name)
-                finally:
-                    os.close(fd)
+                _copy(folder, name, tmp)
             (tmp / CONFIG).write_text(config_text, encoding="utf-8")
             if index_text is not None:
                 (tmp / INDEX).write_text(index_text, encoding="utf-8")
@@ -277,8 +275,8 @@ def resize_folder(
             _outdir.discard(tmp, exc)
             raise
     finally:
-        for sh in shards.values():
-            os.close(sh.fd)
+        if table_fd >= 0:
+            os.close(table_fd)
         folder.close()
     entry = table.entry
     return ResizeResult(
@@ -289,7 +287,7 @@ def resize_folder(
         table.prefix,
         table.mode,
         dst,
-        shard=shard.name,
+        shard=shard,
         config=changes,
         skipped=tuple(skipped),
     )
@@ -373,22 +371,11 @@ def _weight_map(folder: _Folder) -> tuple[dict[str, Any] | None, dict[str, str]]
     return index, weight_map
 
 
-def _open_shard(folder: _Folder, name: str) -> _Shard:
-    fd = folder.open(name)
-    try:
-        with os.fdopen(os.dup(fd), "rb") as f:
-            header = sft.read_header(f, folder.path / name)
-    except BaseException:
-        os.close(fd)
-        raise
-    return _Shard(name, fd, header)
-
-
-def _check_shards(src: Path, weight_map: dict[str, str], shards: dict[str, _Shard]) -> None:
+def _check_shards(src: Path, weight_map: dict[str, str], shards: dict[str, sft.Header]) -> None:
     """Each shard holds exactly the tensors the index maps to it."""
     for name, shard in shards.items():
         named = {t for t, s in weight_map.items() if s == name}
-        held = set(shard.header.entries)
+        held = set(shard.entries)
         if named != held:
             missing, extra = sorted(named - held), sorted(held - named)
             problem = (
@@ -516,9 +503,11 @@ def _set(config: dict[str, Any], name: str, value: Any) -> Any:
     return old
 
 
-def _new_index(index: dict[str, Any], shards: dict[str, _Shard], table: NewTable) -> dict[str, Any]:
+def _new_index(
+    index: dict[str, Any], shards: dict[str, sft.Header], table: NewTable
+) -> dict[str, Any]:
     """The index with its weight map as it was and the sizes of the new tensors."""
-    total = sum(sh.header.data_bytes for sh in shards.values())
+    total = sum(header.data_bytes for header in shards.values())
     total += table.nbytes - table.entry.nbytes
     metadata = dict(index.get("metadata", {}))
     metadata["total_size"] = total
@@ -541,7 +530,14 @@ def _json_text(value: Any, what: str) -> str:
         raise TypeError(f"{what} cannot be written as JSON: {exc}") from None
 
 
-def _copy(src_fd: int, src_path: Path, dst: Path) -> None:
-    size = os.fstat(src_fd).st_size
-    with open(dst, "xb", buffering=0) as out:
-        sft.copy_file(src_fd, out, src_path, size)
+def _copy(folder: _Folder, name: str, tmp: Path, size: int | None = None) -> None:
+    """File ``name`` of the folder copied into ``tmp``; ``size``: the size it must have."""
+    fd = folder.open(name)
+    try:
+        now = os.fstat(fd).st_size
+        if size is not None and now != size:
+            raise ValueError(f"{folder.path / name}: the file changed while reading")
+        with open(tmp / name, "xb", buffering=0) as out:
+            sft.copy_file(fd, out, folder.path / name, now)
+    finally:
+        os.close(fd)
