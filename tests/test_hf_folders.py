@@ -256,6 +256,15 @@ def test_set_config_for_another_model(tmp_path, rng, capsys):
     gpt2 = gpt2_folder(tmp_path, rng, shards=1)
     result = resize_checkpoint(gpt2, tmp_path / "o3", length=24, set_config={"n_ctx": 2048})
     assert result.config == {"n_positions": (16, 24), "n_ctx": (16, 2048)}
+    with pytest.raises(ValueError, match="a value is NaN or infinite"):
+        resize_checkpoint(gpt2, tmp_path / "o4", length=24, set_config={"x": float("nan")})
+    with pytest.raises(TypeError, match="cannot be written as JSON"):
+        resize_checkpoint(gpt2, tmp_path / "o4", length=24, set_config={"x": object()})
+    with pytest.raises(ValueError, match=r"config\.json has no object 'nope'"):
+        resize_checkpoint(gpt2, tmp_path / "o4", length=24, set_config={"nope.x": 1})
+    with pytest.raises(TypeError, match="set_config must be a mapping"):
+        resize_checkpoint(gpt2, tmp_path / "o4", length=24, set_config=["x=1"])  # type: ignore[arg-type]
+    assert not (tmp_path / "o4").exists()
 
 
 def test_force_replaces_only_a_model_folder_posembed_wrote(tmp_path, rng, capsys):

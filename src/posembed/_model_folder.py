@@ -252,7 +252,6 @@ def resize_folder(
                 others.append(name)
         marker = {
             "written_by": "posembed resize",
-            "source": str(src),
             "table": key,
             "old_shape": list(table.entry.shape),
             "new_shape": list(table.new_shape),
@@ -526,8 +525,10 @@ def _new_index(
 def _json_text(value: Any, what: str) -> str:
     try:
         return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    except (TypeError, ValueError) as exc:
+    except TypeError as exc:  # a value JSON has no form for
         raise TypeError(f"{what} cannot be written as JSON: {exc}") from None
+    except ValueError:  # json's message names no value
+        raise ValueError(f"{what} cannot be written: a value is NaN or infinite") from None
 
 
 def _copy(folder: _Folder, name: str, tmp: Path, size: int | None = None) -> None:
