@@ -284,6 +284,12 @@ def test_force_replaces_only_a_model_folder_posembed_wrote(tmp_path, rng, capsys
     assert "a folder posembed did not write (no .posembed.json" in capsys.readouterr().err
     assert resize_cli(src, "--length", 24, "--force", "-o", src) == 2
     assert "would replace the input" in capsys.readouterr().err
+    # a file is never replaced by a folder, whatever --force
+    (tmp_path / "file").write_bytes(b"precious")
+    for force in ((), ("--force",)):
+        assert resize_cli(src, "--length", 24, *force, "-o", tmp_path / "file") == 2
+        assert "is a file, not a folder posembed wrote" in capsys.readouterr().err
+    assert (tmp_path / "file").read_bytes() == b"precious"
     # chunk's markers do not make a folder posembed's model folder
     (other / "meta.json").write_text("{}")
     assert resize_cli(src, "--length", 24, "--force", "-o", other) == 2

@@ -198,7 +198,7 @@ def _resize(args: argparse.Namespace) -> int:
     out = Path(args.output)
     # only a regular file, or a model folder posembed wrote, is ever replaced:
     # anything else is refused by name below
-    ours = out.is_file() or (folder and out.is_dir() and written_by_posembed(out))
+    ours = written_by_posembed(out) if folder else out.is_file()
     if not args.force and not out.is_symlink() and ours:
         return fail(f"{out} exists; pass --force to replace it")
     try:
@@ -400,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         "--grid",
         type=_grid,
         metavar="HxW",
-        help="the grid the position rows form now (default: square)",
+        help="the grid the position rows form now (default: square; for a ViT folder, "
+        "from config.json)",
     )
     p.add_argument(
         "--method",
@@ -438,7 +439,11 @@ def main(argv: list[str] | None = None) -> int:
         help="a model folder's config.json field to set (repeatable; VALUE read as JSON, "
         "else text; a.b sets field b of object a), after those a known model_type sets",
     )
-    p.add_argument("--force", action="store_true", help="replace an existing output")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing output (a file, or a model folder posembed wrote)",
+    )
     p.add_argument(
         "-o", "--output", required=True, help="the checkpoint (the folder, for a folder) to write"
     )
