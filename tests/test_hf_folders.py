@@ -256,6 +256,13 @@ def test_set_config_for_another_model(tmp_path, rng, capsys):
     gpt2 = gpt2_folder(tmp_path, rng, shards=1)
     result = resize_checkpoint(gpt2, tmp_path / "o3", length=24, set_config={"n_ctx": 2048})
     assert result.config == {"n_positions": (16, 24), "n_ctx": (16, 2048)}
+    # another table of a known model: its size field must be named
+    wte = "transformer.wte.weight"
+    with pytest.raises(ValueError, match="is not the position table of a gpt2 model"):
+        resize_checkpoint(gpt2, tmp_path / "o4", wte, 24)
+    result = resize_checkpoint(gpt2, tmp_path / "o5", wte, 24, set_config={"vocab_size": 24})
+    assert result.config == {"vocab_size": (None, 24)}
+    assert json.loads((tmp_path / "o5" / "config.json").read_text())["n_positions"] == 16
     with pytest.raises(ValueError, match="a value is NaN or infinite"):
         resize_checkpoint(gpt2, tmp_path / "o4", length=24, set_config={"x": float("nan")})
     with pytest.raises(TypeError, match="cannot be written as JSON"):

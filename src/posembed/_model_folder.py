@@ -216,8 +216,19 @@ def resize_folder(
             weight_map = dict.fromkeys(shards[SINGLE].entries, SINGLE)
         else:
             _check_shards(src, weight_map, shards)
+        if key is not None and key not in weight_map:
+            raise no_table(key, list(weight_map))
         model_type = config.get("model_type")
         family = FAMILIES.get(model_type) if isinstance(model_type, str) else None
+        if family is not None and key is not None and not _is_table(key, family):
+            # another table of a known model: its size is in no field posembed knows
+            if not updates:
+                raise ValueError(
+                    f"{key!r} is not the position table of a {model_type} model "
+                    f"(named {family.table!r}); give set_config (--set-config FIELD=VALUE) "
+                    "for the config.json field that holds its size"
+                )
+            family = None
         if family is None or not isinstance(model_type, str):
             _unknown_family(src, model_type, key, updates)
         else:
@@ -225,8 +236,6 @@ def resize_folder(
             plan = _family_plan(src, model_type, family, config, plan)
             key = key if key is not None else _find_table(src, model_type, family, weight_map)
         assert key is not None
-        if key not in weight_map:
-            raise no_table(key, list(weight_map))
         shard = weight_map[key]
         table_fd = folder.open(shard)
         with os.fdopen(os.dup(table_fd), "rb") as f:
@@ -451,8 +460,12 @@ def _family_plan(
     return plan
 
 
+def _is_table(name: str, family: Family) -> bool:
+    return name == family.table or name.endswith("." + family.table)
+
+
 def _find_table(src: Path, model_type: str, family: Family, weight_map: dict[str, str]) -> str:
-    found = [n for n in weight_map if n == family.table or n.endswith("." + family.table)]
+    found = [n for n in weight_map if _is_table(n, family)]
     if len(found) == 1:
         return found[0]
     if not found:
