@@ -217,7 +217,7 @@ add(
     "file",
     From(lambda a: a["src"].parent),
     FileNotFoundError,
-    r": is a folder, not a file",
+    r": a model folder holds config\.json; there is none",
     named="folder",
 )
 add(

@@ -687,7 +687,7 @@ add(
     CommandError,
     r"output folder .*no does not exist",
 )
-add("--key", "unknown", OMIT, UsageError, r"the following arguments are required: --key")
+add("--key", "unknown", OMIT, UsageError, r"--key is required for a safetensors file")
 
 # ---- posembed plot similarity -----------------------------------------------------------
 # Its errors, also those found while running, stop through argparse (tests/test_plot.py).

@@ -658,7 +658,7 @@ def test_file_errors(model, tmp_path):
     out = tmp_path / "out.safetensors"
     with pytest.raises(FileNotFoundError, match=r"nope\.safetensors: no such file"):
         resize_checkpoint(tmp_path / "nope.safetensors", out, key, 8)
-    with pytest.raises(FileNotFoundError, match="is a folder, not a file"):
+    with pytest.raises(FileNotFoundError, match=r"model folder holds config\.json; there is"):
         resize_checkpoint(tmp_path, out, key, 8)
     with pytest.raises(IsADirectoryError, match="is a folder; give a file path"):
         resize_checkpoint(src, tmp_path, key, 8)
@@ -959,6 +959,68 @@ def test_new_grid_is_posembed_resample_grid(tmp_path, rng, dtype, method, align)
     want = posembed.resample_grid(table, (4, 4), (6, 7), prefix=1, method=how, align=at)
     assert_same(table_of(out, "pos_embed", dtype)[0], want)
     assert_rest_unchanged(src, out, "pos_embed")
+
+
+@pytest.mark.parametrize("dtype", FLOAT_TABLE_DTYPES, ids=str)
+@pytest.mark.parametrize(("grid", "new_grid"), [((4, 4), (3, 2)), ((4, 4), (6, 7))])
+def test_antialias_grid_is_posembed_resample_grid_antialiased(tmp_path, rng, dtype, grid, new_grid):
+    src, table = vit_checkpoint(tmp_path, rng, dtype, grid)
+    out = tmp_path / "out.safetensors"
+    result = resize_checkpoint(src, out, "pos_embed", new_grid=new_grid, prefix=1, antialias=True)
+    (h, w), (h2, w2) = grid, new_grid
+    assert (
+        result.mode == f"resample_grid ({h}x{w} -> {h2}x{w2}, bicubic, align=half_pixel, antialias)"
+    )
+    want = posembed.resample_grid(table, grid, new_grid, prefix=1, antialias=True)
+    assert_same(table_of(out, "pos_embed", dtype)[0], want)
+    assert_rest_unchanged(src, out, "pos_embed")
+
+
+def test_antialias_length_is_posembed_interpolate_antialiased(tmp_path, rng):
+    src, table = vit_checkpoint(tmp_path, rng, np.float32, (4, 4))
+    out = tmp_path / "out.safetensors"
+    result = resize_checkpoint(src, out, "pos_embed", 5, prefix=1, antialias=True)
+    assert result.mode == "interpolate (align=half_pixel, antialias)"
+    rows = posembed.interpolate(table[1:], 5, align="half_pixel", antialias=True)
+    assert_same(table_of(out, "pos_embed", np.float32)[0], np.concatenate([table[:1], rows]))
+
+
+def test_command_antialias_matches_timms_resampling_in_pytorch(tmp_path, rng, capsys):
+    torch = torch_or_skip()
+    src, table = vit_checkpoint(tmp_path, rng, np.float32, (4, 4))
+    out = tmp_path / "out.safetensors"
+    argv = ["resize", str(src), "--key", "pos_embed", "--new-grid", "3x3", "--prefix", "1"]
+    assert cli.main([*argv, "--antialias", "-o", str(out)]) == 0
+    assert "antialias" in capsys.readouterr().out
+    # timm's resample_abs_pos_embed: the grid as an image, antialiased bicubic, back, CLS first
+    t = torch.from_numpy(table)[None]
+    image = t[:, 1:].reshape(1, 4, 4, -1).permute(0, 3, 1, 2)
+    image = torch.nn.functional.interpolate(
+        image, size=(3, 3), mode="bicubic", antialias=True, align_corners=False
+    )
+    want = torch.cat([t[:, :1], image.permute(0, 2, 3, 1).reshape(1, 9, -1)], dim=1).numpy()
+    # float32 sums of at most 8 x 8 taps of weights below 1 on N(0, 1) values
+    np.testing.assert_allclose(table_of(out, "pos_embed", np.float32), want, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("kw", "text"),
+    [
+        ({"align": "corners"}, "antialias=True needs align='half_pixel'"),
+        ({"new_grid": None, "length": 5, "align": "scale"}, "antialias=True needs align="),
+        ({"new_grid": None, "length": 20, "init": "zeros"}, "antialias applies to interpolation"),
+    ],
+)
+def test_bad_antialias_arguments(tmp_path, rng, kw, text):
+    src, _ = vit_checkpoint(tmp_path, rng, np.float32, (4, 4))
+    args: dict[str, Any] = {"length": None, "new_grid": (3, 3), "prefix": 1, **kw}
+    with pytest.raises(ValueError, match=text):
+        resize_checkpoint(src, tmp_path / "b.safetensors", "pos_embed", antialias=True, **args)
+    with pytest.raises(TypeError, match="antialias must be True or False"):
+        resize_checkpoint(
+            src, tmp_path / "b.safetensors", "pos_embed", new_grid=(3, 3), antialias=1
+        )
+    assert listing(tmp_path) == {"vit.safetensors"}
 
 
 def test_a_non_square_grid_is_given_explicitly(tmp_path, rng):

@@ -70,17 +70,26 @@ def test_readme_runs(tmp_path, monkeypatch, capsys):
 
 def test_every_task_has_a_page():
     names = {p.stem for p in PAGES}
-    assert {"resize-checkpoint", "chunk-corpus", "vit-grid", "pytorch", "hf-datasets"} <= names
+    required = {"resize-checkpoint", "chunk-corpus", "vit-grid", "pytorch"}
+    required |= {"hf-datasets", "hf-model-folder", "timm"}
+    assert required <= names
     readme = README.read_text()
     for page in PAGES:
         assert f"docs/{page.name}" in readme, f"README.md does not link docs/{page.name}"
 
 
+# Pages that run PyTorch: its models (transformers' included) or its resampling.
+TORCH_PAGES = {"pytorch.md", "hf-model-folder.md", "timm.md"}
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_page_runs(page, tmp_path, monkeypatch, capsys):
-    if page.name == "pytorch.md":
+    if page.name in TORCH_PAGES:
         # PyTorch is optional; CI reruns the *pytorch* tests with it installed
         # and POSEMBED_REQUIRE_TORCH=1, where a missing torch fails instead.
         torch_or_skip()
+    # a page builds its models locally: nothing is downloaded or cached in $HOME
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / ".hf"))
     monkeypatch.chdir(tmp_path)
     run_page(page, capsys)

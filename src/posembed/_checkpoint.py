@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -30,29 +32,44 @@ class ResizeResult:
     prefix: int
     mode: str  # "interpolate (align=...)", "extend (init=...)" or "resample_grid (...)"
     output: Path
+    # A model folder's: the file that holds the table, config.json's fields
+    # changed (name: (old, new)) and the files and folders not copied.
+    shard: str | None = None
+    config: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    skipped: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         rows = "row" if self.prefix == 1 else "rows"
         kept = f", {self.prefix} prefix {rows} kept" if self.prefix else ""
-        return (
-            f"{self.key} ({self.dtype}): {self.old_shape} -> {self.new_shape} "
-            f"by {self.mode}{kept}; wrote {self.output}"
-        )
+        where = f" in {self.shard}" if self.shard else ""
+        text = f"{self.key} ({self.dtype}){where}: {self.old_shape} -> {self.new_shape} "
+        text += f"by {self.mode}{kept}"
+        if self.config:
+            changes = ", ".join(
+                f"{name} {json.dumps(old)} -> {json.dumps(new)}"
+                for name, (old, new) in self.config.items()
+            )
+            text += f"; config.json: {changes}"
+        if self.skipped:
+            text += "; not copied: " + ", ".join(self.skipped)
+        return text + f"; wrote {self.output}"
 
 
 def resize_checkpoint(
     src: str | os.PathLike[str],
     dst: str | os.PathLike[str],
-    key: str,
+    key: str | None = None,
     length: int | None = None,
     *,
     init: str | None = None,
     align: str | None = None,
-    prefix: int = 0,
+    prefix: int | None = None,
     seed: int | None = None,
     grid: tuple[int, int] | None = None,
     new_grid: tuple[int, int] | None = None,
     method: str | None = None,
+    antialias: bool = False,
+    set_config: Mapping[str, Any] | None = None,
     overwrite: bool = False,
 ) -> ResizeResult:
     """Resize the position table ``key`` of a safetensors checkpoint; copy the rest.
@@ -62,18 +79,30 @@ def resize_checkpoint(
     table are read into memory; every other tensor's bytes are streamed to the
     output a few megabytes at a time, so checkpoints larger than memory work.
 
+    ``src`` is a safetensors file, or a Hugging Face model folder: config.json
+    and model.safetensors, or shards listed by model.safetensors.index.json.
+    A folder's output is a folder that ``from_pretrained`` loads at the new
+    size: the file holding the table is resized, the other shards and files
+    are copied, the index's ``total_size`` is updated, and so is config.json
+    (see ``set_config``).
+
     Parameters
     ----------
     src : path
-        The safetensors checkpoint to read; it is never modified.
+        The safetensors checkpoint, or the model folder, to read; it is never
+        modified.
     dst : path
-        The file to write. The output is written to a temporary file in the
-        same folder and renamed into place once complete, so after any error
-        ``dst`` is as it was (absent, or untouched).
-    key : str
+        The file (the folder, for a model folder) to write. The output is
+        written to a temporary name in the same folder and renamed into place
+        once complete, so after any error ``dst`` is as it was (absent, or
+        untouched).
+    key : str, optional
         Name of the table: a tensor of shape (rows, d), or (1, ..., 1, rows, d)
         as timm's ViT ``pos_embed`` (1, N, d), whose leading 1s are kept. Its
-        dtype must be F16, BF16 (needs ``ml_dtypes``), F32 or F64.
+        dtype must be F16, BF16 (needs ``ml_dtypes``), F32 or F64. Required
+        for a file; for a model folder of a known ``model_type`` (gpt2, bert,
+        roberta, xlm-roberta, opt, vit, deit) the table is found by its name
+        in that family.
     length : int, optional
         Position rows in the result, ``prefix`` rows not counted: the output
         table has ``prefix + length`` rows. For RoBERTa (514 rows = 2 + 512),
@@ -91,10 +120,13 @@ def resize_checkpoint(
         Interpolation convention (see :func:`posembed.interpolate`); default
         ``"scale"``. Applies when interpolating (``init`` unset or
         ``"interpolate"``).
-    prefix : int
+    prefix : int, optional
         Leading rows that are not positions (RoBERTa's 2 padding-offset rows,
         a ViT's CLS row): copied bit-identically and not resized. The
-        ``--offset`` option of ``posembed resize`` is this argument.
+        ``--offset`` option of ``posembed resize`` is this argument. Default
+        0, or for a model folder of a known family that family's (RoBERTa
+        and XLM-R: ``pad_token_id + 1``; OPT: 2; ViT: 1; DeiT: 2), which
+        a given value must equal.
     seed : int, optional
         Seed of ``init="random"`` (only).
     grid : (H, W), optional
@@ -110,29 +142,48 @@ def resize_checkpoint(
         The grid's resampling (default ``"bicubic"``, PyTorch's); ``align``
         defaults to ``"half_pixel"`` there (PyTorch's ``align_corners=False``;
         ``"corners"`` is ``True``).
+    antialias : bool
+        Resample with PyTorch's antialiased filter (``F.interpolate(...,
+        antialias=True)``), as timm's ``resample_abs_pos_embed`` does when it
+        loads a checkpoint at another image size; for a 1-D resize, PyTorch's
+        antialiased linear (:func:`posembed.interpolate` with
+        ``antialias=True``). It needs ``align="half_pixel"`` (the default
+        then) and applies to interpolation and grids, not to ``init``.
+    set_config : mapping, optional
+        A model folder's config.json fields to set, after those its family
+        sets (GPT-2: ``n_positions``, and ``n_ctx`` where present; BERT:
+        ``max_position_embeddings``; RoBERTa and XLM-R: the same, counting
+        the prefix rows; OPT: the same, not counting them; ViT and DeiT:
+        ``image_size``). A dotted name (``"text_config.max_position_embeddings"``)
+        sets a field of a nested object. Required for another model type.
     overwrite : bool
-        Replace ``dst`` if it is a regular file (``--force`` on the command
-        line): atomically, by renaming the new file onto it.
+        Replace ``dst`` if it is a regular file, or for a model folder a
+        folder that posembed wrote (``--force`` on the command line):
+        atomically, by renaming the new one onto it.
 
     Returns
     -------
     ResizeResult
-        The key, dtype, old and new shapes, prefix, mode and output path;
-        ``str()`` of it is a one-line summary.
+        The key, dtype, old and new shapes, prefix, mode and output path (for
+        a model folder also the shard, the config.json changes and the files
+        not copied); ``str()`` of it is a one-line summary.
 
     Raises
     ------
     FileNotFoundError
-        ``src`` or the folder of ``dst`` does not exist.
+        ``src`` or the folder of ``dst`` does not exist; a model folder has no
+        config.json or no model.safetensors(.index.json).
     FileExistsError
         ``dst`` exists and ``overwrite`` is false; ``dst`` is a device, a
         FIFO, a socket or a symbolic link (only a regular file is replaced,
-        whatever ``overwrite``).
+        or a folder posembed wrote, whatever ``overwrite``).
     IsADirectoryError
-        ``dst`` is a folder.
+        ``dst`` is a folder and ``src`` a file.
     ValueError
         ``src`` is not a valid safetensors file (the message names the file and
-        the problem); ``dst`` is ``src``; ``key`` is not in the file (the
+        the problem), or not a valid model folder (a bad config.json or index,
+        a shard outside the folder, a link out of it, a file that is no
+        regular file); ``dst`` is ``src``; ``key`` is not in the file (the
         message lists the closest names); the table's shape is not (rows, d)
         with optional leading 1s; ``prefix`` leaves no position rows; a bad
         ``length``, ``init`` or ``align``; ``length`` shorter than the table
@@ -162,10 +213,60 @@ def resize_checkpoint(
         if not isinstance(path, (str, os.PathLike)):
             kind = type(path).__name__
             raise TypeError(f"{name} must be a path (str or os.PathLike); got {kind}")
-    if not isinstance(key, str):
+    if key is not None and not isinstance(key, str):
         raise TypeError(f"key must be a str; got {type(key).__name__} {key!r}")
     overwrite = v.flag(overwrite, "overwrite")
-    prefix = v.non_negative_int(prefix, "prefix")
+    prefix = None if prefix is None else v.non_negative_int(prefix, "prefix")
+    plan = _plan(length, init, align, seed, grid, new_grid, method, antialias)
+    src_path, dst_path = Path(src), Path(dst)
+    if src_path.is_dir():
+        from posembed._model_folder import resize_folder
+
+        return resize_folder(src_path, dst_path, key, plan, prefix, set_config, overwrite)
+    if key is None:
+        raise TypeError(
+            "key must be a str naming the table of a safetensors file "
+            "(only a model folder's config.json can name it); got None"
+        )
+    if set_config is not None:
+        raise ValueError(f"set_config applies to a model folder (config.json); {src} is a file")
+    _check_paths(src_path, dst_path, overwrite)
+
+    with sft.open_file(src_path) as source:
+        header = sft.read_header(source, src_path)
+        table = resize_table(source, header, key, prefix or 0, plan)
+        write(source.fileno(), header, table, dst_path)
+    entry = table.entry
+    return ResizeResult(
+        key, entry.dtype, entry.shape, table.new_shape, table.prefix, table.mode, dst_path
+    )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A resize's arguments, checked: either ``length`` or ``new_grid``."""
+
+    new_rows: int  # position rows of the result
+    length: int | None
+    new_grid: tuple[int, int] | None
+    grid: tuple[int, int] | None
+    init: str | None
+    align: str | None
+    method: str | None
+    seed: int | None
+    antialias: bool = False
+
+
+def _plan(
+    length: int | None,
+    init: str | None,
+    align: str | None,
+    seed: int | None,
+    grid: tuple[int, int] | None,
+    new_grid: tuple[int, int] | None,
+    method: str | None,
+    antialias: bool = False,
+) -> Plan:
     if new_grid is None:
         if grid is not None or method is not None:
             raise ValueError("grid and method apply to a grid resize only; pass new_grid too")
@@ -194,50 +295,82 @@ def resize_checkpoint(
         raise ValueError(f"align applies to interpolation only; got init={init!r}")
     if seed is not None and init != "random":
         raise ValueError(f"seed applies to init='random' only; got init={init!r}")
-    src_path, dst_path = Path(src), Path(dst)
-    _check_paths(src_path, dst_path, overwrite)
-
-    with sft.open_file(src_path) as source:
-        header = sft.read_header(source, src_path)
-        entry = _table_entry(header, key)
-        rows, dim = _table_size(entry, prefix)
-        if new_grid is not None:
-            grid = _position_grid(entry, prefix, grid)
-        if init is not None and new_rows < rows - prefix:
+    if v.flag(antialias, "antialias"):
+        if init is not None:
             raise ValueError(
-                f"length {new_rows} is shorter than the {rows - prefix} position rows of {key!r} "
-                f"(prefix {prefix} not counted); init= only grows the table (extend), "
-                "leave init unset to interpolate it down"
+                f"antialias applies to interpolation and grids; init={init!r} keeps the "
+                "trained rows and adds new ones"
             )
-        table = sft.read_tensor(source, header, key).reshape(rows, dim)
-        if new_grid is not None:
-            assert grid is not None
-            grid_method = "bicubic" if method is None else method
-            grid_align = "half_pixel" if align is None else align
-            mode = (
-                f"resample_grid ({grid[0]}x{grid[1]} -> {new_grid[0]}x{new_grid[1]}, "
-                f"{grid_method}, align={grid_align})"
-            )
-            positions = resample_grid(
-                table[prefix:], grid, new_grid, method=grid_method, align=grid_align
-            )
-        elif init is None:
-            mode = f"interpolate (align={align or 'scale'})"
-            positions = interpolate(table[prefix:], new_rows, align=align or "scale")
-        else:
-            detail = f", align={align or 'scale'}" if init == "interpolate" else ""
-            detail += f", seed={seed}" if seed is not None else ""
-            mode = f"extend (init={init}{detail})"
-            positions = extend(table[prefix:], new_rows, init=init, align=align, seed=seed)
-        new_shape = (*entry.shape[:-2], prefix + new_rows, dim)
-        _write(source.fileno(), header, entry, new_shape, (table[:prefix], positions), dst_path)
-    return ResizeResult(key, entry.dtype, entry.shape, new_shape, prefix, mode, dst_path)
+        align = "half_pixel" if align is None else align
+        v.antialias_flag(True, align)
+    return Plan(new_rows, length, new_grid, grid, init, align, method, seed, bool(antialias))
+
+
+@dataclass(frozen=True)
+class NewTable:
+    """A table resized in memory, to be written in place of ``entry``."""
+
+    entry: sft.TensorEntry
+    new_shape: tuple[int, ...]
+    prefix: int
+    mode: str
+    rows: tuple[np.ndarray, np.ndarray]  # the prefix rows as they were, then the positions
+
+    @property
+    def nbytes(self) -> int:
+        itemsize = sft.numpy_dtype(self.entry.dtype, self.entry.name).itemsize
+        return math.prod(self.new_shape) * itemsize
+
+
+def resize_table(
+    source: BinaryIO, header: sft.Header, key: str, prefix: int, plan: Plan
+) -> NewTable:
+    """Table ``key`` of the open file ``source`` read and resized by ``plan``."""
+    entry = _table_entry(header, key)
+    rows, dim = _table_size(entry, prefix)
+    grid = _position_grid(entry, prefix, plan.grid) if plan.new_grid is not None else None
+    new_rows, init, align, seed = plan.new_rows, plan.init, plan.align, plan.seed
+    if init is not None and new_rows < rows - prefix:
+        raise ValueError(
+            f"length {new_rows} is shorter than the {rows - prefix} position rows of {key!r} "
+            f"(prefix {prefix} not counted); init= only grows the table (extend), "
+            "leave init unset to interpolate it down"
+        )
+    table = sft.read_tensor(source, header, key).reshape(rows, dim)
+    if plan.new_grid is not None:
+        assert grid is not None
+        new_grid = plan.new_grid
+        grid_method = "bicubic" if plan.method is None else plan.method
+        grid_align = "half_pixel" if align is None else align
+        mode = (
+            f"resample_grid ({grid[0]}x{grid[1]} -> {new_grid[0]}x{new_grid[1]}, "
+            f"{grid_method}, align={grid_align}{', antialias' if plan.antialias else ''})"
+        )
+        positions = resample_grid(
+            table[prefix:],
+            grid,
+            new_grid,
+            method=grid_method,
+            align=grid_align,
+            antialias=plan.antialias,
+        )
+    elif init is None:
+        mode = f"interpolate (align={align or 'scale'}{', antialias' if plan.antialias else ''})"
+        positions = interpolate(
+            table[prefix:], new_rows, align=align or "scale", antialias=plan.antialias
+        )
+    else:
+        detail = f", align={align or 'scale'}" if init == "interpolate" else ""
+        detail += f", seed={seed}" if seed is not None else ""
+        mode = f"extend (init={init}{detail})"
+        positions = extend(table[prefix:], new_rows, init=init, align=align, seed=seed)
+    new_shape = (*entry.shape[:-2], prefix + new_rows, dim)
+    return NewTable(entry, new_shape, prefix, mode, (table[:prefix], positions))
 
 
 def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
-    if src.is_dir() or not src.exists():
-        what = "is a folder, not a file" if src.is_dir() else "no such file"
-        raise FileNotFoundError(f"{src}: {what}")
+    if not src.exists():  # a folder is a model folder, taken before this
+        raise FileNotFoundError(f"{src}: no such file")
     # anything else but a regular file (a FIFO, a device) sft.open_file refuses
     if dst.is_dir():
         raise IsADirectoryError(f"output {dst} is a folder; give a file path")
@@ -260,9 +393,14 @@ def _table_entry(header: sft.Header, key: str) -> sft.TensorEntry:
     entry = header.entries.get(key)
     if entry is not None:
         return entry
+    raise no_table(key, header.data_order)
+
+
+def no_table(key: str, names: Sequence[str]) -> ValueError:
+    """The error for a table ``key`` missing from tensors ``names``: it
+    suggests the names meant."""
     import difflib  # only on this error path: import posembed stays light
 
-    names = header.data_order
     near = difflib.get_close_matches(key, names, n=5, cutoff=0.6)
     positional = [
         s for s in names if ("position" in s.lower() or "pos_embed" in s.lower()) and s not in near
@@ -277,7 +415,7 @@ def _table_entry(header: sft.Header, key: str) -> sft.TensorEntry:
         count = f"{len(names)} tensor" + ("" if len(names) == 1 else "s")
         hint = f"; it has {count}, such as " + ", ".join(map(repr, names[:5])) if names else ""
         hint = hint or "; it has no tensors"
-    raise ValueError(f"no tensor named {key!r} in the checkpoint{hint}")
+    return ValueError(f"no tensor named {key!r} in the checkpoint{hint}")
 
 
 def _table_size(entry: sft.TensorEntry, prefix: int) -> tuple[int, int]:
@@ -324,23 +462,17 @@ def _position_grid(
     return grid
 
 
-def _write(
-    src_fd: int,
-    header: sft.Header,
-    table: sft.TensorEntry,
-    new_shape: tuple[int, ...],
-    rows: tuple[np.ndarray, np.ndarray],
-    dst: Path,
-) -> None:
+def write(src_fd: int, header: sft.Header, new: NewTable, dst: Path) -> None:
     """The new file: the header as it was but for the table's shape and the
     offsets after it; the tensors before the table and those after it are each
     one run of the source's bytes (the data buffer is back to back), copied
     unchanged around the table's new ``rows``."""
+    table = new.entry
     dtype = sft.numpy_dtype(table.dtype, table.name)
-    parts = [sft.le_bytes(part, dtype) for part in rows]
+    parts = [sft.le_bytes(part, dtype) for part in new.rows]
     table_bytes = sum(map(len, parts))
     specs = [
-        table.as_spec(shape=new_shape, nbytes=table_bytes)
+        table.as_spec(shape=new.new_shape, nbytes=table_bytes)
         if name == table.name
         else header.entries[name].as_spec()
         for name in header.data_order

@@ -35,11 +35,18 @@ MARKER_BYTES = 64 << 20
 UNSUPPORTED = (errno.ENOSYS, errno.EINVAL)
 
 
-def problem(out: Path, inputs: Iterable[str | os.PathLike[str] | None], force: bool) -> str | None:
+def problem(
+    out: Path,
+    inputs: Iterable[str | os.PathLike[str] | None],
+    force: bool,
+    markers: tuple[str, ...] = MARKERS,
+) -> str | None:
     """Why a run may not write the folder ``out``, or None: checked before any work.
 
     ``inputs`` are the files the run reads (None: not given); ``out`` must be
     neither one of them nor a folder above one, whether or not ``force``.
+    ``markers``: the files of which one, a JSON object, marks a folder this
+    kind of run wrote (a model folder has its own, as a meta.json is common there).
     """
     try:
         st = os.lstat(out)
@@ -62,9 +69,9 @@ def problem(out: Path, inputs: Iterable[str | os.PathLike[str] | None], force: b
             f"output {out} is {kind_of(st.st_mode)}, not a folder posembed wrote; "
             "write to a new path"
         )
-    if not ours(out):
+    if not ours(out, markers):
         return (
-            f"output {out} is a folder posembed did not write (no {' or '.join(MARKERS)} "
+            f"output {out} is a folder posembed did not write (no {' or '.join(markers)} "
             "holding a JSON object); posembed replaces only its own outputs; "
             "write to a new path"
         )
@@ -73,14 +80,15 @@ def problem(out: Path, inputs: Iterable[str | os.PathLike[str] | None], force: b
     return None
 
 
-def ours(folder: Path) -> bool:
-    """Whether ``folder`` is a real folder (no link) that posembed wrote."""
+def ours(folder: Path, markers: tuple[str, ...] = MARKERS) -> bool:
+    """Whether ``folder`` is a real folder (no link) that posembed wrote
+    (holding one of ``markers``, a JSON object)."""
     try:
         if not stat.S_ISDIR(os.lstat(folder).st_mode):
             return False
     except OSError:
         return False
-    return any(_json_object(folder / name) for name in MARKERS)
+    return any(_json_object(folder / name) for name in markers)
 
 
 def _json_object(path: Path) -> bool:
@@ -155,9 +163,9 @@ def discard(tmp: Path, error: BaseException) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def commit(new: Path, out: Path, force: bool) -> None:
+def commit(new: Path, out: Path, force: bool, markers: tuple[str, ...] = MARKERS) -> None:
     """Move the folder ``new`` to ``out``, replacing only a folder posembed
-    wrote there, and only with ``force``.
+    wrote there (marked by one of ``markers``), and only with ``force``.
 
     Raises FileExistsError when something else took the path meanwhile;
     OSError when a rename fails. Either way ``out`` is as it was and
@@ -175,13 +183,13 @@ def commit(new: Path, out: Path, force: bool) -> None:
         if error == errno.ENOENT:  # the old output went meanwhile: move in again
             continue
         if error in UNSUPPORTED:
-            if _replace_aside(new, out):
+            if _replace_aside(new, out, markers):
                 return
             continue
         if error:
             raise OSError(error, os.strerror(error), str(new), None, str(out))
         # The new output is at `out`; the old one now has the temporary name.
-        if not ours(new):
+        if not ours(new, markers):
             _put_back(new, out)
         shutil.rmtree(new, ignore_errors=True)  # the output is in place whatever is left
         return
@@ -210,7 +218,7 @@ def _put_back(old: Path, out: Path) -> None:
     raise _changed(out)
 
 
-def _replace_aside(new: Path, out: Path) -> bool:
+def _replace_aside(new: Path, out: Path, markers: tuple[str, ...]) -> bool:
     """Replace without a swap: the old output renamed aside, the new one in,
     the old one removed; False if ``out`` went meanwhile. Between the two
     renames the old output lies at a temporary name next to ``out``."""
@@ -220,7 +228,7 @@ def _replace_aside(new: Path, out: Path) -> bool:
     except FileNotFoundError:
         return False
     try:
-        if not ours(aside):
+        if not ours(aside, markers):
             raise _changed(out)
         error = _move_in(new, out)
         if error:

@@ -606,6 +606,12 @@ def _header_json(
     return raw
 
 
+def copy_file(src_fd: int, out: io.FileIO, src_path: str | os.PathLike[str], count: int) -> None:
+    """Append the first ``count`` bytes of the open file ``src_fd`` to ``out``
+    as :meth:`Writer.copy` copies a range: in the kernel where it can."""
+    _copy_range(src_fd, out, src_path, 0, count, hasattr(os, "copy_file_range"))
+
+
 # copy_file_range's ways of saying "not between these files": fall back to reads and writes.
 _NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EPERM}
 

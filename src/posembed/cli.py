@@ -196,6 +196,7 @@ def _resize(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from posembed._checkpoint import resize_checkpoint
+    from posembed._model_folder import written_by_posembed
 
     def fail(message: str) -> int:
         print(f"posembed resize: error: {message}", file=sys.stderr)
@@ -203,9 +204,16 @@ def _resize(args: argparse.Namespace) -> int:
 
     if (args.length is None) == (args.new_grid is None):
         args.parser.error("give --length T (position rows) or --new-grid HxW (a ViT's patch grid)")
+    folder = Path(args.src).is_dir()
+    if not folder and args.key is None:
+        args.parser.error("--key is required for a safetensors file (a model folder may omit it)")
+    if not folder and args.set_config:
+        args.parser.error("--set-config applies to a model folder (config.json) only")
     out = Path(args.output)
-    # only a regular file is ever replaced: anything else is refused by name below
-    if not args.force and out.is_file() and not out.is_symlink():
+    # only a regular file, or a model folder posembed wrote, is ever replaced:
+    # anything else is refused by name below
+    ours = written_by_posembed(out) if folder else out.is_file()
+    if not args.force and not out.is_symlink() and ours:
         return fail(f"{out} exists; pass --force to replace it")
     try:
         result = resize_checkpoint(
@@ -220,6 +228,8 @@ def _resize(args: argparse.Namespace) -> int:
             grid=args.grid,
             new_grid=args.new_grid,
             method=args.method,
+            antialias=args.antialias,
+            set_config=dict(args.set_config) if folder and args.set_config else None,
             overwrite=args.force,
         )
     except (ImportError, MemoryError, OSError, TypeError, ValueError) as exc:
@@ -244,6 +254,22 @@ def _repeat(text: str) -> int:
     if n > MAX_REPEAT:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_REPEAT}; got {n}")
     return n
+
+
+def _config_field(text: str) -> tuple[str, object]:
+    """'FIELD=VALUE': VALUE as JSON (1024, true, [384, 384]), else the text itself."""
+    from posembed import _json
+
+    name, sep, raw = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(
+            f"must be FIELD=VALUE such as n_positions=2048; got {text!r}"
+        )
+    try:
+        value = _json.loads(raw, "VALUE")
+    except ValueError:
+        value = raw
+    return name, value
 
 
 def _non_negative(text: str) -> int:
@@ -372,6 +398,12 @@ def main(argv: list[str] | None = None) -> int:
             "Resize the position table KEY of a safetensors checkpoint to --length "
             "position rows and write the whole checkpoint to -o: every other tensor "
             "and the metadata are copied unchanged, streaming (bounded memory). "
+            "SRC may be a Hugging Face model folder (config.json and model.safetensors, "
+            "or shards with model.safetensors.index.json): -o is then a folder that "
+            "from_pretrained loads at the new size, config.json updated (gpt2, bert, "
+            "roberta, xlm-roberta, opt, vit and deit by their model_type, which also "
+            "finds KEY and --prefix; --set-config for any other), the index's sizes "
+            "updated, the other files copied. "
             "Without --init the position rows are interpolated (grow or shrink); with "
             "--init the trained rows are kept and new ones added (grow only). An "
             "unchanged length copies the table. --new-grid instead resamples a ViT's patch "
@@ -379,8 +411,14 @@ def main(argv: list[str] | None = None) -> int:
             "appears only when complete."
         ),
     )
-    p.add_argument("src", help="the checkpoint to read (.safetensors)")
-    p.add_argument("--key", required=True, help="name of the table: (rows, d) or (1, rows, d)")
+    p.add_argument(
+        "src", help="the checkpoint to read (.safetensors), or a Hugging Face model folder"
+    )
+    p.add_argument(
+        "--key",
+        help="name of the table: (rows, d) or (1, rows, d); a model folder of a known "
+        "model_type may omit it",
+    )
     p.add_argument(
         "--length",
         type=_positive,
@@ -397,12 +435,19 @@ def main(argv: list[str] | None = None) -> int:
         "--grid",
         type=_grid,
         metavar="HxW",
-        help="the grid the position rows form now (default: square)",
+        help="the grid the position rows form now (default: square; for a ViT folder, "
+        "from config.json)",
     )
     p.add_argument(
         "--method",
         choices=["bicubic", "bilinear"],
         help="grid resampling (default: bicubic, PyTorch's)",
+    )
+    p.add_argument(
+        "--antialias",
+        action="store_true",
+        help="resample with PyTorch's antialiased filter, as timm's resample_abs_pos_embed "
+        "(a grid, or a 1-D interpolation with --align half_pixel, the default then)",
     )
     p.add_argument(
         "--init",
@@ -419,17 +464,30 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument(
         "--prefix",
         type=_non_negative,
-        default=0,
         metavar="N",
         help="leading rows kept as they are and not resized: RoBERTa's offset of 2, "
-        "a ViT's CLS row (default 0)",
+        "a ViT's CLS row (default 0; a known model folder's own)",
     )
     group.add_argument(
         "--offset", dest="prefix", type=_non_negative, metavar="N", help="the same as --prefix"
     )
     p.add_argument("--seed", type=int, metavar="S", help="seed of --init random")
-    p.add_argument("--force", action="store_true", help="replace an existing output")
-    p.add_argument("-o", "--output", required=True, help="the checkpoint to write")
+    p.add_argument(
+        "--set-config",
+        type=_config_field,
+        action="append",
+        metavar="FIELD=VALUE",
+        help="a model folder's config.json field to set (repeatable; VALUE read as JSON, "
+        "else text; a.b sets field b of object a), after those a known model_type sets",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing output (a file, or a model folder posembed wrote)",
+    )
+    p.add_argument(
+        "-o", "--output", required=True, help="the checkpoint (the folder, for a folder) to write"
+    )
     p.set_defaults(func=_resize, parser=p)
 
     p = sub.add_parser("plot", help="draw pictures of a position table (needs matplotlib)")

@@ -1,0 +1,557 @@
+"""A Hugging Face model folder written anew with its position table resized.
+
+The folder holds config.json and model.safetensors, or shards that
+model.safetensors.index.json lists. The output folder is one that
+``from_pretrained`` loads at the new size: the file that holds the table is
+rewritten by the single-file resize, the other shards and every other file are
+copied byte for byte (in the kernel where it can), the index's ``total_size``
+and config.json's size fields are set. Files are read only inside the folder:
+each opened without following a link and never waited on (a FIFO is refused),
+a link followed only when it stays in the folder or, for a folder of the Hugging
+Face cache (``.../snapshots/<revision>``), in that cache's ``blobs``. The
+output appears only when complete (``posembed._outdir``), marked by a small
+``.posembed.json`` that ``from_pretrained`` ignores, so that ``overwrite``
+replaces only a folder posembed wrote.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from posembed import _json, _outdir
+from posembed import _safetensors as sft
+from posembed._checkpoint import NewTable, Plan, ResizeResult, no_table, resize_table, write
+
+CONFIG = "config.json"
+SINGLE = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+MARKER = ".posembed.json"
+MARKERS = (MARKER,)
+
+# A config.json or an index larger than this is no file a model ships (an
+# index names each tensor once: a few MB for the largest models).
+JSON_BYTES = 64 << 20
+
+# Other weight files: other formats, variants and stale shards hold the table
+# at its old size, so a copy would disagree with the new one.
+WEIGHT_SUFFIXES = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".h5",
+    ".msgpack",
+    ".onnx",
+    ".gguf",
+    ".index.json",
+)
+
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+@dataclass(frozen=True)
+class Family:
+    """Where a model type keeps its position table and its size."""
+
+    table: str  # the table's name, without the model's own prefix ("transformer.")
+    fields: tuple[str, ...]  # config fields set to the new size
+    optional: tuple[str, ...]  # the same, set only where config.json has them
+    prefix: int  # leading rows that are not positions
+    counts_prefix: bool  # whether the fields count those rows too
+    grid: bool  # a ViT's patch grid: the field is image_size
+
+
+_TEXT_TABLE = "embeddings.position_embeddings.weight"
+FAMILIES = {
+    "gpt2": Family("wpe.weight", ("n_positions",), ("n_ctx",), 0, False, False),
+    "bert": Family(_TEXT_TABLE, ("max_position_embeddings",), (), 0, False, False),
+    # positions start after padding_idx (pad_token_id): prefix = pad_token_id + 1
+    "roberta": Family(_TEXT_TABLE, ("max_position_embeddings",), (), 2, True, False),
+    "xlm-roberta": Family(_TEXT_TABLE, ("max_position_embeddings",), (), 2, True, False),
+    # OPTLearnedPositionalEmbedding adds 2 rows to max_position_embeddings
+    "opt": Family(
+        "decoder.embed_positions.weight", ("max_position_embeddings",), (), 2, False, False
+    ),
+    "vit": Family("embeddings.position_embeddings", ("image_size",), (), 1, False, True),
+    "deit": Family("embeddings.position_embeddings", ("image_size",), (), 2, False, True),
+}
+
+
+@dataclass(frozen=True)
+class _File:
+    """A file of the source folder: its name there and, for a link, where it leads."""
+
+    name: str
+    target: Path | None
+
+
+class _Folder:
+    """The source folder, listed once; files opened inside it only."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.real = Path(os.path.realpath(path))
+        snapshots = self.real.parent
+        # the Hugging Face cache links snapshots/<revision>/<name> to ../../blobs/<hash>
+        self.blobs = snapshots.parent / "blobs" if snapshots.name == "snapshots" else None
+        self.fd = os.open(path, _DIR)
+        self.files: dict[str, _File] = {}
+        self.folders: list[str] = []
+        try:
+            self._list()
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def _list(self) -> None:
+        with os.scandir(self.fd if os.scandir in os.supports_fd else self.path) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                name = entry.name
+                mode = entry.stat(follow_symlinks=False).st_mode
+                if stat.S_ISLNK(mode):
+                    target = self._link(name)
+                    if target.is_dir():
+                        self.folders.append(name)
+                    else:
+                        self.files[name] = _File(name, target)
+                elif stat.S_ISDIR(mode):
+                    self.folders.append(name)
+                elif stat.S_ISREG(mode):
+                    self.files[name] = _File(name, None)
+                else:
+                    raise ValueError(
+                        f"{self.path / name} is {_outdir.kind_of(mode)}, not a regular file; "
+                        "a model folder holds files and folders only"
+                    )
+
+    def _link(self, name: str) -> Path:
+        target = Path(os.path.realpath(self.path / name))
+        inside = target.is_relative_to(self.real)
+        cached = self.blobs is not None and target.is_relative_to(self.blobs)
+        if not (inside or cached):
+            raise ValueError(
+                f"{self.path / name} is a symbolic link to {target}, outside the folder; "
+                "posembed reads only files inside a model folder (or the Hugging Face "
+                "cache's blobs, for a folder of its snapshots)"
+            )
+        return target
+
+    def open(self, name: str) -> int:
+        """A descriptor of the regular file ``name`` of the folder (ValueError if it is not one)."""
+        file = self.files.get(name)
+        where = self.path / name
+        if file is None:
+            raise ValueError(f"{where} is not a file of the folder")
+        try:
+            if file.target is not None:
+                fd = os.open(file.target, _OPEN)
+            elif os.open in os.supports_dir_fd:
+                fd = os.open(name, _OPEN, dir_fd=self.fd)
+            else:
+                fd = os.open(where, _OPEN)
+        except OSError as exc:
+            raise ValueError(f"{where}: cannot be opened ({exc.strerror})") from None
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):  # it changed since the listing
+                raise ValueError(f"{where} is {_outdir.kind_of(mode)}, not a regular file")
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def read_json(self, name: str) -> Any:
+        fd = self.open(name)
+        with os.fdopen(fd, "rb") as f:
+            if os.fstat(fd).st_size > JSON_BYTES:
+                raise ValueError(f"{self.path / name} is larger than {JSON_BYTES} bytes")
+            return _json.loads(f.read(JSON_BYTES + 1), str(self.path / name))
+
+
+def resize_folder(
+    src: Path,
+    dst: Path,
+    key: str | None,
+    plan: Plan,
+    prefix: int | None,
+    set_config: Mapping[str, Any] | None,
+    overwrite: bool,
+) -> ResizeResult:
+    """:func:`posembed.resize_checkpoint` of a model folder (arguments checked there)."""
+    updates = _updates(set_config)
+    _check_output(src, dst, overwrite)
+    folder = _Folder(src)
+    # every shard's header, read and closed (a model may have more shards than
+    # a process may hold files open); only the table's stays open
+    shards: dict[str, sft.Header] = {}
+    table_fd = -1
+    try:
+        if CONFIG not in folder.files:
+            raise FileNotFoundError(
+                f"{src}: a model folder holds {CONFIG}; there is none (for a single "
+                "safetensors file, give the file)"
+            )
+        config = folder.read_json(CONFIG)
+        if not isinstance(config, dict):
+            raise ValueError(f"{src / CONFIG} must be a JSON object; got {type(config).__name__}")
+        index, weight_map = _weight_map(folder)
+        for name in dict.fromkeys(weight_map.values()):
+            fd = folder.open(name)
+            with os.fdopen(fd, "rb") as f:
+                shards[name] = sft.read_header(f, src / name)
+        if index is None:
+            weight_map = dict.fromkeys(shards[SINGLE].entries, SINGLE)
+        else:
+            _check_shards(src, weight_map, shards)
+        if key is not None and key not in weight_map:
+            raise no_table(key, list(weight_map))
+        model_type = config.get("model_type")
+        family = FAMILIES.get(model_type) if isinstance(model_type, str) else None
+        if family is not None and key is not None and not _is_table(key, family):
+            # another table of a known model: its size is in no field posembed knows
+            if not updates:
+                raise ValueError(
+                    f"{key!r} is not the position table of a {model_type} model "
+                    f"(named {family.table!r}); give set_config (--set-config FIELD=VALUE) "
+                    "for the config.json field that holds its size"
+                )
+            family = None
+        if family is None or not isinstance(model_type, str):
+            _unknown_family(src, model_type, key, updates)
+        else:
+            prefix = _family_prefix(src, model_type, family, config, prefix)
+            plan = _family_plan(src, model_type, family, config, plan)
+            key = key if key is not None else _find_table(src, model_type, family, weight_map)
+        assert key is not None
+        shard = weight_map[key]
+        table_fd = folder.open(shard)
+        with os.fdopen(os.dup(table_fd), "rb") as f:
+            header = sft.read_header(f, src / shard)
+            if header.entries != shards[shard].entries:
+                raise ValueError(f"{src / shard}: the file changed while reading")
+            shards[shard] = header
+            table = resize_table(f, header, key, prefix or 0, plan)
+        changes = _config_changes(config, family, table, plan)
+        for name, value in updates.items():
+            old = _set(config, name, value)
+            changes[name] = (changes[name][0] if name in changes else old, value)
+        config_text = _json_text(config, f"{src / CONFIG} with the new fields")
+        index_text = None if index is None else _json_text(_new_index(index, shards, table), INDEX)
+        skipped = [f"{name}/" for name in folder.folders]
+        others = []
+        for name in folder.files:
+            if name in shards or name in (CONFIG, INDEX, MARKER):
+                continue
+            if name.endswith(WEIGHT_SUFFIXES):
+                skipped.append(name)
+            else:
+                others.append(name)
+        marker = {
+            "written_by": "posembed resize",
+            "table": key,
+            "old_shape": list(table.entry.shape),
+            "new_shape": list(table.new_shape),
+        }
+        tmp = _outdir.new_temp(dst)
+        try:
+            for name, header in shards.items():
+                if name == shard:
+                    write(table_fd, header, table, tmp / name)
+                else:
+                    _copy(folder, name, tmp, header.file_size)
+            for name in others:
+                _copy(folder, name, tmp)
+            (tmp / CONFIG).write_text(config_text, encoding="utf-8")
+            if index_text is not None:
+                (tmp / INDEX).write_text(index_text, encoding="utf-8")
+            (tmp / MARKER).write_text(_json_text(marker, MARKER), encoding="utf-8")
+            _outdir.commit(tmp, dst, overwrite, MARKERS)
+        except BaseException as exc:
+            _outdir.discard(tmp, exc)
+            raise
+    finally:
+        if table_fd >= 0:
+            os.close(table_fd)
+        folder.close()
+    entry = table.entry
+    return ResizeResult(
+        key,
+        entry.dtype,
+        entry.shape,
+        table.new_shape,
+        table.prefix,
+        table.mode,
+        dst,
+        shard=shard,
+        config=changes,
+        skipped=tuple(skipped),
+    )
+
+
+def written_by_posembed(folder: Path) -> bool:
+    """Whether ``folder`` is a model folder that posembed wrote."""
+    return _outdir.ours(folder, MARKERS)
+
+
+def _updates(set_config: Mapping[str, Any] | None) -> dict[str, Any]:
+    if set_config is None:
+        return {}
+    if not isinstance(set_config, Mapping):
+        raise TypeError(
+            f"set_config must be a mapping of config.json field names to values; "
+            f"got {type(set_config).__name__}"
+        )
+    for name in set_config:
+        if not isinstance(name, str) or not all(name.split(".")):
+            raise ValueError(
+                f"set_config names must be field names, dotted for a nested object "
+                f"(text_config.max_position_embeddings); got {name!r}"
+            )
+    return dict(set_config)
+
+
+def _check_output(src: Path, dst: Path, overwrite: bool) -> None:
+    if not dst.parent.is_dir():
+        raise FileNotFoundError(f"output folder {dst.parent} does not exist")
+    problem = _outdir.problem(dst, [src], True, MARKERS)
+    if problem is not None:
+        if "would replace the input" in problem:
+            raise ValueError(problem)
+        raise FileExistsError(problem)
+    if os.path.lexists(dst) and not overwrite:
+        raise FileExistsError(f"{dst} exists; pass overwrite=True to replace it")
+
+
+def _weight_map(folder: _Folder) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """The index (None for a single file) and its weight map, checked: every
+    shard a file of the folder, named without a path."""
+    src = folder.path
+    has_single, has_index = SINGLE in folder.files, INDEX in folder.files
+    if has_single and has_index:
+        raise ValueError(
+            f"{src} holds both {SINGLE} and {INDEX}; which one is the model is unclear, "
+            "remove the other"
+        )
+    if not has_single and not has_index:
+        raise FileNotFoundError(
+            f"{src}: a model folder holds {SINGLE} or {INDEX}; neither is there"
+        )
+    if has_single:  # the names come from its header, once opened
+        return None, {"": SINGLE}
+    what = str(src / INDEX)
+    index = folder.read_json(INDEX)
+    if not isinstance(index, dict):
+        raise ValueError(f"{what} must be a JSON object; got {type(index).__name__}")
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ValueError(f"{what}: weight_map must be an object of tensor names to files")
+    metadata = index.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise ValueError(f"{what}: metadata must be an object; got {type(metadata).__name__}")
+    for tensor, shard in weight_map.items():
+        if not isinstance(shard, str):
+            raise ValueError(f"{what}: weight_map[{tensor!r}] must be a file name; got {shard!r}")
+        plain = shard not in ("", ".", "..") and not any(c in shard for c in "/\\\0")
+        if not plain:
+            raise ValueError(
+                f"{what}: weight_map[{tensor!r}] is {shard!r}; a shard is a file name "
+                "in the folder, without a path"
+            )
+        if shard not in folder.files:
+            raise ValueError(
+                f"{what}: weight_map[{tensor!r}] names {shard!r}, which is not a file of the folder"
+            )
+        if shard in (CONFIG, INDEX):
+            raise ValueError(f"{what}: weight_map[{tensor!r}] names {shard!r}, not a shard")
+    return index, weight_map
+
+
+def _check_shards(src: Path, weight_map: dict[str, str], shards: dict[str, sft.Header]) -> None:
+    """Each shard holds exactly the tensors the index maps to it."""
+    for name, shard in shards.items():
+        named = {t for t, s in weight_map.items() if s == name}
+        held = set(shard.entries)
+        if named != held:
+            missing, extra = sorted(named - held), sorted(held - named)
+            problem = (
+                f"{name} has no {missing[0]!r}, which the index maps to it"
+                if missing
+                else f"{name} holds {extra[0]!r}, which the index does not map to it"
+            )
+            raise ValueError(f"{src / INDEX}: {problem}")
+
+
+def _unknown_family(src: Path, model_type: Any, key: str | None, updates: dict[str, Any]) -> None:
+    if key is not None and updates:
+        return
+    known = ", ".join(FAMILIES)
+    raise ValueError(
+        f"{src / CONFIG}: model_type {model_type!r} is not one posembed knows ({known}); "
+        "give key (--key) for the table and set_config (--set-config FIELD=VALUE) for "
+        "the config.json field that holds its size"
+    )
+
+
+def _family_prefix(
+    src: Path, model_type: str, family: Family, config: dict[str, Any], prefix: int | None
+) -> int:
+    rows = family.prefix
+    why = f"{model_type}'s table starts with {rows} rows that are not positions"
+    if model_type in ("roberta", "xlm-roberta"):
+        pad = config.get("pad_token_id", 1)
+        if type(pad) is not int or pad < 0:
+            raise ValueError(f"{src / CONFIG}: pad_token_id must be an integer >= 0; got {pad!r}")
+        rows = pad + 1
+        why = f"{model_type}'s positions start after pad_token_id {pad}, at row {rows}"
+    if prefix is not None and prefix != rows:
+        raise ValueError(f"prefix {prefix} does not fit: {why}; leave prefix unset")
+    return rows
+
+
+def _image_grid(src: Path, config: dict[str, Any]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((H, W) patch grid, (patch height, patch width)) from image_size and patch_size."""
+    sizes = []
+    for name in ("image_size", "patch_size"):
+        value = config.get(name)
+        pair = [value, value] if type(value) is int else value
+        if not (isinstance(pair, list) and len(pair) == 2 and all(type(x) is int for x in pair)):
+            raise ValueError(f"{src / CONFIG}: {name} must be an integer or [height, width]")
+        if not all(x > 0 for x in pair):
+            raise ValueError(f"{src / CONFIG}: {name} must be positive; got {value!r}")
+        sizes.append(pair)
+    (h, w), (ph, pw) = sizes
+    return (h // ph, w // pw), (ph, pw)
+
+
+def _family_plan(
+    src: Path, model_type: str, family: Family, config: dict[str, Any], plan: Plan
+) -> Plan:
+    if family.grid:
+        if plan.new_grid is None:
+            raise ValueError(
+                f"a {model_type} model's table is a patch grid: give new_grid "
+                "(--new-grid HxW), not length"
+            )
+        grid, _ = _image_grid(src, config)
+        if plan.grid is not None and plan.grid != grid:
+            raise ValueError(
+                f"grid {plan.grid[0]}x{plan.grid[1]} does not fit {src / CONFIG}, whose "
+                f"image_size and patch_size make a {grid[0]}x{grid[1]} grid; leave grid unset"
+            )
+        return dataclasses.replace(plan, grid=grid)
+    if plan.new_grid is not None:
+        raise ValueError(
+            f"a {model_type} model's table is a sequence of positions: give length "
+            "(--length T), not new_grid"
+        )
+    return plan
+
+
+def _is_table(name: str, family: Family) -> bool:
+    return name == family.table or name.endswith("." + family.table)
+
+
+def _find_table(src: Path, model_type: str, family: Family, weight_map: dict[str, str]) -> str:
+    found = [n for n in weight_map if _is_table(n, family)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise ValueError(
+            f"{src}: no tensor {family.table!r} (or ending in '.{family.table}') as a "
+            f"{model_type} model has; give key (--key) for the table"
+        )
+    raise ValueError(
+        f"{src}: several tensors end in {family.table!r} ({', '.join(map(repr, found[:5]))}); "
+        "give key (--key) for the table"
+    )
+
+
+def _config_changes(
+    config: dict[str, Any], family: Family | None, table: NewTable, plan: Plan
+) -> dict[str, tuple[Any, Any]]:
+    """config.json's size fields set for ``table`` (in place); name: (old, new)."""
+    changes: dict[str, tuple[Any, Any]] = {}
+    if family is None:
+        return changes
+    positions = table.new_shape[-2] - table.prefix
+    if family.grid:
+        assert plan.new_grid is not None
+        old = config["image_size"]
+        _, (ph, pw) = _image_grid(Path(), config)
+        h, w = plan.new_grid[0] * ph, plan.new_grid[1] * pw
+        value: Any = h if type(old) is int and h == w else [h, w]
+    else:
+        value = positions + table.prefix if family.counts_prefix else positions
+    for name in family.fields + tuple(n for n in family.optional if n in config):
+        changes[name] = (_set(config, name, value), value)
+    return changes
+
+
+def _set(config: dict[str, Any], name: str, value: Any) -> Any:
+    """Set the (dotted) field ``name``; return its old value (None if it had none)."""
+    *path, last = name.split(".")
+    node = config
+    for i, part in enumerate(path):
+        child = node.get(part)
+        if not isinstance(child, dict):
+            where = ".".join(path[: i + 1])
+            raise ValueError(f"set_config {name!r}: config.json has no object {where!r}")
+        node = child
+    old = node.get(last)
+    node[last] = value
+    return old
+
+
+def _new_index(
+    index: dict[str, Any], shards: dict[str, sft.Header], table: NewTable
+) -> dict[str, Any]:
+    """The index with its weight map as it was and the sizes of the new tensors."""
+    total = sum(header.data_bytes for header in shards.values())
+    total += table.nbytes - table.entry.nbytes
+    metadata = dict(index.get("metadata", {}))
+    metadata["total_size"] = total
+    count = metadata.get("total_parameters")
+    if type(count) is int:
+        added = 1
+        for dim in table.new_shape:
+            added *= dim
+        removed = 1
+        for dim in table.entry.shape:
+            removed *= dim
+        metadata["total_parameters"] = count + added - removed
+    return {**index, "metadata": metadata}
+
+
+def _json_text(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except TypeError as exc:  # a value JSON has no form for
+        raise TypeError(f"{what} cannot be written as JSON: {exc}") from None
+    except ValueError:  # json's message names no value
+        raise ValueError(f"{what} cannot be written: a value is NaN or infinite") from None
+
+
+def _copy(folder: _Folder, name: str, tmp: Path, size: int | None = None) -> None:
+    """File ``name`` of the folder copied into ``tmp``; ``size``: the size it must have."""
+    fd = folder.open(name)
+    try:
+        now = os.fstat(fd).st_size
+        if size is not None and now != size:
+            raise ValueError(f"{folder.path / name}: the file changed while reading")
+        with open(tmp / name, "xb", buffering=0) as out:
+            sft.copy_file(fd, out, folder.path / name, now)
+    finally:
+        os.close(fd)

@@ -1,0 +1,561 @@
+"""`posembed resize` and resize_checkpoint on a Hugging Face model folder.
+
+The folder tests build folders with the safetensors package's NumPy writer (no
+PyTorch): the index rewritten, the other files copied, config.json updated,
+and bad folders refused with one line and exit status 2. The model tests build
+tiny random models with transformers (no download), save them whole and
+sharded, resize them and load the result with ``from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
+
+import posembed
+import posembed._safetensors as sft
+from posembed import cli, resize_checkpoint
+
+from .conftest import assert_same, normal_table, torch_or_skip
+
+D = 8
+
+
+def write_folder(
+    path: Path,
+    config: dict[str, Any],
+    tensors: dict[str, np.ndarray],
+    shards: int = 1,
+    extra: dict[str, bytes] | None = None,
+) -> Path:
+    """A model folder as save_pretrained writes it: config.json, the weights
+    (model.safetensors, or ``shards`` files and the index), other files."""
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(config, indent=2))
+    if shards == 1:
+        save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+    else:
+        weight_map = {}
+        for i, group in enumerate(np.array_split(np.array(list(tensors)), shards)):
+            name = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+            save_file({n: tensors[n] for n in group}, str(path / name), metadata={"format": "pt"})
+            weight_map.update(dict.fromkeys(group.tolist(), name))
+        index = {
+            "metadata": {
+                "total_parameters": sum(a.size for a in tensors.values()),
+                "total_size": sum(a.nbytes for a in tensors.values()),
+            },
+            "weight_map": weight_map,
+        }
+        (path / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    for name, data in (extra or {}).items():
+        (path / name).write_bytes(data)
+    return path
+
+
+def gpt2_folder(tmp_path: Path, rng: np.random.Generator, shards: int = 3, **kw: Any) -> Path:
+    config = {"model_type": "gpt2", "n_positions": 16, "n_ctx": 16, "n_embd": D, "n_layer": 1}
+    tensors = {
+        "transformer.wte.weight": normal_table(rng, 20, D, np.float32),
+        "transformer.wpe.weight": normal_table(rng, 16, D, np.float32),
+        "transformer.h.0.mlp.c_fc.weight": normal_table(rng, D, 4 * D, np.float32),
+        "transformer.h.0.mlp.c_fc.bias": normal_table(rng, 1, 4 * D, np.float16)[0],
+        "transformer.ln_f.weight": np.ones(D, np.float32),
+    }
+    return write_folder(tmp_path / "gpt2", config, tensors, shards, **kw)
+
+
+def resize_cli(*args: object) -> int:
+    return cli.main(["resize", *map(str, args)])
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def all_tensors(folder: Path) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for path in folder.glob("*.safetensors"):
+        out.update(load_file(str(path)))
+    return out
+
+
+def index_of(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / "model.safetensors.index.json").read_text())
+
+
+# -- folders, without PyTorch -------------------------------------------------------------
+
+
+def test_a_sharded_folder_resized_by_the_command(tmp_path, rng, capsys):
+    extra = {
+        "tokenizer.json": b'{"model": {}}',
+        "generation_config.json": b'{"bos_token_id": 1}',
+        "README.md": b"# tiny\n",
+        ".gitattributes": b"*.safetensors filter=lfs\n",
+        "pytorch_model.bin": b"old weights",
+    }
+    src = gpt2_folder(tmp_path, rng, shards=3, extra=extra)
+    (src / "onnx").mkdir()
+    (src / "onnx" / "model.onnx").write_bytes(b"old graph")
+    before = files_of(src)
+    dst = tmp_path / "gpt2-24"
+    assert resize_cli(src, "--length", 24, "-o", dst) == 0
+    printed = capsys.readouterr().out
+    assert printed == (
+        "resized transformer.wpe.weight (F32) in model-00001-of-00003.safetensors: "
+        "(16, 8) -> (24, 8) by interpolate (align=scale); config.json: n_positions 16 -> 24, "
+        f"n_ctx 16 -> 24; not copied: onnx/, pytorch_model.bin; wrote {dst}\n"
+    )
+    assert files_of(src) == before  # the input is never modified
+    after = files_of(dst)
+    kept = set(before) - {"pytorch_model.bin"}
+    assert set(after) == kept | {".posembed.json"}
+    assert not (dst / "onnx").exists()
+    for name in ("tokenizer.json", "generation_config.json", "README.md", ".gitattributes"):
+        assert after[name] == before[name]
+    for shard in ("model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"):
+        assert after[shard] == before[shard]  # byte for byte, header included
+
+    old, new = all_tensors(src), all_tensors(dst)
+    assert set(new) == set(old)
+    table = "transformer.wpe.weight"
+    assert_same(new[table], posembed.interpolate(old[table], 24))
+    for name in old.keys() - {table}:
+        assert_same(new[name], old[name])
+    with safe_open(str(dst / "model-00001-of-00003.safetensors"), "np") as f:
+        assert f.metadata() == {"format": "pt"}
+
+    index, old_index = index_of(dst), index_of(src)
+    assert index["weight_map"] == old_index["weight_map"]
+    assert index["metadata"]["total_size"] == sum(a.nbytes for a in new.values())
+    assert index["metadata"]["total_parameters"] == sum(a.size for a in new.values())
+    config = json.loads((dst / "config.json").read_text())
+    old_config = json.loads((src / "config.json").read_text())
+    assert config == {**old_config, "n_positions": 24, "n_ctx": 24}
+    assert list(config) == list(old_config)  # the fields keep their order
+
+
+def test_a_single_file_folder_by_the_function(tmp_path, rng):
+    config = {"model_type": "bert", "max_position_embeddings": 12, "hidden_size": D}
+    tensors = {
+        "embeddings.position_embeddings.weight": normal_table(rng, 12, D, np.float32),
+        "embeddings.word_embeddings.weight": normal_table(rng, 30, D, np.float32),
+    }
+    src = write_folder(tmp_path / "bert", config, tensors)
+    dst = tmp_path / "out"
+    result = resize_checkpoint(src, dst, length=20, init="tile")
+    assert result.key == "embeddings.position_embeddings.weight"
+    assert result.shard == "model.safetensors"
+    assert result.config == {"max_position_embeddings": (12, 20)}
+    assert result.new_shape == (20, D)
+    assert result.output == dst
+    assert sorted(p.name for p in dst.iterdir()) == [
+        ".posembed.json",
+        "config.json",
+        "model.safetensors",
+    ]
+    new = load_file(str(dst / "model.safetensors"))
+    table = tensors["embeddings.position_embeddings.weight"]
+    assert_same(new["embeddings.position_embeddings.weight"][:12], table)  # trained rows kept
+    assert_same(
+        new["embeddings.position_embeddings.weight"], posembed.extend(table, 20, init="tile")
+    )
+    assert json.loads((dst / "config.json").read_text())["max_position_embeddings"] == 20
+
+
+@pytest.mark.parametrize(
+    ("model_type", "name", "pad", "field_value"),
+    [
+        ("roberta", "roberta.embeddings.position_embeddings.weight", None, 2 + 30),
+        ("xlm-roberta", "roberta.embeddings.position_embeddings.weight", 1, 2 + 30),
+        ("roberta", "embeddings.position_embeddings.weight", 0, 1 + 30),
+        ("opt", "model.decoder.embed_positions.weight", 1, 30),
+    ],
+)
+def test_offset_rows_are_kept_and_counted_as_the_family_counts_them(
+    tmp_path, rng, model_type, name, pad, field_value
+):
+    rows = 2 if pad is None else pad + 1
+    if model_type == "opt":
+        rows = 2  # OPT's offset does not follow pad_token_id
+    config: dict[str, Any] = {"model_type": model_type, "max_position_embeddings": 20}
+    if pad is not None:
+        config["pad_token_id"] = pad
+    table = normal_table(rng, rows + 20, D, np.float32)
+    src = write_folder(tmp_path / "m", config, {name: table, "other": np.zeros(3, np.int64)})
+    result = resize_checkpoint(src, tmp_path / "out", length=30)
+    assert result.prefix == rows
+    new = load_file(str(tmp_path / "out" / "model.safetensors"))[name]
+    assert new.shape == (rows + 30, D)
+    assert_same(new[:rows], table[:rows])
+    assert_same(new[rows:], posembed.interpolate(table[rows:], 30))
+    config_out = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config_out["max_position_embeddings"] == field_value
+    # a prefix that contradicts the family's is refused
+    with pytest.raises(ValueError, match=f"prefix 0 does not fit: {model_type}'s"):
+        resize_checkpoint(src, tmp_path / "out2", length=30, prefix=0)
+    assert not (tmp_path / "out2").exists()
+
+
+@pytest.mark.parametrize(
+    ("model_type", "prefix", "image_size", "patch", "new_grid", "want_size"),
+    [
+        ("vit", 1, 32, 8, (6, 6), 48),
+        ("deit", 2, 32, 8, (3, 5), [24, 40]),
+        ("vit", 1, [32, 24], [8, 4], (2, 3), [16, 12]),
+    ],
+)
+def test_a_vit_grid_comes_from_the_config(
+    tmp_path, rng, model_type, prefix, image_size, patch, new_grid, want_size
+):
+    sizes = [image_size] * 2 if isinstance(image_size, int) else image_size
+    patches = [patch] * 2 if isinstance(patch, int) else patch
+    grid = (sizes[0] // patches[0], sizes[1] // patches[1])
+    name = f"{model_type}.embeddings.position_embeddings"
+    table = normal_table(rng, prefix + grid[0] * grid[1], D, np.float32)[None]
+    config = {"model_type": model_type, "image_size": image_size, "patch_size": patch}
+    src = write_folder(tmp_path / "m", config, {name: table})
+    dst = tmp_path / "out"
+    assert resize_cli(src, "--new-grid", f"{new_grid[0]}x{new_grid[1]}", "-o", dst) == 0
+    new = load_file(str(dst / "model.safetensors"))[name]
+    want = posembed.resample_grid(table[0], grid, new_grid, prefix=prefix)[None]
+    assert_same(new, want)
+    assert json.loads((dst / "config.json").read_text())["image_size"] == want_size
+
+
+def test_set_config_for_another_model(tmp_path, rng, capsys):
+    config = {"model_type": "mystery", "text_config": {"max_len": 10}, "name": "x"}
+    table = normal_table(rng, 10, D, np.float32)
+    src = write_folder(tmp_path / "m", config, {"pos.weight": table})
+    dst = tmp_path / "out"
+    argv = [src, "--key", "pos.weight", "--length", 16, "-o", dst]
+    sets = ["--set-config", "text_config.max_len=16", "--set-config", "name=long"]
+    assert resize_cli(*argv, *sets, "--set-config", "sizes=[1, 2]") == 0
+    assert "config.json: text_config.max_len 10 -> 16" in capsys.readouterr().out
+    written = json.loads((dst / "config.json").read_text())
+    assert written == {
+        "model_type": "mystery",
+        "text_config": {"max_len": 16},
+        "name": "long",
+        "sizes": [1, 2],
+    }
+    # without --set-config the table would not load: refused
+    assert resize_cli(*argv[:-2], "-o", tmp_path / "o2") == 2
+    err = capsys.readouterr().err
+    assert "model_type 'mystery' is not one posembed knows" in err
+    assert err.count("\n") == 1
+    # a set_config overrides a known family's field, and says what it was
+    gpt2 = gpt2_folder(tmp_path, rng, shards=1)
+    result = resize_checkpoint(gpt2, tmp_path / "o3", length=24, set_config={"n_ctx": 2048})
+    assert result.config == {"n_positions": (16, 24), "n_ctx": (16, 2048)}
+    # another table of a known model: its size field must be named
+    wte = "transformer.wte.weight"
+    with pytest.raises(ValueError, match="is not the position table of a gpt2 model"):
+        resize_checkpoint(gpt2, tmp_path / "o4", wte, 24)
+    result = resize_checkpoint(gpt2, tmp_path / "o5", wte, 24, set_config={"vocab_size": 24})
+    assert result.config == {"vocab_size": (None, 24)}
+    assert json.loads((tmp_path / "o5" / "config.json").read_text())["n_positions"] == 16
+    with pytest.raises(ValueError, match="a value is NaN or infinite"):
+        resize_checkpoint(gpt2, tmp_path / "o4", length=24, set_config={"x": float("nan")})
+    with pytest.raises(TypeError, match="cannot be written as JSON"):
+        resize_checkpoint(gpt2, tmp_path / "o4", length=24, set_config={"x": object()})
+    with pytest.raises(ValueError, match=r"config\.json has no object 'nope'"):
+        resize_checkpoint(gpt2, tmp_path / "o4", length=24, set_config={"nope.x": 1})
+    with pytest.raises(TypeError, match="set_config must be a mapping"):
+        resize_checkpoint(gpt2, tmp_path / "o4", length=24, set_config=["x=1"])  # type: ignore[arg-type]
+    assert not (tmp_path / "o4").exists()
+
+
+def test_force_replaces_only_a_model_folder_posembed_wrote(tmp_path, rng, capsys):
+    src = gpt2_folder(tmp_path, rng)
+    dst = tmp_path / "out"
+    assert resize_cli(src, "--length", 20, "-o", dst) == 0
+    assert resize_cli(src, "--length", 24, "-o", dst) == 2
+    assert f"{dst} exists; pass --force to replace it" in capsys.readouterr().err
+    assert resize_cli(src, "--length", 24, "--force", "-o", dst) == 0
+    assert json.loads((dst / "config.json").read_text())["n_positions"] == 24
+    with pytest.raises(FileExistsError, match="pass overwrite=True"):
+        resize_checkpoint(src, dst, length=24)
+    # a model folder posembed did not write (the source itself, a copy of it) is never replaced
+    (tmp_path / "x").mkdir()
+    other = gpt2_folder(tmp_path / "x", rng)
+    assert resize_cli(src, "--length", 24, "--force", "-o", other) == 2
+    assert "a folder posembed did not write (no .posembed.json" in capsys.readouterr().err
+    assert resize_cli(src, "--length", 24, "--force", "-o", src) == 2
+    assert "would replace the input" in capsys.readouterr().err
+    # a file is never replaced by a folder, whatever --force
+    (tmp_path / "file").write_bytes(b"precious")
+    for force in ((), ("--force",)):
+        assert resize_cli(src, "--length", 24, *force, "-o", tmp_path / "file") == 2
+        assert "is a file, not a folder posembed wrote" in capsys.readouterr().err
+    assert (tmp_path / "file").read_bytes() == b"precious"
+    # chunk's markers do not make a folder posembed's model folder
+    (other / "meta.json").write_text("{}")
+    assert resize_cli(src, "--length", 24, "--force", "-o", other) == 2
+    capsys.readouterr()
+
+
+def test_a_failure_while_writing_leaves_no_output(tmp_path, rng, monkeypatch):
+    src = gpt2_folder(tmp_path, rng, extra={"tokenizer.json": b"{}"})
+    calls = []
+
+    def broken(*args: Any) -> None:
+        calls.append(args)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sft, "copy_file", broken)
+    with pytest.raises(OSError, match="No space left"):
+        resize_checkpoint(src, tmp_path / "out", length=24)
+    assert calls
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpt2"]  # no temporary folder either
+
+
+def test_links_inside_the_folder_and_into_the_hf_cache_are_followed(tmp_path, rng):
+    # the Hugging Face cache: snapshots/<revision>/<name> -> ../../blobs/<hash>
+    built = gpt2_folder(tmp_path, rng, extra={"tokenizer.json": b"{}"})
+    repo = tmp_path / "models--tiny"
+    snapshot = repo / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    for path in built.iterdir():
+        blob = repo / "blobs" / f"hash-{path.name}"
+        blob.write_bytes(path.read_bytes())
+        (snapshot / path.name).symlink_to(Path("..", "..", "blobs", blob.name))
+    (snapshot / "vocab.txt").symlink_to("tokenizer.json")  # a link within the folder
+    dst = tmp_path / "out"
+    resize_checkpoint(snapshot, dst, length=24)
+    assert not any(p.is_symlink() for p in dst.iterdir())  # the files, not links, are written
+    assert (dst / "vocab.txt").read_bytes() == b"{}"
+    assert_same(
+        all_tensors(dst)["transformer.wpe.weight"],
+        posembed.interpolate(all_tensors(built)["transformer.wpe.weight"], 24),
+    )
+
+
+def bad_index(text: str) -> Any:
+    return lambda src: (src / "model.safetensors.index.json").write_text(text)
+
+
+def edit_index(change: Any) -> Any:
+    def edit(src: Path) -> None:
+        index = index_of(src)
+        change(index)
+        (src / "model.safetensors.index.json").write_text(json.dumps(index))
+
+    return edit
+
+
+def link_out(src: Path) -> None:
+    secret = src.parent / "secret.txt"
+    secret.write_text("key")
+    (src / "tokenizer.json").symlink_to(secret)
+
+
+def add_fifo(src: Path) -> None:
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no os.mkfifo on this system")  # Windows; every POSIX host runs it
+    os.mkfifo(src / "tokenizer.json")
+
+
+def remove(name: str) -> Any:
+    return lambda src: (src / name).unlink()
+
+
+def both_weights(src: Path) -> None:
+    save_file({"a": np.zeros(2, np.float32)}, str(src / "model.safetensors"))
+
+
+MODEL_00001 = "model-00001-of-00003.safetensors"
+
+
+@pytest.mark.parametrize(
+    ("spoil", "args", "text"),
+    [
+        (remove("config.json"), (), "a model folder holds config.json; there is none"),
+        (
+            lambda src: [p.unlink() for p in src.glob("model*")],
+            (),
+            "holds model.safetensors or model.safetensors.index.json; neither is there",
+        ),
+        (both_weights, (), "holds both model.safetensors and model.safetensors.index.json"),
+        (
+            edit_index(lambda i: i["weight_map"].update({"transformer.wpe.weight": "../x"})),
+            (),
+            "weight_map['transformer.wpe.weight'] is '../x'; a shard is a file name",
+        ),
+        (
+            edit_index(lambda i: i["weight_map"].update({"transformer.wpe.weight": "/etc/x"})),
+            (),
+            "a shard is a file name in the folder, without a path",
+        ),
+        (
+            edit_index(lambda i: i["weight_map"].update({"transformer.wpe.weight": "gone"})),
+            (),
+            "names 'gone', which is not a file of the folder",
+        ),
+        (
+            edit_index(lambda i: i["weight_map"].pop("transformer.wpe.weight")),
+            (),
+            f"{MODEL_00001} holds 'transformer.wpe.weight', which the index does not map to it",
+        ),
+        (
+            edit_index(lambda i: i["weight_map"].update({"ghost": MODEL_00001})),
+            (),
+            f"{MODEL_00001} has no 'ghost', which the index maps to it",
+        ),
+        (bad_index('{"weight_map": {}, "weight_map": {}}'), (), "duplicate key 'weight_map'"),
+        (bad_index("[" * 5000 + "]" * 5000), (), "nests 5000 levels deep"),
+        (bad_index('{"metadata": {"total_size": NaN}}'), (), "NaN is not JSON"),
+        (bad_index("[]"), (), "must be a JSON object; got list"),
+        (bad_index('{"weight_map": []}'), (), "weight_map must be an object"),
+        (bad_index('{"weight_map": {"a": 3}}'), (), "weight_map['a'] must be a file name"),
+        (
+            lambda src: (src / "config.json").write_text('{"model_type": "gpt2", "a": Infinity}'),
+            (),
+            "Infinity is not JSON",
+        ),
+        (link_out, (), "is a symbolic link to"),
+        (add_fifo, (), "tokenizer.json is a FIFO, not a regular file"),
+        (
+            lambda src: None,
+            ("--key", "transformer.wpe"),
+            "no tensor named 'transformer.wpe' in the checkpoint; close names: 'transformer.wpe.",
+        ),
+        (
+            lambda src: (src / "config.json").write_text('{"model_type": "bert"}'),
+            (),
+            "no tensor 'embeddings.position_embeddings.weight' (or ending in",
+        ),
+        (lambda src: None, ("--prefix", "1"), "prefix 1 does not fit: gpt2's table"),
+        (lambda src: None, ("--new-grid", "4x4"), "give length (--length T), not new_grid"),
+    ],
+)
+def test_a_bad_folder_is_one_line_and_exit_2(tmp_path, rng, capsys, spoil, args, text):
+    src = gpt2_folder(tmp_path, rng)
+    spoil(src)
+    before = sorted(os.listdir(tmp_path))
+    length = () if "--new-grid" in args else ("--length", 24)
+    assert resize_cli(src, *length, *args, "-o", tmp_path / "out") == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("posembed resize: error: ")
+    assert captured.err.count("\n") == 1  # one line, no traceback
+    assert text in captured.err, captured.err
+    assert sorted(os.listdir(tmp_path)) == before  # no output, no temporary folder
+
+
+def test_a_vit_given_length_and_a_contradicting_grid(tmp_path, rng):
+    config = {"model_type": "vit", "image_size": 16, "patch_size": 4}
+    table = normal_table(rng, 17, D, np.float32)[None]
+    src = write_folder(tmp_path / "vit", config, {"vit.embeddings.position_embeddings": table})
+    with pytest.raises(ValueError, match="patch grid: give new_grid"):
+        resize_checkpoint(src, tmp_path / "out", length=30)
+    with pytest.raises(ValueError, match="grid 2x8 does not fit"):
+        resize_checkpoint(src, tmp_path / "out", new_grid=(8, 8), grid=(2, 8))
+    with pytest.raises(ValueError, match="set_config applies to a model folder"):
+        resize_checkpoint(src / "model.safetensors", tmp_path / "o.st", "x", 3, set_config={})
+    with pytest.raises(TypeError, match="key must be a str naming the table"):
+        resize_checkpoint(src / "model.safetensors", tmp_path / "o.st", length=3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vit"]
+
+
+# -- real models, loaded by transformers ------------------------------------------------------
+
+
+def tiny_model(family: str) -> tuple[Any, dict[str, Any]]:
+    """A tiny random model of ``family`` and the resize that lengthens it."""
+    import transformers as tf
+
+    text = {"num_hidden_layers": 1, "num_attention_heads": 2, "hidden_size": 32}
+    text |= {"intermediate_size": 37, "vocab_size": 99}
+    if family == "gpt2":
+        config = tf.GPT2Config(n_layer=1, n_head=2, n_embd=32, n_positions=64, vocab_size=99)
+        config.bos_token_id = config.eos_token_id = 0
+        return tf.GPT2LMHeadModel(config), {"length": 96, "init": "edge"}
+    if family == "bert":
+        return tf.BertModel(tf.BertConfig(max_position_embeddings=64, **text)), {"length": 96}
+    if family == "roberta":
+        config = tf.RobertaConfig(max_position_embeddings=66, **text)
+        return tf.RobertaForMaskedLM(config), {"length": 96, "init": "tile"}
+    if family == "opt":
+        config = tf.OPTConfig(
+            num_hidden_layers=1, num_attention_heads=2, hidden_size=32, ffn_dim=37,
+            max_position_embeddings=64, vocab_size=99, word_embed_proj_dim=32,
+        )  # fmt: skip
+        return tf.OPTForCausalLM(config), {"length": 96, "init": "interpolate"}
+    vision = {k: v for k, v in text.items() if k != "vocab_size"}
+    vision |= {"image_size": 32, "patch_size": 8}
+    if family == "vit":
+        return tf.ViTModel(tf.ViTConfig(**vision)), {"new_grid": (6, 5)}
+    assert family == "deit"
+    config = tf.DeiTConfig(**vision)
+    return tf.DeiTForImageClassificationWithTeacher(config), {"new_grid": (3, 3)}
+
+
+@pytest.mark.parametrize(
+    ("family", "sharded", "by_command"),
+    [
+        ("gpt2", True, True),
+        ("bert", False, False),
+        ("roberta", True, False),
+        ("opt", True, True),
+        ("vit", True, True),
+        ("deit", False, False),
+    ],
+)
+def test_from_pretrained_loads_the_resized_folder(
+    tmp_path, monkeypatch, family, sharded, by_command
+):
+    torch = torch_or_skip()  # CI reruns this file with PyTorch required
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    torch.manual_seed(0)
+    model, resize = tiny_model(family)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    model.save_pretrained(src, max_shard_size="20KB" if sharded else "1GB")
+    assert (src / "model.safetensors.index.json").exists() == sharded
+    if by_command:
+        options = [f"--{k.replace('_', '-')}={v}" for k, v in resize.items() if k != "new_grid"]
+        if "new_grid" in resize:
+            options.append("--new-grid={}x{}".format(*resize["new_grid"]))
+        assert resize_cli(src, *options, "-o", dst) == 0
+    else:
+        resize_checkpoint(src, dst, **resize)
+    loaded, info = type(model).from_pretrained(dst, output_loading_info=True)
+    assert not info["missing_keys"]
+    assert not info["unexpected_keys"]
+    assert not info["mismatched_keys"]
+    assert not info.get("error_msgs")
+
+    old = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    new = {k: v.detach().numpy() for k, v in loaded.state_dict().items()}
+    tables = [k for k in old if old[k].shape != new[k].shape]
+    assert len(tables) == 1
+    name = tables[0]
+    for key in old.keys() - {name}:
+        assert_same(new[key], old[key])
+    table, grown = old[name], new[name]
+    if "new_grid" in resize:
+        prefix = 1 if family == "vit" else 2
+        grid = posembed.resample_grid(table[0], (4, 4), resize["new_grid"], prefix=prefix)
+        assert_same(grown, grid[None])  # the prefix rows bit-identical in it
+    else:
+        rows = table.shape[0]
+        assert grown.shape[0] == rows + 96 - 64
+        if "init" in resize:
+            assert_same(grown[:rows], table)  # every trained row kept bit for bit
+
+    with torch.no_grad():
+        if "new_grid" in resize:
+            h, w = resize["new_grid"]
+            loaded(pixel_values=torch.randn(1, 3, 8 * h, 8 * w))
+        else:
+            loaded(input_ids=torch.randint(3, 99, (1, 96)))
