@@ -535,20 +535,24 @@ def _peak(*args: object) -> int:
 
 
 @skip_if_sanitized
-@pytest.mark.parametrize("form", ["parquet", "arrow"])
+@pytest.mark.parametrize("form", ["parquet", "parquet groups", "arrow"])
 def test_a_corpus_larger_than_the_budget_in_bounded_memory(tmp_path, form):
     # 32 Mi int32 tokens (128 MiB, twice the budget) in one Parquet row group,
     # or IPC batches of 1 Mi tokens: read a batch at a time, never the whole
-    # row group or file
+    # row group or file; or in 32 row groups of 4 MiB, decoded two at a time
     n_docs, length = 32 * 1024, 1024
     values = (np.arange(n_docs * length, dtype=np.int64) % 50_021).astype(np.int32)
     offsets = np.arange(0, n_docs * length + 1, length, dtype=np.int32)
     ids = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
     table = pa.table({"input_ids": ids})
-    src = tmp_path / f"big.{form}"
+    src = tmp_path / f"big.{form.split()[0]}"
     if form == "parquet":
         pq.write_table(table, src, row_group_size=n_docs, compression="none")
         assert pq.ParquetFile(src).metadata.num_row_groups == 1
+    elif form == "parquet groups":
+        pq.write_table(table, src, row_group_size=1024, compression="none")
+        meta = pq.ParquetFile(src).metadata
+        assert meta.num_row_groups == 32
     else:
         _write_ipc(src, table, stream=True, rows=1024)
     del table, ids, values
