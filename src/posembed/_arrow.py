@@ -90,6 +90,19 @@ def _column(pa: Any, obj: Any) -> Any:
     return None
 
 
+def corpus_column(tokens: Any, offsets: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`list_column` of ``tokens`` for a function that also takes CSR
+    ``offsets``: those must then be None, since the column's rows are the
+    documents."""
+    column = list_column(tokens)
+    if column is not None and offsets is not None:
+        raise ValueError(
+            "offsets must not be given with an Arrow list column: its rows are the "
+            "documents (pass the flat tokens to give offsets)"
+        )
+    return column
+
+
 def list_column(obj: Any, name: str = "tokens") -> tuple[np.ndarray, np.ndarray] | None:
     """An Arrow list column as a corpus: its values (the tokens, one flat
     array) and its offsets (int64, CSR from 0: one document per row).

@@ -646,13 +646,8 @@ def _corpus(tokens: Any, offsets: Any) -> tuple[np.ndarray, Any, Any]:
     against out= overlapping: an Arrow list column gives its values and its
     own offsets (then ``offsets`` must be None); anything else is read by
     NumPy, with the offsets as given."""
-    column = _arrow.list_column(tokens)
+    column = _arrow.corpus_column(tokens, offsets)
     if column is not None:
-        if offsets is not None:
-            raise ValueError(
-                "offsets must not be given with an Arrow list column: its rows are the "
-                "documents (pass the flat tokens to give offsets)"
-            )
         values, own = column
         return values, own, values
     token_array = v.as_array(tokens, "tokens")

@@ -156,16 +156,11 @@ def windows(
         from 0 to N without decreasing; an Arrow list column with a null list
         or token, or given with ``offsets``.
     """
-    column = _arrow.list_column(tokens)
+    column = _arrow.corpus_column(tokens, offsets)
     if column is not None:
         # the conversion runs here, in the driver: the offsets become the
         # layout, and the values (a view of a single chunk's buffer, else one
         # joined copy) are cut in Dask's default chunks like any NumPy array
-        if offsets is not None:
-            raise ValueError(
-                "offsets must not be given with an Arrow list column: its rows are the "
-                "documents (pass the flat tokens to give offsets)"
-            )
         tokens, offsets = column
     token_array = _as_dask(tokens)
     if token_array.ndim != 1:
