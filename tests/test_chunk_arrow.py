@@ -325,6 +325,34 @@ def test_a_null_row_is_named(tmp_path, capsys):
     )
 
 
+@pytest.mark.parametrize(("decoders", "queued"), [(1, 1), (2, 1), (3, 4)])
+def test_row_groups_decoded_on_several_threads_give_the_same_windows(
+    tmp_path, monkeypatch, decoders, queued
+):
+    # row groups of 7 rows, batches of a few rows: the decoding threads' queues
+    # fill and drain, and the windows are those of the flat tokens all the same
+    import posembed._chunk_arrow as arrow_module
+
+    rng = np.random.default_rng(5)
+    docs = [rng.integers(0, 1000, int(n)).tolist() for n in rng.integers(0, 90, 60)]
+    pq.write_table(
+        pa.table({"input_ids": pa.array(docs, pa.list_(pa.int32()))}),
+        tmp_path / "g.parquet",
+        row_group_size=7,
+    )
+    monkeypatch.setattr(arrow_module, "DECODERS", decoders)
+    monkeypatch.setattr(arrow_module, "QUEUED", queued)
+    monkeypatch.setattr(arrow_module, "BATCH_BYTES", 64)
+    default = pa.default_memory_pool().backend_name
+    chunk_file(tmp_path / "g.parquet", tmp_path / "out", size=16, overlap=4, quiet=True)
+    assert pa.default_memory_pool().backend_name == default  # put back after the run
+    flat = np.array([t for d in docs for t in d], np.int32)
+    offsets = np.cumsum([0] + [len(d) for d in docs])
+    want = posembed.windows(flat, 16, overlap=4, offsets=offsets)
+    assert np.array_equal(np.load(tmp_path / "out" / "windows.npy"), want.tokens)
+    assert np.array_equal(np.load(tmp_path / "out" / "documents.npy"), want.documents)
+
+
 @pytest.mark.parametrize(
     ("column", "pattern"),
     [
@@ -619,3 +647,19 @@ def test_dask_takes_token_files_only(corpus, tmp_path, capsys):
     with pytest.raises(ChunkError, match=r"Arrow and Parquet input is read in one process"):
         prepare_chunk(sources["to_parquet"], out, size=8)
     assert not (tmp_path / "out").exists()
+
+
+def test_the_system_pool_switch_nests_and_puts_the_default_back():
+    # two runs on two threads make readers at once: the caller's default pool
+    # is put back when the last one is done, whatever the order they end in
+    import posembed._chunk_arrow as arrow_module
+
+    default = pa.default_memory_pool().backend_name
+    first, second = arrow_module._system_pool(pa), arrow_module._system_pool(pa)
+    first.__enter__()
+    second.__enter__()
+    assert pa.default_memory_pool().backend_name == "system"
+    first.__exit__(None, None, None)
+    assert pa.default_memory_pool().backend_name == "system"
+    second.__exit__(None, None, None)
+    assert pa.default_memory_pool().backend_name == default

@@ -6,8 +6,8 @@ wrote. Each row of the column is a list of token ids: one document, its
 boundaries kept as ``--offsets`` keeps them for a token file.
 
 It is read in one pass, a bounded batch of rows at a time (Parquet row
-groups cut into batches of about ``BATCH_BYTES``; IPC record batches as
-stored), and every batch's documents are cut into windows as it arrives: a
+groups cut into batches of about ``BATCH_BYTES``, DECODERS row groups
+decoded at a time; IPC record batches as stored), and every batch's documents are cut into windows as it arrives: a
 document's windows depend on its own length alone, so the outputs equal
 those of the token file with its offsets, byte for byte, without the corpus'
 offsets ever being held (the window count goes into the ``.npy`` headers at
@@ -16,8 +16,11 @@ the end, where NumPy leaves room for it).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 import stat
+import threading
 from collections import deque
 from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,6 +43,12 @@ DEFAULT_COLUMN = "input_ids"
 BATCH_BYTES = _chunk.MEMORY_BYTES // 64
 # Column chunks of Parquet are read through a buffer of this many bytes, not whole.
 PARQUET_BUFFER = 1 << 20
+# Parquet's decoding of a column runs on one thread: a file of several row
+# groups (`datasets` writes one per 1000 rows) is decoded DECODERS row groups
+# at a time, each into a queue of at most QUEUED batches, so that the next
+# row group is decoded while this one is cut.
+DECODERS = 2
+QUEUED = 4
 # state.json of a saved dataset lists its files: a few hundred bytes a file.
 STATE_BYTES = 16 << 20
 # The IPC file format begins with this magic; a stream does not.
@@ -265,16 +274,21 @@ def _arrays(corpus: Corpus, source: _Source) -> Iterator[Any]:
         handle = _native_file(pa, fd)
         try:
             if source.kind == "parquet":
-                reader = pq.ParquetFile(handle, buffer_size=PARQUET_BUFFER, pre_buffer=False)
+                with _system_pool(pa):
+                    reader = pq.ParquetFile(handle, buffer_size=PARQUET_BUFFER, pre_buffer=False)
                 meta = reader.metadata
                 leaves = list(_leaf_columns(meta, corpus.column)) if meta.num_row_groups else []
+                rows = []
                 for i in range(meta.num_row_groups):
                     group = meta.row_group(i)
                     nbytes = sum(group.column(j).total_uncompressed_size for j in leaves)
                     per_row = max(1, nbytes // max(1, group.num_rows))
-                    rows = max(1, min(group.num_rows, BATCH_BYTES // per_row))
+                    rows.append(max(1, min(group.num_rows, BATCH_BYTES // per_row)))
+                if len(rows) > 1:
+                    yield from _parallel_groups(pa, fd, meta, corpus, source.path, rows)
+                elif rows:
                     for batch in reader.iter_batches(
-                        rows, row_groups=[i], columns=[corpus.column], use_threads=False
+                        rows[0], row_groups=[0], columns=[corpus.column], use_threads=False
                     ):
                         yield batch.column(0)
             else:
@@ -297,6 +311,99 @@ def _arrays(corpus: Corpus, source: _Source) -> Iterator[Any]:
         _check_stamp(source.path, fd, source.stamp)
     finally:
         os.close(fd)
+
+
+# Parquet readers allocate from the system allocator, not pyarrow's default
+# (mimalloc): with row groups decoded on several threads and freed on
+# another, mimalloc's per-thread heaps held about twice the memory. A
+# reader takes the default pool when it is made, so the default is switched
+# only while readers are made (and back, whoever else made one meanwhile).
+_POOL_LOCK = threading.Lock()
+_POOL_STATE: dict[str, Any] = {"users": 0, "saved": None}  # the caller's pool while switched
+
+
+@contextlib.contextmanager
+def _system_pool(pa: Any) -> Iterator[None]:
+    with _POOL_LOCK:
+        if _POOL_STATE["users"] == 0:
+            _POOL_STATE["saved"] = pa.default_memory_pool()
+            pa.set_memory_pool(pa.system_memory_pool())
+        _POOL_STATE["users"] += 1
+    try:
+        yield
+    finally:
+        with _POOL_LOCK:
+            _POOL_STATE["users"] -= 1
+            if _POOL_STATE["users"] == 0:
+                pa.set_memory_pool(_POOL_STATE["saved"])
+                _POOL_STATE["saved"] = None
+
+
+def _parallel_groups(
+    pa: Any, fd: int, meta: Any, corpus: Corpus, path: Path, rows: list[int]
+) -> Iterator[_Documents]:
+    """Every row group of a Parquet file as documents, in order, ``rows[i]``
+    rows at a time: DECODERS threads each decode one row group (through its
+    own Arrow file, so no two share a position) and check its batches into
+    its own queue of at most QUEUED batches."""
+    import pyarrow.parquet as pq
+
+    stop = threading.Event()
+    queues: list[queue.Queue[Any]] = [queue.Queue(QUEUED) for _ in rows]
+    starts = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(len(rows))])
+
+    def put(q: queue.Queue[Any], item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def decode(i: int) -> None:
+        q = queues[i]
+        if stop.is_set():  # the reading stopped before this row group's turn
+            return
+        try:
+            handle = _native_file(pa, fd)
+            try:
+                with _system_pool(pa):
+                    reader = pq.ParquetFile(
+                        handle, metadata=meta, buffer_size=PARQUET_BUFFER, pre_buffer=False
+                    )
+                row = int(starts[i])
+                for batch in reader.iter_batches(
+                    rows[i], row_groups=[i], columns=[corpus.column], use_threads=False
+                ):
+                    docs = _csr(batch.column(0), path, row, corpus.column, corpus.dtype)
+                    row += batch.num_rows
+                    if not put(q, docs):
+                        return
+            finally:
+                handle.close()
+        except BaseException as exc:  # handed to the reading thread, raised there
+            put(q, _Failed(exc))
+            return
+        put(q, None)
+
+    with ThreadPoolExecutor(DECODERS) as pool:
+        try:
+            for i in range(len(rows)):
+                pool.submit(decode, i)
+            for q in queues:
+                while (item := q.get()) is not None:
+                    if isinstance(item, _Failed):
+                        raise item.exc
+                    yield item
+        finally:
+            stop.set()
+
+
+class _Failed(NamedTuple):
+    """An exception of a decoding thread, raised by the reading one."""
+
+    exc: BaseException
 
 
 def _field_index(pa: Any, handle: Any, kind: str, column: str) -> int:
@@ -356,9 +463,12 @@ def _csr(array: Any, path: Path, first_row: int, column: str, dtype: np.dtype[An
 def _documents(corpus: Corpus) -> Generator[_Documents, None, None]:
     for source in corpus.files:
         row = 0
-        for array in _arrays(corpus, source):
-            docs = _csr(array, source.path, row, corpus.column, corpus.dtype)
-            row += len(array)
+        for item in _arrays(corpus, source):
+            if isinstance(item, _Documents):  # decoded and checked on another thread
+                docs = item
+            else:
+                docs = _csr(item, source.path, row, corpus.column, corpus.dtype)
+            row = docs.first_row + docs.offsets.shape[0] - 1
             yield docs
 
 
