@@ -420,3 +420,19 @@ def test_dask_windows_take_an_arrow_column(rng):
         assert_same_windows(pdask.windows(column, **params).compute(), want)
     with pytest.raises(ValueError, match=r"offsets must not be given with an Arrow list column"):
         pdask.windows(column, 2, offsets=[0, 1])
+
+
+def test_a_datasets_column_is_read_in_the_datasets_row_order(hf_offline):
+    # ds["input_ids"] has no Arrow interface of its own: posembed reads the
+    # dataset's Arrow data, following select (an indices mapping)
+    ds = hf_offline.Dataset.from_dict({"input_ids": [[1, 2, 3], [4], [5, 6, 7, 8, 9]]})
+    picked = ds.select([2, 0])
+    got = posembed.windows(picked["input_ids"], 2)
+    flat = np.array([5, 6, 7, 8, 9, 1, 2, 3], got.tokens.dtype)  # the type datasets chose
+    assert_same_windows(got, posembed.windows(flat, 2, offsets=np.array([0, 5, 8])))
+
+
+def test_a_table_is_refused_naming_its_columns():
+    table = pa.table({"input_ids": [[1, 2]], "text": ["a"]})
+    with pytest.raises(TypeError, match=r"got a table of columns \(input_ids, text\)"):
+        posembed.windows(table, 2)

@@ -103,6 +103,18 @@ def corpus_column(tokens: Any, offsets: Any) -> tuple[np.ndarray, np.ndarray] | 
     return column
 
 
+def _datasets_column(obj: Any) -> Any:
+    """A Hugging Face ``datasets`` column (``ds["input_ids"]``, which has no
+    Arrow interface of its own) as its Arrow data, in the dataset's row order
+    (``select`` and ``shuffle`` followed); anything else unchanged."""
+    kind = type(obj)
+    if kind.__name__ == "Column" and kind.__module__.startswith("datasets."):
+        source, name = getattr(obj, "source", None), getattr(obj, "column_name", None)
+        if hasattr(source, "with_format") and isinstance(name, str):
+            return source.with_format("arrow")[name]
+    return obj
+
+
 def list_column(obj: Any, name: str = "tokens") -> tuple[np.ndarray, np.ndarray] | None:
     """An Arrow list column as a corpus: its values (the tokens, one flat
     array) and its offsets (int64, CSR from 0: one document per row).
@@ -118,6 +130,7 @@ def list_column(obj: Any, name: str = "tokens") -> tuple[np.ndarray, np.ndarray]
     read ``obj`` itself); TypeError for values that are not integers;
     ValueError naming the row of a null list or of a null token.
     """
+    obj = _datasets_column(obj)
     if not is_arrow(obj):
         return None
     try:
@@ -135,6 +148,12 @@ def list_column(obj: Any, name: str = "tokens") -> tuple[np.ndarray, np.ndarray]
     if column is None:
         return None
     kind = column.type
+    if pa.types.is_struct(kind):  # a table or record batch: a column must be chosen
+        names = ", ".join(kind.field(i).name for i in range(kind.num_fields))
+        raise TypeError(
+            f"{name} must be one list column of token ids; got a table of columns ({names}): "
+            "pass one of them, such as table['input_ids']"
+        )
     if not (
         pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
     ):
