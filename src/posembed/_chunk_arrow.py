@@ -8,10 +8,11 @@ boundaries kept as ``--offsets`` keeps them for a token file.
 It is read in one pass, a bounded batch of rows at a time (Parquet row
 groups cut into batches of about ``BATCH_BYTES``, DECODERS row groups
 decoded at a time; IPC record batches as stored), and every batch's
-documents are cut into windows as it arrives: a document's windows depend
-on its own length alone, so the outputs equal those of the token file with
-its offsets, byte for byte, without the corpus' offsets ever being held (the window count goes into the ``.npy`` headers at
-the end, where NumPy leaves room for it).
+documents are cut into windows as it arrives: a document's windows depend on
+its own length alone, so the outputs equal those of the token file with its
+offsets, byte for byte, without the corpus' offsets ever being held (the
+window count goes into the ``.npy`` headers at the end, where NumPy leaves
+room for it).
 """
 
 from __future__ import annotations
