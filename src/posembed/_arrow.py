@@ -109,7 +109,8 @@ def _datasets_column(obj: Any) -> Any:
     (``select`` and ``shuffle`` followed); anything else unchanged."""
     kind = type(obj)
     if kind.__name__ == "Column" and kind.__module__.startswith("datasets."):
-        source, name = getattr(obj, "source", None), getattr(obj, "column_name", None)
+        source: Any = getattr(obj, "source", None)
+        name = getattr(obj, "column_name", None)
         if hasattr(source, "with_format") and isinstance(name, str):
             return source.with_format("arrow")[name]
     return obj
