@@ -231,6 +231,66 @@ def test_a_vit_grid_comes_from_the_config(
     assert json.loads((dst / "config.json").read_text())["image_size"] == want_size
 
 
+def test_the_tokenizer_truncates_at_the_new_length(tmp_path, rng, capsys):
+    # a tokenizer whose longest input was the model's positions follows them;
+    # its other fields, and a length someone chose, are kept
+    config = {"model_type": "gpt2", "n_positions": 16, "n_embd": D}
+    tensors = {"wpe.weight": normal_table(rng, 16, D, np.float32)}
+    tokenizer = {"model_max_length": 16, "padding_side": "left"}
+    extra = {"tokenizer_config.json": json.dumps(tokenizer).encode()}
+    src = write_folder(tmp_path / "m", config, tensors, extra=extra)
+    assert resize_cli(src, "--length", 40, "-o", tmp_path / "out") == 0
+    assert "tokenizer_config.json model_max_length 16 -> 40" in capsys.readouterr().out
+    got = json.loads((tmp_path / "out" / "tokenizer_config.json").read_text())
+    assert got == {"model_max_length": 40, "padding_side": "left"}
+
+    chosen = {"model_max_length": 8}
+    (src / "tokenizer_config.json").write_text(json.dumps(chosen))
+    assert resize_cli(src, "--length", 40, "-o", tmp_path / "out2") == 0
+    assert "tokenizer_config.json" not in capsys.readouterr().out
+    assert json.loads((tmp_path / "out2" / "tokenizer_config.json").read_text()) == chosen
+
+
+@pytest.mark.parametrize(
+    ("model_type", "prefix", "processor", "want"),
+    [
+        # ViT: resized to the model's input size
+        ("vit", 1, {"size": {"height": 32, "width": 32}}, {"size": {"height": 48, "width": 48}}),
+        ("vit", 1, {"size": 32, "do_resize": True}, {"size": 48, "do_resize": True}),
+        # DeiT: resized to 36, then cropped to the model's 32: the crop follows
+        # the model, the resize keeps its ratio to the crop
+        (
+            "deit",
+            2,
+            {"size": {"height": 36, "width": 36}, "crop_size": {"height": 32, "width": 32}},
+            {"size": {"height": 54, "width": 54}, "crop_size": {"height": 48, "width": 48}},
+        ),
+        # a shortest edge is someone's choice: kept
+        ("vit", 1, {"size": {"shortest_edge": 40}}, {"size": {"shortest_edge": 40}}),
+    ],
+)
+def test_the_image_processor_follows_the_new_image_size(
+    tmp_path, rng, model_type, prefix, processor, want
+):
+    name = f"{model_type}.embeddings.position_embeddings"
+    table = normal_table(rng, prefix + 16, D, np.float32)[None]
+    config = {"model_type": model_type, "image_size": 32, "patch_size": 8}
+    extra = {"preprocessor_config.json": json.dumps(processor).encode()}
+    src = write_folder(tmp_path / "m", config, {name: table}, extra=extra)
+    assert resize_cli(src, "--new-grid", "6x6", "-o", tmp_path / "out") == 0
+    assert json.loads((tmp_path / "out" / "preprocessor_config.json").read_text()) == want
+
+
+def test_a_link_to_a_folder_outside_is_skipped_as_folders_are(tmp_path, rng, capsys):
+    # nothing under a folder is read, so where its link points does not matter
+    src = gpt2_folder(tmp_path, rng, shards=1)
+    (tmp_path / "elsewhere").mkdir()
+    (src / "cache").symlink_to(tmp_path / "elsewhere")
+    assert resize_cli(src, "--length", 24, "-o", tmp_path / "out") == 0
+    assert "not copied: cache/" in capsys.readouterr().out
+    assert not (tmp_path / "out" / "cache").exists()
+
+
 def test_set_config_for_another_model(tmp_path, rng, capsys):
     config = {"model_type": "mystery", "text_config": {"max_len": 10}, "name": "x"}
     table = normal_table(rng, 10, D, np.float32)
@@ -522,6 +582,10 @@ def test_from_pretrained_loads_the_resized_folder(
     src, dst = tmp_path / "src", tmp_path / "dst"
     model.save_pretrained(src, max_shard_size="20KB" if sharded else "1GB")
     assert (src / "model.safetensors.index.json").exists() == sharded
+    if family == "vit":  # an image processor saved beside it, sized for the model
+        import transformers as tf
+
+        tf.ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(src)
     if by_command:
         options = [f"--{k.replace('_', '-')}={v}" for k, v in resize.items() if k != "new_grid"]
         if "new_grid" in resize:
@@ -554,6 +618,10 @@ def test_from_pretrained_loads_the_resized_folder(
             assert_same(grown[:rows], table)  # every trained row kept bit for bit
 
     with torch.no_grad():
+        if family == "vit":  # the folder's own processor makes the model's input size
+            processor = tf.AutoImageProcessor.from_pretrained(dst)
+            image = np.zeros((40, 50, 3), np.uint8)
+            loaded(pixel_values=processor(images=image, return_tensors="pt").pixel_values)
         if "new_grid" in resize:
             h, w = resize["new_grid"]
             loaded(pixel_values=torch.randn(1, 3, 8 * h, 8 * w))

@@ -37,6 +37,8 @@ class ResizeResult:
     shard: str | None = None
     config: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     skipped: tuple[str, ...] = ()
+    # other files of the folder changed to match: "file field": (old, new)
+    also: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
 
     def __str__(self) -> str:
         rows = "row" if self.prefix == 1 else "rows"
@@ -50,6 +52,8 @@ class ResizeResult:
                 for name, (old, new) in self.config.items()
             )
             text += f"; config.json: {changes}"
+        for name, (old, new) in self.also.items():
+            text += f"; {name} {json.dumps(old)} -> {json.dumps(new)}"
         if self.skipped:
             text += "; not copied: " + ", ".join(self.skipped)
         return text + f"; wrote {self.output}"

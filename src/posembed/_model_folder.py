@@ -34,6 +34,10 @@ SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 MARKER = ".posembed.json"
 MARKERS = (MARKER,)
+# Files beside config.json that hold the same size: the image processor's
+# input size (a ViT), the tokenizer's longest input (a text model).
+PROCESSOR = "preprocessor_config.json"
+TOKENIZER = "tokenizer_config.json"
 
 # A config.json or an index larger than this is no file a model ships (an
 # index names each tensor once: a few MB for the largest models).
@@ -121,11 +125,10 @@ class _Folder:
                 name = entry.name
                 mode = entry.stat(follow_symlinks=False).st_mode
                 if stat.S_ISLNK(mode):
-                    target = self._link(name)
-                    if target.is_dir():
+                    if os.path.isdir(self.path / name):  # a folder, never read: skipped
                         self.folders.append(name)
                     else:
-                        self.files[name] = _File(name, target)
+                        self.files[name] = _File(name, self._link(name))
                 elif stat.S_ISDIR(mode):
                     self.folders.append(name)
                 elif stat.S_ISREG(mode):
@@ -249,11 +252,12 @@ def resize_folder(
             old = _set(config, name, value)
             changes[name] = (changes[name][0] if name in changes else old, value)
         config_text = _json_text(config, f"{src / CONFIG} with the new fields")
+        companions, also = _companions(folder, family, changes, table)
         index_text = None if index is None else _json_text(_new_index(index, shards, table), INDEX)
         skipped = [f"{name}/" for name in folder.folders]
         others = []
         for name in folder.files:
-            if name in shards or name in (CONFIG, INDEX, MARKER):
+            if name in shards or name in (CONFIG, INDEX, MARKER) or name in companions:
                 continue
             if name.endswith(WEIGHT_SUFFIXES):
                 skipped.append(name)
@@ -275,6 +279,8 @@ def resize_folder(
             for name in others:
                 _copy(folder, name, tmp)
             (tmp / CONFIG).write_text(config_text, encoding="utf-8")
+            for name, text in companions.items():
+                (tmp / name).write_text(text, encoding="utf-8")
             if index_text is not None:
                 (tmp / INDEX).write_text(index_text, encoding="utf-8")
             (tmp / MARKER).write_text(_json_text(marker, MARKER), encoding="utf-8")
@@ -298,6 +304,7 @@ def resize_folder(
         shard=shard,
         config=changes,
         skipped=tuple(skipped),
+        also=also,
     )
 
 
@@ -498,6 +505,83 @@ def _config_changes(
     for name in family.fields + tuple(n for n in family.optional if n in config):
         changes[name] = (_set(config, name, value), value)
     return changes
+
+
+def _companions(
+    folder: _Folder,
+    family: Family | None,
+    changes: Mapping[str, tuple[Any, Any]],
+    table: NewTable,
+) -> tuple[dict[str, str], dict[str, tuple[Any, Any]]]:
+    """The files beside config.json that hold the size just changed, with it
+    changed where they hold the old one (their new text by name), and what
+    changed ("file field": (old, new)). A ViT's image processor resizes and
+    crops to ``image_size``; a text model's tokenizer truncates at its
+    positions. A value that is not the old size is someone's choice: kept."""
+    texts: dict[str, str] = {}
+    also: dict[str, tuple[Any, Any]] = {}
+    if family is None:
+        return texts, also
+    if family.grid:
+        name = PROCESSOR
+        if name not in folder.files or "image_size" not in changes:
+            return texts, also
+        old, new = (_pair(v) for v in changes["image_size"])
+        data = folder.read_json(name)
+        if not isinstance(data, dict):
+            return texts, also
+        crop = _resized(data.get("crop_size"), old, new)
+        size = _resized(data.get("size"), old, new)
+        if crop is not None and size is None:
+            # resized, then cropped to the model's size (DeiT's 256 then 224):
+            # the resize keeps its ratio to the crop
+            size = _scaled(data.get("size"), old, new)
+        for field, value in (("crop_size", crop), ("size", size)):
+            if value is not None:
+                also[f"{name} {field}"] = (data[field], value)
+                data[field] = value
+    else:
+        name = TOKENIZER
+        if name not in folder.files:
+            return texts, also
+        old_positions = table.entry.shape[-2] - table.prefix
+        new_positions = table.new_shape[-2] - table.prefix
+        data = folder.read_json(name)
+        if not isinstance(data, dict) or data.get("model_max_length") != old_positions:
+            return texts, also
+        if type(data["model_max_length"]) is not int:
+            return texts, also
+        also[f"{name} model_max_length"] = (old_positions, new_positions)
+        data["model_max_length"] = new_positions
+    if also:
+        texts[name] = _json_text(data, f"{folder.path / name} with the new size")
+    return texts, also
+
+
+def _pair(value: Any) -> tuple[int, int]:
+    """An image size as (height, width): config.json's int or [h, w]."""
+    return (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
+
+
+def _resized(value: Any, old: tuple[int, int], new: tuple[int, int]) -> Any:
+    """An image processor's size field set to ``new`` if it is ``old``
+    (an int, or a height and width), in the form it had; None otherwise."""
+    if type(value) is int and (value, value) == old:
+        return new[0] if new[0] == new[1] else {"height": new[0], "width": new[1]}
+    if isinstance(value, dict) and (value.get("height"), value.get("width")) == old:
+        return {**value, "height": new[0], "width": new[1]}
+    return None
+
+
+def _scaled(value: Any, old: tuple[int, int], new: tuple[int, int]) -> Any:
+    """A size field scaled by new / old (rounded), in the form it had; None
+    for a form that says no height and width (a shortest edge, say)."""
+    if type(value) is int and old[0] == old[1] and new[0] == new[1]:
+        return round(value * new[0] / old[0])
+    if isinstance(value, dict) and all(type(value.get(k)) is int for k in ("height", "width")):
+        height = round(value["height"] * new[0] / old[0])
+        return {**value, "height": height, "width": round(value["width"] * new[1] / old[1])}
+    return None
 
 
 def _set(config: dict[str, Any], name: str, value: Any) -> Any:

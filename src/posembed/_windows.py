@@ -78,6 +78,8 @@ class Windows:
             is C-contiguous in native byte order), ``attention_mask`` (a
             fixed-size list of int8: 1 where the slot holds a token, 0 for
             padding), and ``document``, ``start`` and ``length`` (int64).
+            A view: rewriting ``tokens`` (an ``out=`` buffer used again for
+            the next batch) rewrites the table, and any dataset made of it.
 
         Raises
         ------
