@@ -73,8 +73,6 @@ class Corpus(NamedTuple):
     column: str
     files: list[_Source]
     dtype: np.dtype[Any]
-    # tokens by Parquet metadata (a progress bar's total); None if unknown
-    estimate: int | None
 
 
 def is_arrow_input(path: Path) -> bool:
@@ -214,7 +212,7 @@ def open_corpus(src: Path, column: str) -> Corpus:
     listed = _files(src)
     if not listed:
         raise ChunkError(f"{src}: a folder without .parquet files or a saved dataset")
-    files, dtype, estimate = [], None, 0
+    files, dtype = [], None
     for path, kind in listed:
         fd, info = _chunk._open_regular(path, str(path))
         try:
@@ -223,7 +221,6 @@ def open_corpus(src: Path, column: str) -> Corpus:
                 if kind == "parquet":
                     meta = pq.ParquetFile(handle).metadata
                     schema = meta.schema.to_arrow_schema()
-                    estimate += _parquet_values(meta, column)
                 elif kind == "ipc file":
                     schema = pa.ipc.open_file(handle).schema
                 else:
@@ -243,25 +240,10 @@ def open_corpus(src: Path, column: str) -> Corpus:
         dtype = found
         files.append(_Source(path, kind, _chunk._stamp(info)))
     assert dtype is not None
-    known = all(f.kind == "parquet" for f in files)
-    return Corpus(src, column, files, dtype, estimate if known else None)
-
-
-def _leaf_columns(meta: Any, column: str) -> Iterator[int]:
-    row_group = meta.row_group(0)
-    for j in range(row_group.num_columns):
-        name = row_group.column(j).path_in_schema
-        if name == column or name.startswith(column + "."):
-            yield j
-
-
-def _parquet_values(meta: Any, column: str) -> int:
-    if meta.num_row_groups == 0:
-        return 0
-    leaves = list(_leaf_columns(meta, column))
-    return sum(
-        meta.row_group(i).column(j).num_values for i in range(meta.num_row_groups) for j in leaves
-    )
+    # The token count is in Parquet's column chunk metadata, but pyarrow's
+    # accessor of it aborts the process on a crafted file (an exception its
+    # binding does not catch): the bar counts without a total.
+    return Corpus(src, column, files, dtype)
 
 
 def _arrays(corpus: Corpus, source: _Source) -> Iterator[Any]:
@@ -278,11 +260,12 @@ def _arrays(corpus: Corpus, source: _Source) -> Iterator[Any]:
                 with _system_pool(pa):
                     reader = pq.ParquetFile(handle, buffer_size=PARQUET_BUFFER, pre_buffer=False)
                 meta = reader.metadata
-                leaves = list(_leaf_columns(meta, corpus.column)) if meta.num_row_groups else []
                 rows = []
                 for i in range(meta.num_row_groups):
+                    # the row group's size over all columns (a column chunk's
+                    # own metadata is not read: see open_corpus)
                     group = meta.row_group(i)
-                    nbytes = sum(group.column(j).total_uncompressed_size for j in leaves)
+                    nbytes = group.total_byte_size
                     per_row = max(1, nbytes // max(1, group.num_rows))
                     rows.append(max(1, min(group.num_rows, BATCH_BYTES // per_row)))
                 if len(rows) > 1:
@@ -436,7 +419,11 @@ def _view(array: Any) -> np.ndarray:
 
 def _csr(array: Any, path: Path, first_row: int, column: str, dtype: np.dtype[Any]) -> _Documents:
     where = f"{path}: row {{}} of column {column!r}"
-    array.validate()  # buffers as long as the lengths say (a crafted IPC file)
+    pa = require("posembed chunk on Arrow or Parquet input")
+    try:
+        array.validate()  # buffers as long as the lengths say (a crafted IPC file)
+    except pa.ArrowException as exc:
+        raise ChunkError(f"{path}: column {column!r} is not a valid list column ({exc})") from None
     if array.null_count:
         nulls = np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))
         raise ChunkError(
@@ -523,7 +510,7 @@ def chunk_arrow(
     sink: Any = None
     try:
         sink = _chunk._sink(format, tmp, corpus.dtype, size, None)
-        bar = _chunk._progress(corpus.estimate, quiet)
+        bar = _chunk._progress(None, quiet)  # the token count is unknown: see open_corpus
         counts = _run(corpus, size, step, tail, pad_value, plan, sink, bar)
         sink.finish(counts["windows"])
         meta = {
