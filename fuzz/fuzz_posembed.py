@@ -1518,7 +1518,29 @@ def _text(exc: BaseException | None) -> str:
     return "" if exc is None else str(exc)
 
 
-KNOWN_BUGS: list[KnownBug] = []
+def _arrow_case(o: Outcome) -> bool:
+    return o.call.name.startswith("files arrow:")
+
+
+KNOWN_BUGS: list[KnownBug] = [
+    KnownBug(
+        "chunk: a crafted Arrow IPC batch escapes as pyarrow's ArrowInvalid (_csr's "
+        "array.validate() is outside the reader's try): chunk_file raises it, not "
+        "ChunkError, and posembed chunk ends with a traceback",
+        "an IPC stream of pa.table({'tokens': [[1, 2], [3], [4, 5, 6]]}) (list<int16>) "
+        "with byte 40 xor 4; chunk_file(path, out, size=2, column='tokens')",
+        lambda o: _arrow_case(o) and type(o.fast_exc).__name__ == "ArrowInvalid",
+    ),
+    KnownBug(
+        "chunk: a crafted Parquet file aborts the process (pyarrow throws "
+        "ParquetException from RowGroupMetaData.column(j), which _leaf_columns calls "
+        "while counting the tokens)",
+        "pq.write_table(pa.table({'tokens': pa.array([[1, 2], [3], [4, 5, 6]], "
+        "pa.list_(pa.int16()))}), f); byte 127 xor 1; chunk_file(f, out, size=2, "
+        "column='tokens')",
+        lambda o: _arrow_case(o) and o.problem == "abort",
+    ),
+]
 
 
 # ---------------------------------------------------------------- running
@@ -2928,7 +2950,8 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
     dtype = r.pick([np.float32, np.float16, np.float64])
     tensors: dict[str, np.ndarray] = {}
     config = Obj([("model_type", model_type)])
-    length: int | None = r.int(1, 9)
+    n = r.int(1, 9)
+    length: int | None = n
     new_grid: tuple[int, int] | None = None
     fields: dict[str, Any] = {}
     if model_type == "gpt2":
@@ -2938,9 +2961,9 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
         config.pairs += [("n_positions", p), ("n_embd", d)]
         if r.chance(2):
             config.pairs.append(("n_ctx", p))
-            fields["n_ctx"] = length
-        fields["n_positions"] = length
-        table_shape: tuple[int, ...] = (length, d)
+            fields["n_ctx"] = n
+        fields["n_positions"] = n
+        table_shape: tuple[int, ...] = (n, d)
     elif model_type in ("bert", "roberta"):
         key = r.pick(["", "bert.", "roberta."]) + "embeddings.position_embeddings.weight"
         pre = 2 if model_type == "roberta" else 0
@@ -2949,15 +2972,15 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
         config.pairs.append(("max_position_embeddings", pre + p))
         if model_type == "roberta":
             config.pairs.append(("pad_token_id", 1))
-        fields["max_position_embeddings"] = pre + length
-        table_shape = (pre + length, d)
+        fields["max_position_embeddings"] = pre + n
+        table_shape = (pre + n, d)
     elif model_type == "opt":
         key = r.pick(["", "model."]) + "decoder.embed_positions.weight"
         p = r.int(1, 8)
         shape = (2 + p, d)
         config.pairs.append(("max_position_embeddings", p))
-        fields["max_position_embeddings"] = length
-        table_shape = (2 + length, d)
+        fields["max_position_embeddings"] = n
+        table_shape = (2 + n, d)
     else:
         key = r.pick(["", "vit."]) + "embeddings.position_embeddings"
         g, ps = r.int(1, 4), r.int(1, 4)
@@ -3031,8 +3054,10 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
         elif defect == "index text" and sharded:
             index_text, where = _json_text_defect(r, index)
         elif defect == "weight_map" and sharded:
-            weights = index.get("weight_map")
+            weights = next((v for k, v in index.pairs if k == "weight_map"), None)
             how = r.pick(["missing", "empty", "list", "null", "value", "extra", "drop"])
+            if how in ("value", "extra", "drop") and not isinstance(weights, Obj):
+                continue
             if how == "missing":
                 index.drop("weight_map")
             elif how in ("empty", "list", "null"):
@@ -3046,7 +3071,9 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
                 weights.drop(r.pick(names))
             where = how
         elif defect == "escape" and sharded:
-            weights = index.get("weight_map")
+            weights = next((v for k, v in index.pairs if k == "weight_map"), None)
+            if not isinstance(weights, Obj):
+                continue
             value = r.pick(MF_ESCAPES)
             if value == "ABSOLUTE":
                 value = str(root / "outside.safetensors")
@@ -3105,7 +3132,10 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
                 safetensors_numpy.save_file(held, str(folder / victim))
             where = f"{victim} {how}"
         elif defect == "both":
-            if sharded:
+            if (folder / "model.safetensors").exists():
+                index_text = _json(Obj([("weight_map", Obj([(key, "model.safetensors")]))]))
+                sharded = True
+            elif sharded:
                 shutil.copy(folder / shard_names[0], folder / "model.safetensors")
             else:
                 index_text = _json(Obj([("weight_map", Obj([(key, "model.safetensors")]))]))
@@ -3363,13 +3393,16 @@ def _arrow_corpus(r: Reader, root: Path) -> tuple[Crafted, str, list[np.ndarray]
         where = ""
         if defect == "column type":
             how = r.pick(["float", "string", "list of lists", "int", "list of float", "bool"])
-            bad = {
-                "float": lambda v: pa.array([float(len(x)) for x in v]),
+            bad: Callable[[Any], Any] = {
+                "float": lambda v: pa.array([float(len(x or ())) for x in v]),
                 "string": lambda v: pa.array([str(x) for x in v]),
                 "list of lists": lambda v: pa.array([[x] for x in v]),
-                "int": lambda v: pa.array([len(x) for x in v], pa.int64()),
+                "int": lambda v: pa.array([len(x or ()) for x in v], pa.int64()),
                 "list of float": lambda v: pa.array(v, pa.list_(pa.float32())),
-                "bool": lambda v: pa.array(v, pa.list_(pa.bool_())),
+                "bool": lambda v: pa.array(
+                    [None if x is None else [t is not None and t > 9 for t in x] for x in v],
+                    pa.list_(pa.bool_()),
+                ),
             }[how]
             columns[column] = bad(values)
             where = how
@@ -3382,7 +3415,7 @@ def _arrow_corpus(r: Reader, root: Path) -> tuple[Crafted, str, list[np.ndarray]
             row = next(i for i, v in enumerate(values) if v)
             values[row][r.int(0, len(values[row]) - 1)] = None
             columns[column] = pa.array(values, list_type)
-        elif defect == "no column":
+        elif defect == "no column" and column in columns:
             columns["other"] = columns.pop(column)
         else:
             continue
@@ -3440,7 +3473,8 @@ def _arrow_corpus(r: Reader, root: Path) -> tuple[Crafted, str, list[np.ndarray]
             state_text, where = _json_text_defect(r, state)
         elif defect == "state files" and form == "saved":
             how = r.pick(["missing", "empty", "not list", "entry", "escape", "link out", "fifo"])
-            entries = state.get("_data_files")
+            entries = next((v for k, v in state.pairs if k == "_data_files"), None)
+            entries = entries if isinstance(entries, list) else []
             if how == "missing":
                 state.drop("_data_files")
             elif how == "empty":
@@ -3585,8 +3619,40 @@ def _chunked_outputs(out: Path, fmt: str) -> dict[str, bytes]:
     return saved
 
 
+def _parquet_aborts(crafted: Crafted) -> bool:
+    """Whether reading the column chunk metadata of the input's Parquet files
+    ends the process (a C++ exception pyarrow lets escape): tried in a fork."""
+    path = crafted.path
+    if path.is_dir():
+        files = [p for p in path.iterdir() if p.name.lower().endswith(".parquet")]
+    else:
+        files = [path] if path.suffix.lower() == ".parquet" else []
+    files = [f for f in files if f.is_file() and not f.is_symlink()]
+    if not files:
+        return False
+    pid = os.fork()
+    if pid == 0:  # the child: only the metadata, then out without any cleanup
+        try:
+            for f in files:
+                meta = pq.ParquetFile(f).metadata
+                for i in range(meta.num_row_groups):
+                    group = meta.row_group(i)
+                    for j in range(group.num_columns):
+                        group.column(j)
+        except BaseException:  # a refusal is what the reader must give: no abort
+            pass
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status)
+
+
 def _files_arrow(r: Reader, root: Path) -> str:
     crafted, column, docs = _arrow_corpus(r, root)
+    if crafted.planted and _parquet_aborts(crafted):
+        kind = _files_failure(
+            crafted, "posembed chunk (arrow)", "abort", "reading the input aborts the process"
+        )
+        return f"files arrow parquet metadata: {kind}"
     size = r.int(1, 6)
     step = r.int(1, size)
     tail = r.pick(["pad", "shift", "drop"])
