@@ -44,10 +44,14 @@ stitch with every reduce, window_layout, WindowLayout.cut with and without a
 range, and posembed.dask's block functions) while a writer thread rewrites
 their arrays with hostile values; each call must return or raise TypeError,
 ValueError or IndexError, and the process survive. ``--mode files`` feeds
-crafted safetensors headers, ``.npy`` headers and parted outputs to the public
-readers and commands; each must accept a valid file and refuse a crafted one
-with a documented exception (exit 2 and one line from the command), never
-read outside its folder or block on a FIFO. Both end with the counts per
+crafted safetensors headers, ``.npy`` headers, parted outputs, Hugging Face
+model folders (config.json, shards and their index) and Arrow / Parquet
+corpora (Parquet files and folders, IPC files and streams, save_to_disk
+folders) to the public readers and commands; each must accept a valid file
+(a resized folder loads, with the table's new shape and config.json's field;
+Arrow windows equal those of the ``.npy`` path) and refuse a crafted one with
+a documented exception (exit 2 and one line from the command), never read
+outside its folder or block on a FIFO. Both end with the counts per
 kernel or reader after the summary.
 
 Usage::
@@ -2139,7 +2143,9 @@ def race_input(data: bytes) -> str:
 # public reader: a safetensors checkpoint to resize_checkpoint and
 # `posembed resize`, a .npy file to chunk_file and `posembed chunk` (as the
 # tokens or as --offsets) and to `posembed plot similarity`, a parted output
-# to posembed.dask.read_parts. Each is a valid file with 0 to 3 crafted
+# to posembed.dask.read_parts; a model folder to resize_checkpoint and
+# `posembed resize`, an Arrow or Parquet corpus to chunk_file and `posembed
+# chunk` (their sections below). Each is a valid file with 0 to 3 crafted
 # defects ("planted"). The reader must return (a valid input must be
 # accepted) or raise one of its documented exceptions; the command must exit
 # 0, or 2 with one line on stderr, never with a traceback; read_parts must not
@@ -3200,8 +3206,12 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
     if sharded and not index_path.is_fifo():
         text = index_text if index_text is not None else _json(index)
         index_path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    if r.chance(4):  # as the Hugging Face cache keeps it: links to ../../blobs
+        crafted.path = _as_cached(folder, root)
+        crafted.fifos = [crafted.path / f.name for f in crafted.fifos]
+        crafted.note = "cached "
     crafted.fifos = [f for f in crafted.fifos if f.is_fifo()]
-    crafted.note = f"{model_type} {shape} {np.dtype(dtype).name} in {len(shard_names)} file(s)"
+    crafted.note += f"{model_type} {shape} {np.dtype(dtype).name} in {len(shard_names)} file(s)"
     return ModelFolder(
         crafted,
         key,
@@ -3215,6 +3225,22 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
         set_config,
         cli_set_config,
     )
+
+
+def _as_cached(folder: Path, root: Path) -> Path:
+    """The folder moved to models--m/snapshots/rev of a Hugging Face cache, each
+    regular file a relative link to its blob (links and FIFOs kept as they are)."""
+    repo = root / "models--m"
+    snapshot = repo / "snapshots" / "rev"
+    (repo / "blobs").mkdir(parents=True)
+    snapshot.parent.mkdir()
+    shutil.move(folder, snapshot)
+    for path in sorted(snapshot.iterdir()):
+        if path.is_file() and not path.is_symlink():
+            blob = hashlib.sha1(path.name.encode()).hexdigest()
+            shutil.move(path, repo / "blobs" / blob)
+            path.symlink_to(Path("../../blobs") / blob)
+    return snapshot
 
 
 def _watched(crafted: Crafted, fn: Callable[[], Any]) -> tuple[Any, bool]:
@@ -3285,6 +3311,12 @@ def _files_model_folder(r: Reader, root: Path) -> str:
     crafted = m.crafted
     dst = root / "out"
     key = m.key if m.give_key else None
+    # a link that escapes must still be refused after the move into a cache
+    if crafted.path.name == "rev":  # a link that escapes is still refused in a cache
+        blobs = root / "models--m" / "blobs"
+        crafted.escapes = crafted.escapes or any(
+            p.is_symlink() and not p.resolve().is_relative_to(blobs) for p in crafted.path.iterdir()
+        )
     if r.chance(2):
         reader = "resize_checkpoint (folder)"
         kw: dict[str, Any] = {"new_grid": m.new_grid}
