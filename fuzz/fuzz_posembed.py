@@ -3027,7 +3027,9 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
     metadata = Obj([("total_size", total)])
     index = Obj([("metadata", metadata), ("weight_map", Obj(list(shard_of.items())))])
     (folder / "tokenizer.json").write_text('{"version": "1.0"}')
-    (root / "outside.safetensors").write_bytes((folder / shard_names[0]).read_bytes())
+    # the first shard as written: what copies of it hold, whatever the defects did to it
+    first_shard = (folder / shard_names[0]).read_bytes()
+    (root / "outside.safetensors").write_bytes(first_shard)
     give_key = r.chance(4)
     set_config: dict[str, Any] | None = None
     cli_set_config: list[str] = []
@@ -3085,7 +3087,7 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
                 value = str(root / "outside.safetensors")
             if value == "sub/x.safetensors":
                 (folder / "sub").mkdir(exist_ok=True)
-                shutil.copy(folder / shard_names[0], folder / "sub" / "x.safetensors")
+                (folder / "sub" / "x.safetensors").write_bytes(first_shard)
             weights.set(r.pick(names), value)
             crafted.escapes = True
             where = repr(value)
@@ -3142,7 +3144,7 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
                 index_text = _json(Obj([("weight_map", Obj([(key, "model.safetensors")]))]))
                 sharded = True
             elif sharded:
-                shutil.copy(folder / shard_names[0], folder / "model.safetensors")
+                (folder / "model.safetensors").write_bytes(first_shard)
             else:
                 index_text = _json(Obj([("weight_map", Obj([(key, "model.safetensors")]))]))
                 sharded = True
