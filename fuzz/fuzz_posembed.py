@@ -3444,7 +3444,7 @@ def _arrow_corpus(r: Reader, root: Path) -> tuple[Crafted, str, list[np.ndarray]
             values = list(values)
             values[r.int(0, len(values) - 1)] = None
             columns[column] = pa.array(values, list_type)
-        elif defect == "null token" and any(len(d) for d in docs):
+        elif defect == "null token" and any(values):
             values = [list(v) if v is not None else None for v in values]
             row = next(i for i, v in enumerate(values) if v)
             values[row][r.int(0, len(values[row]) - 1)] = None
