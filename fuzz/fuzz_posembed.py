@@ -3150,7 +3150,7 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
                 sharded = True
         elif defect == "shard bytes":
             victim = folder / r.pick(shard_names)
-            if victim.is_file() and not victim.is_symlink():
+            if victim.is_file() and not victim.is_symlink() and victim.stat().st_size:
                 blob = bytearray(victim.read_bytes())
                 how = r.pick(["cut", "flip", "garbage", "empty"])
                 if how == "cut":
@@ -3490,7 +3490,7 @@ def _arrow_corpus(r: Reader, root: Path) -> tuple[Crafted, str, list[np.ndarray]
     for defect in [r.pick(AR_DEFECTS) for _ in range(r.pick([0, 0, 1, 1]))]:
         where = ""
         victim = r.pick(files)
-        if defect in ("cut", "flip", "empty file") and victim.is_file():
+        if defect in ("cut", "flip", "empty file") and victim.is_file() and victim.stat().st_size:
             blob = bytearray(victim.read_bytes())
             if defect == "cut":
                 blob = blob[: r.int(0, max(len(blob) - 1, 0))]
