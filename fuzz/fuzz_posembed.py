@@ -119,6 +119,7 @@ except ImportError:  # the race and files modes then leave posembed.dask out
     dask_compute = None
     read_parts = None
 
+safetensors_numpy: Any
 try:
     import safetensors.numpy as safetensors_numpy
 except ImportError:  # the files mode then leaves model folders out
@@ -3062,7 +3063,7 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
         elif defect == "index text" and sharded:
             index_text, where = _json_text_defect(r, index)
         elif defect == "weight_map" and sharded:
-            weights = next((v for k, v in index.pairs if k == "weight_map"), None)
+            weights: Any = next((v for k, v in index.pairs if k == "weight_map"), None)
             how = r.pick(["missing", "empty", "list", "null", "value", "extra", "drop"])
             if how in ("value", "extra", "drop") and not isinstance(weights, Obj):
                 continue
