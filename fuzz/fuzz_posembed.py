@@ -3329,7 +3329,7 @@ def _files_model_folder(r: Reader, root: Path) -> str:
             p.is_symlink() and not p.resolve().is_relative_to(blobs) for p in crafted.path.iterdir()
         )
     if r.chance(2):
-        reader = "resize_checkpoint (folder)"
+        reader = "resize_checkpoint"
         kw: dict[str, Any] = {"new_grid": m.new_grid}
         if m.set_config is not None:
             kw["set_config"] = m.set_config
@@ -3348,7 +3348,7 @@ def _files_model_folder(r: Reader, root: Path) -> str:
         kind = _judge(crafted, reader, exc, MF_ALLOWED)
         accepted = exc is None
     else:
-        reader = "posembed resize (folder)"
+        reader = "posembed resize"
         argv = ["resize", str(crafted.path), "-o", str(dst)]
         argv += ["--length", str(m.length)] if m.new_grid is None else []
         argv += [] if m.new_grid is None else ["--new-grid", "{}x{}".format(*m.new_grid)]
@@ -3693,7 +3693,7 @@ def _files_arrow(r: Reader, root: Path) -> str:
     crafted, column, docs = _arrow_corpus(r, root)
     if crafted.planted and _parquet_aborts(crafted):
         kind = _files_failure(
-            crafted, "posembed chunk (arrow)", "abort", "reading the input aborts the process"
+            crafted, "posembed chunk", "abort", "reading the input aborts the process"
         )
         return f"files arrow parquet metadata: {kind}"
     size = r.int(1, 6)
@@ -3703,7 +3703,7 @@ def _files_arrow(r: Reader, root: Path) -> str:
     out = root / "out"
     col = None if column == "input_ids" and r.chance(2) else column
     if r.chance(2):
-        reader = "chunk_file (arrow)"
+        reader = "chunk_file"
         (_, exc), blocked = _watched(
             crafted,
             lambda: _run(
@@ -3728,7 +3728,7 @@ def _files_arrow(r: Reader, root: Path) -> str:
         kind = _judge(crafted, reader, exc, (ChunkError,))
         accepted = exc is None
     else:
-        reader = "posembed chunk (arrow)"
+        reader = "posembed chunk"
         argv = ["chunk", str(crafted.path), "-o", str(out), "--size", str(size)]
         argv += ["--step", str(step), "--tail", tail, "--format", fmt, "--quiet"]
         argv += [] if col is None else ["--column", col]
