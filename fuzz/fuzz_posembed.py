@@ -44,10 +44,14 @@ stitch with every reduce, window_layout, WindowLayout.cut with and without a
 range, and posembed.dask's block functions) while a writer thread rewrites
 their arrays with hostile values; each call must return or raise TypeError,
 ValueError or IndexError, and the process survive. ``--mode files`` feeds
-crafted safetensors headers, ``.npy`` headers and parted outputs to the public
-readers and commands; each must accept a valid file and refuse a crafted one
-with a documented exception (exit 2 and one line from the command), never
-read outside its folder or block on a FIFO. Both end with the counts per
+crafted safetensors headers, ``.npy`` headers, parted outputs, Hugging Face
+model folders (config.json, shards and their index) and Arrow / Parquet
+corpora (Parquet files and folders, IPC files and streams, save_to_disk
+folders) to the public readers and commands; each must accept a valid file
+(a resized folder loads, with the table's new shape and config.json's field;
+Arrow windows equal those of the ``.npy`` path) and refuse a crafted one with
+a documented exception (exit 2 and one line from the command), never read
+outside its folder or block on a FIFO. Both end with the counts per
 kernel or reader after the summary.
 
 Usage::
@@ -106,7 +110,7 @@ except ImportError:  # bfloat16 cases are then left out
 import posembed
 from posembed import _core, _safetensors, cli, reference
 from posembed._windows import OWNER_RULES, REDUCES
-from posembed.chunk import chunk_file
+from posembed.chunk import ChunkError, chunk_file
 
 try:
     from posembed.dask import compute as dask_compute
@@ -114,6 +118,19 @@ try:
 except ImportError:  # the race and files modes then leave posembed.dask out
     dask_compute = None
     read_parts = None
+
+safetensors_numpy: Any
+try:
+    import safetensors.numpy as safetensors_numpy
+except ImportError:  # the files mode then leaves model folders out
+    safetensors_numpy = None
+
+try:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+except ImportError:  # the files mode then leaves Arrow and Parquet input out
+    pa = None
+    pq = None
 
 try:
     import matplotlib  # noqa: F401
@@ -1506,7 +1523,37 @@ def _text(exc: BaseException | None) -> str:
     return "" if exc is None else str(exc)
 
 
-KNOWN_BUGS: list[KnownBug] = []
+def _arrow_case(o: Outcome) -> bool:
+    return o.call.name.startswith("files arrow:")
+
+
+KNOWN_BUGS: list[KnownBug] = [
+    KnownBug(
+        "chunk: a crafted Arrow IPC batch escapes as pyarrow's ArrowInvalid (_csr's "
+        "array.validate() is outside the reader's try): chunk_file raises it, not "
+        "ChunkError, and posembed chunk ends with a traceback",
+        "an IPC stream of pa.table({'tokens': [[1, 2], [3], [4, 5, 6]]}) (list<int16>) "
+        "with byte 40 xor 4; chunk_file(path, out, size=2, column='tokens')",
+        lambda o: _arrow_case(o) and type(o.fast_exc).__name__ == "ArrowInvalid",
+    ),
+    KnownBug(
+        "chunk: a crafted Parquet file aborts the process (pyarrow throws "
+        "ParquetException from RowGroupMetaData.column(j), which _leaf_columns calls "
+        "while counting the tokens)",
+        "pq.write_table(pa.table({'tokens': pa.array([[1, 2], [3], [4, 5, 6]], "
+        "pa.list_(pa.int16()))}), f); byte 127 xor 1; chunk_file(f, out, size=2, "
+        "column='tokens')",
+        lambda o: _arrow_case(o) and o.problem == "abort",
+    ),
+    KnownBug(
+        "chunk: a Parquet file whose schema names a column in bytes that are not UTF-8 "
+        "escapes as UnicodeDecodeError from pq.ParquetFile (open_corpus catches only "
+        "ArrowException and OSError): not ChunkError, and a traceback from posembed chunk",
+        "pq.write_table(pa.table({'input_ids': pa.array([[1, 2]], pa.list_(pa.int16())), "
+        "'zzzz': [1]}), f); its bytes with b'zzzz' -> b'z\\xffzz'; chunk_file(f, out, size=2)",
+        lambda o: _arrow_case(o) and isinstance(o.fast_exc, UnicodeDecodeError),
+    ),
+]
 
 
 # ---------------------------------------------------------------- running
@@ -2105,7 +2152,9 @@ def race_input(data: bytes) -> str:
 # public reader: a safetensors checkpoint to resize_checkpoint and
 # `posembed resize`, a .npy file to chunk_file and `posembed chunk` (as the
 # tokens or as --offsets) and to `posembed plot similarity`, a parted output
-# to posembed.dask.read_parts. Each is a valid file with 0 to 3 crafted
+# to posembed.dask.read_parts; a model folder to resize_checkpoint and
+# `posembed resize`, an Arrow or Parquet corpus to chunk_file and `posembed
+# chunk` (their sections below). Each is a valid file with 0 to 3 crafted
 # defects ("planted"). The reader must return (a valid input must be
 # accepted) or raise one of its documented exceptions; the command must exit
 # 0, or 2 with one line on stderr, never with a traceback; read_parts must not
@@ -2628,11 +2677,17 @@ def _judge(
     return _kind(exc)
 
 
-def _judge_cli(crafted: Crafted, argv: list[str], how: str = "one line") -> str:
+def _judge_cli(
+    crafted: Crafted,
+    argv: list[str],
+    how: str = "one line",
+    done: tuple[int, str, BaseException | None] | None = None,
+) -> str:
     """``posembed ARGV``: exit 0, or 2 with one error line on stderr (after
-    argparse's usage for ``how="usage"``); never a traceback."""
+    argparse's usage for ``how="usage"``); never a traceback. ``done``: what
+    :func:`_cli` gave, where the caller ran it."""
     reader = "posembed " + " ".join(argv[:2] if argv[0] == "plot" else argv[:1])
-    code, err, exc = _cli(argv)
+    code, err, exc = _cli(argv) if done is None else done
     if exc is not None:
         return _files_failure(
             crafted,
@@ -2838,8 +2893,887 @@ def _files_parts(r: Reader, root: Path) -> str:
     return f"files parts: {kind}"
 
 
+# ------------------------------------------------ files mode: model folders
+#
+# A Hugging Face model folder (config.json, model.safetensors or shards and
+# model.safetensors.index.json, a tokenizer file) for resize_checkpoint and
+# `posembed resize SRC_DIR`, of a known model_type, written with the
+# safetensors package's NumPy writer, then given defects. A valid folder must
+# be accepted, and its output load with safetensors, with the table at the new
+# shape, config.json's size field set, the index's total_size right and every
+# other tensor equal; a crafted one refused with a documented exception (exit
+# 2 and one line from the command), never read through a link out of the
+# folder or blocked on a FIFO.
+
+HF_TYPES = ["gpt2", "bert", "roberta", "opt", "vit"]
+MF_DEFECTS = ["config text", "config field", "model_type", "index text", "weight_map"]
+MF_DEFECTS += ["metadata", "symlink out", "fifo", "missing shard", "shard mismatch", "both"]
+MF_DEFECTS += ["shard bytes", "set_config", "key", "escape"]
+MF_ESCAPES = ["../outside.safetensors", "ABSOLUTE", "sub/x.safetensors", "", ".", "..", "a\\b"]
+MF_ESCAPES += ["config.json", "model.safetensors.index.json", "nope.safetensors"]
+
+
+@dataclass
+class ModelFolder:
+    """A crafted model folder and what a resize of it must give."""
+
+    crafted: Crafted
+    key: str  # the table's full name
+    tensors: dict[str, np.ndarray]
+    table_shape: tuple[int, ...]  # expected after the resize
+    fields: dict[str, Any]  # config.json fields expected after the resize
+    sharded: bool
+    length: int | None
+    new_grid: tuple[int, int] | None
+    give_key: bool
+    set_config: dict[str, Any] | None
+    cli_set_config: list[str]
+
+
+def _json_text_defect(r: Reader, obj: Obj) -> tuple[str | None, str]:
+    """A JSON document's text made bad (None: keep ``obj``, changed in place), and how."""
+    how = r.pick(["", "{", "[]", "null", '"x"', "deep", "nonfinite", "duplicate", "utf8"])
+    how = r.pick([how, "bigint", "1e999", "bom", "trailing"])
+    if how == "deep":
+        return _deep(r), how
+    if how == "nonfinite":
+        obj.pairs.append(("x", Raw(r.pick(NONFINITE))))
+        return None, how
+    if how == "duplicate":
+        k, v = obj.pairs[r.int(0, len(obj.pairs) - 1)]
+        obj.pairs.append((k, v))
+        return None, how
+    if how == "utf8":
+        return _json(obj)[:-1] + ', "k": "\udcff"}', how
+    if how == "bigint":
+        obj.pairs.append(("x", Raw("9" * 5000)))
+        return None, how
+    if how == "1e999":
+        obj.pairs.append(("x", Raw("1e999")))
+        return None, how
+    if how == "bom":
+        return "\ufeff" + _json(obj), how
+    if how == "trailing":
+        return _json(obj) + " x", how
+    return how, repr(how)
+
+
+def _model_folder(r: Reader, root: Path) -> ModelFolder:
+    rng = r.rng()
+    model_type = r.pick(HF_TYPES)
+    d = r.int(1, 4)
+    dtype = r.pick([np.float32, np.float16, np.float64])
+    tensors: dict[str, np.ndarray] = {}
+    config = Obj([("model_type", model_type)])
+    n = r.int(1, 9)
+    length: int | None = n
+    new_grid: tuple[int, int] | None = None
+    fields: dict[str, Any] = {}
+    if model_type == "gpt2":
+        p = r.int(1, 8)
+        key = r.pick(["wpe.weight", "transformer.wpe.weight"])
+        shape: tuple[int, ...] = (p, d)
+        config.pairs += [("n_positions", p), ("n_embd", d)]
+        if r.chance(2):
+            config.pairs.append(("n_ctx", p))
+            fields["n_ctx"] = n
+        fields["n_positions"] = n
+        table_shape: tuple[int, ...] = (n, d)
+    elif model_type in ("bert", "roberta"):
+        key = r.pick(["", "bert.", "roberta."]) + "embeddings.position_embeddings.weight"
+        pre = 2 if model_type == "roberta" else 0
+        p = r.int(1, 8)
+        shape = (pre + p, d)
+        config.pairs.append(("max_position_embeddings", pre + p))
+        if model_type == "roberta":
+            config.pairs.append(("pad_token_id", 1))
+        fields["max_position_embeddings"] = pre + n
+        table_shape = (pre + n, d)
+    elif model_type == "opt":
+        key = r.pick(["", "model."]) + "decoder.embed_positions.weight"
+        p = r.int(1, 8)
+        shape = (2 + p, d)
+        config.pairs.append(("max_position_embeddings", p))
+        fields["max_position_embeddings"] = n
+        table_shape = (2 + n, d)
+    else:
+        key = r.pick(["", "vit."]) + "embeddings.position_embeddings"
+        g, ps = r.int(1, 4), r.int(1, 4)
+        shape = (1, 1 + g * g, d)
+        config.pairs += [("image_size", g * ps), ("patch_size", ps)]
+        length, new_grid = None, (r.int(1, 5), r.int(1, 5))
+        h, w = new_grid[0] * ps, new_grid[1] * ps
+        fields["image_size"] = h if h == w else [h, w]
+        table_shape = (1, 1 + new_grid[0] * new_grid[1], d)
+    config.pairs.append(("hidden_size", d))
+    tensors[key] = rng.standard_normal(shape).astype(dtype)
+    for i in range(r.int(0, 4)):
+        kind = r.pick(["<f4", "<i8", "<f2", "|u1"])
+        rows = r.int(0, 5)
+        tensors[f"layer.{i}.w"] = (rng.standard_normal((rows, d)) * 9).astype(kind)
+    folder = root / "model"
+    folder.mkdir()
+    crafted = Crafted("model folder", folder, [])
+    names = list(tensors)
+    rng.shuffle(names)
+    sharded = r.chance(2)
+    shard_of: dict[str, str] = {}
+    if sharded:
+        count = r.int(1, min(3, len(names)))
+        cuts = sorted(rng.choice(range(1, len(names)), count - 1, replace=False).tolist())
+        groups = np.split(np.array(names, dtype=object), cuts)
+        for k, group in enumerate(groups):
+            shard = f"model-{k + 1:05d}-of-{count:05d}.safetensors"
+            for name in group:
+                shard_of[str(name)] = shard
+    else:
+        shard_of = dict.fromkeys(names, "model.safetensors")
+    shard_names = list(dict.fromkeys(shard_of.values()))
+    for shard in shard_names:
+        part = {n: tensors[n] for n in names if shard_of[n] == shard}
+        safetensors_numpy.save_file(part, str(folder / shard), metadata={"format": "pt"})
+    total = sum(t.nbytes for t in tensors.values())
+    metadata = Obj([("total_size", total)])
+    index = Obj([("metadata", metadata), ("weight_map", Obj(list(shard_of.items())))])
+    (folder / "tokenizer.json").write_text('{"version": "1.0"}')
+    # the first shard as written: what copies of it hold, whatever the defects did to it
+    first_shard = (folder / shard_names[0]).read_bytes()
+    (root / "outside.safetensors").write_bytes(first_shard)
+    give_key = r.chance(4)
+    set_config: dict[str, Any] | None = None
+    cli_set_config: list[str] = []
+    config_text: str | None = None
+    index_text: str | None = None
+    for _ in range(r.pick([0, 0, 1, 1, 1, 2, 3])):
+        defect = r.pick(MF_DEFECTS)
+        where = ""
+        if defect == "config text":
+            config_text, where = _json_text_defect(r, config)
+        elif defect == "config field":
+            name = r.pick(["image_size", "patch_size", "pad_token_id", "n_positions", "n_ctx"])
+            value = r.pick([None, "x", -1, 0, 2**64, 1.5, [1], [1, 2, 3], [0, 2], True])
+            value = r.pick([value, Raw("1e999"), Obj([]), [Raw("NaN"), 1]])
+            if value is None:
+                config.drop(name)
+            elif any(k == name for k, _ in config.pairs):
+                config.set(name, value)
+            else:
+                config.pairs.append((name, value))
+            where = f"{name} {'missing' if value is None else _short(_json(value), 20)}"
+        elif defect == "model_type":
+            value = r.pick([None, "llama", "", 5, Raw("null"), "GPT2", ["gpt2"], "gpt2 "])
+            value = r.pick([value, r.pick([t for t in HF_TYPES if t != model_type])])
+            if value is None:
+                config.drop("model_type")
+            else:
+                config.set("model_type", value)
+            where = "missing" if value is None else _json(value)
+        elif defect == "index text" and sharded:
+            index_text, where = _json_text_defect(r, index)
+        elif defect == "weight_map" and sharded:
+            weights: Any = next((v for k, v in index.pairs if k == "weight_map"), None)
+            how = r.pick(["missing", "empty", "list", "null", "value", "extra", "drop"])
+            if how in ("value", "extra", "drop") and not isinstance(weights, Obj):
+                continue
+            if how == "missing":
+                index.drop("weight_map")
+            elif how in ("empty", "list", "null"):
+                index.set("weight_map", {"empty": Obj([]), "list": [], "null": None}[how])
+            elif how == "value":
+                victim = r.pick(names)
+                weights.set(victim, r.pick([5, None, [shard_of[victim]], Obj([])]))
+            elif how == "extra":
+                weights.pairs.append(("ghost", shard_names[0]))
+            else:
+                weights.drop(r.pick(names))
+            where = how
+        elif defect == "escape" and sharded:
+            weights = next((v for k, v in index.pairs if k == "weight_map"), None)
+            if not isinstance(weights, Obj):
+                continue
+            value = r.pick(MF_ESCAPES)
+            if value == "ABSOLUTE":
+                value = str(root / "outside.safetensors")
+            if value == "sub/x.safetensors":
+                (folder / "sub").mkdir(exist_ok=True)
+                (folder / "sub" / "x.safetensors").write_bytes(first_shard)
+            weights.set(r.pick(names), value)
+            crafted.escapes = True
+            where = repr(value)
+        elif defect == "metadata" and sharded:
+            how = r.pick(["total_size lie", "not object", "total_parameters", "extra"])
+            if how == "total_size lie":
+                metadata.set("total_size", r.pick([0, -1, 2**70, "x", 1.5, total + 8]))
+            elif how == "not object":
+                index.set("metadata", r.pick([[], "x", 5]))
+            elif how == "total_parameters":
+                metadata.pairs.append(("total_parameters", r.pick([1, -5, "x", 2**70])))
+            else:
+                metadata.pairs.append(("format", "pt"))
+            where = how
+        elif defect == "symlink out":
+            victim = folder / r.pick(shard_names)
+            if not victim.is_symlink() and victim.is_file():
+                shutil.copy(victim, root / "outside.safetensors")
+                victim.unlink()
+                victim.symlink_to(
+                    r.pick([root / "outside.safetensors", Path("../outside.safetensors")])
+                )
+                crafted.escapes = True
+        elif defect == "fifo":
+            victim = folder / r.pick([*shard_names, "config.json", "tokenizer.json", "index"])
+            if victim.name == "index":
+                victim = folder / "model.safetensors.index.json"
+                if not sharded:
+                    continue
+            where = victim.name
+            _clear(victim)
+            os.mkfifo(victim)
+            crafted.fifos.append(victim)
+        elif defect == "missing shard":
+            victim = folder / r.pick(shard_names)
+            where = victim.name
+            _clear(victim)
+        elif defect == "shard mismatch" and sharded and len(shard_names) > 1:
+            victim = r.pick(shard_names)
+            held = {n: tensors[n] for n in names if shard_of[n] == victim}
+            how = r.pick(["extra", "missing", "renamed"])
+            if how == "extra":
+                held["ghost"] = np.zeros(2, np.float32)
+            elif how == "missing":
+                held.pop(next(iter(held)))
+            else:
+                first = next(iter(held))
+                held["x" + first] = held.pop(first)
+            if (folder / victim).is_file() and not (folder / victim).is_symlink():
+                safetensors_numpy.save_file(held, str(folder / victim))
+            where = f"{victim} {how}"
+        elif defect == "both":
+            if (folder / "model.safetensors").exists():
+                index_text = _json(Obj([("weight_map", Obj([(key, "model.safetensors")]))]))
+                sharded = True
+            elif sharded:
+                (folder / "model.safetensors").write_bytes(first_shard)
+            else:
+                index_text = _json(Obj([("weight_map", Obj([(key, "model.safetensors")]))]))
+                sharded = True
+        elif defect == "shard bytes":
+            victim = folder / r.pick(shard_names)
+            if victim.is_file() and not victim.is_symlink() and victim.stat().st_size:
+                blob = bytearray(victim.read_bytes())
+                how = r.pick(["cut", "flip", "garbage", "empty"])
+                if how == "cut":
+                    blob = blob[: r.int(0, len(blob) - 1)]
+                elif how == "flip":
+                    for _ in range(r.int(1, 3)):
+                        blob[r.int(0, len(blob) - 1)] ^= 1 << r.int(0, 7)
+                elif how == "garbage":
+                    blob = bytearray(rng.bytes(r.int(0, 64)))
+                else:
+                    blob = bytearray()
+                victim.write_bytes(bytes(blob))
+                where = f"{victim.name} {how}"
+        elif defect == "set_config":
+            how = r.pick(["nan", "object", "not str", "dotted", "empty part", "not mapping"])
+            how = r.pick([how, "big", "text", "nested ok", "1e999"])
+            cli_value = {
+                "nan": "x=NaN",
+                "object": "x=1",
+                "not str": "=1",
+                "dotted": "hidden_size.x=1",
+                "empty part": "a..b=1",
+                "not mapping": "x",
+                "big": "x=" + "9" * 5000,
+                "text": "x=[1, ",
+                "nested ok": "model_type=gpt2",
+                "1e999": "x=1e999",
+            }[how]
+            cli_set_config.append(cli_value)
+            api_value: Any = {
+                "nan": {"x": NAN},
+                "object": {"x": object()},
+                "not str": {5: 1},
+                "dotted": {"hidden_size.x": 1},
+                "empty part": {"a..b": 1},
+                "not mapping": [("x", 1)],
+                "big": {"x": 10**5000},
+                "text": {"x": "[1, "},
+                "nested ok": {"model_type": "gpt2"},
+                "1e999": {"x": INF},
+            }[how]
+            set_config = api_value
+            where = how
+        elif defect == "key":
+            give_key = True
+            key = r.pick(["nope", "", "layer.0.w", key + " ", key.upper()])
+            where = repr(key)
+        else:
+            continue
+        crafted.planted.append(f"folder:{defect}" + (f" ({where})" if where else ""))
+    if not (folder / "config.json").is_fifo():
+        text = config_text if config_text is not None else _json(config)
+        (folder / "config.json").write_bytes(text.encode("utf-8", "surrogatepass"))
+    index_path = folder / "model.safetensors.index.json"
+    if sharded and not index_path.is_fifo():
+        text = index_text if index_text is not None else _json(index)
+        index_path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    if r.chance(4):  # as the Hugging Face cache keeps it: links to ../../blobs
+        crafted.path = _as_cached(folder, root)
+        crafted.fifos = [crafted.path / f.name for f in crafted.fifos]
+        crafted.note = "cached "
+    crafted.fifos = [f for f in crafted.fifos if f.is_fifo()]
+    crafted.note += f"{model_type} {shape} {np.dtype(dtype).name} in {len(shard_names)} file(s)"
+    return ModelFolder(
+        crafted,
+        key,
+        tensors,
+        table_shape,
+        fields,
+        sharded,
+        length,
+        new_grid,
+        give_key,
+        set_config,
+        cli_set_config,
+    )
+
+
+def _as_cached(folder: Path, root: Path) -> Path:
+    """The folder moved to models--m/snapshots/rev of a Hugging Face cache, each
+    regular file a relative link to its blob (links and FIFOs kept as they are)."""
+    repo = root / "models--m"
+    snapshot = repo / "snapshots" / "rev"
+    (repo / "blobs").mkdir(parents=True)
+    snapshot.parent.mkdir()
+    shutil.move(folder, snapshot)
+    for path in sorted(snapshot.iterdir()):
+        if path.is_file() and not path.is_symlink():
+            blob = hashlib.sha1(path.name.encode()).hexdigest()
+            shutil.move(path, repo / "blobs" / blob)
+            path.symlink_to(Path("../../blobs") / blob)
+    return snapshot
+
+
+def _watched(crafted: Crafted, fn: Callable[[], Any]) -> tuple[Any, bool]:
+    """fn() on a thread: its result, and whether it blocked on one of the
+    crafted input's FIFOs (opened by the harness for writing, and closed, to
+    let it go on)."""
+    if not crafted.fifos:
+        return fn(), False
+    box: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: box.update(done=fn()), daemon=True)
+    thread.start()
+    thread.join(FIFO_WAIT)
+    blocked = False
+    while thread.is_alive():
+        for fifo in crafted.fifos:
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # ENXIO: nobody waits to read it
+                continue
+            blocked = True
+            os.close(fd)
+        thread.join(0.05)
+    return box["done"], blocked
+
+
+# What resize_checkpoint documents for a model folder: a bad folder is a
+# ValueError, a missing config.json or weights FileNotFoundError, a bad
+# argument TypeError.
+MF_ALLOWED = (ValueError, TypeError, FileNotFoundError)
+
+
+def _resized_folder_problem(m: ModelFolder, dst: Path) -> str | None:
+    """Why the output folder of an accepted resize is wrong, or None."""
+    loaded: dict[str, np.ndarray] = {}
+    for path in sorted(dst.glob("*.safetensors")):
+        problem = _strict_header(path)
+        if problem is not None:
+            return f"{path.name}: a header the format refuses: {problem}"
+        loaded.update(safetensors_numpy.load_file(str(path)))
+    if m.crafted.planted:
+        return None  # what a crafted folder that was accepted gives is not known here
+    if m.key not in loaded:
+        return f"the table {m.key!r} is not in the output"
+    if loaded[m.key].shape != m.table_shape:
+        return f"the table has shape {loaded[m.key].shape}, expected {m.table_shape}"
+    for name, tensor in m.tensors.items():
+        if name != m.key and (name not in loaded or loaded[name].tobytes() != tensor.tobytes()):
+            return f"tensor {name!r} differs from the input's"
+    config = json.loads((dst / "config.json").read_text())
+    for name, value in m.fields.items():
+        if config.get(name) != value:
+            return f"config.json {name} is {config.get(name)!r}, expected {value!r}"
+    if m.sharded:
+        index = json.loads((dst / "model.safetensors.index.json").read_text())
+        total = sum(t.nbytes for t in loaded.values())
+        if index["metadata"]["total_size"] != total:
+            return f"total_size {index['metadata']['total_size']}, the tensors hold {total}"
+        for name, shard in index["weight_map"].items():
+            if name not in safetensors_numpy.load_file(str(dst / shard)):
+                return f"the index maps {name!r} to {shard}, which does not hold it"
+    if (dst / "tokenizer.json").read_text() != '{"version": "1.0"}':
+        return "tokenizer.json was not copied"
+    return None
+
+
+def _files_model_folder(r: Reader, root: Path) -> str:
+    m = _model_folder(r, root)
+    crafted = m.crafted
+    dst = root / "out"
+    key = m.key if m.give_key else None
+    # a link that escapes must still be refused after the move into a cache
+    if crafted.path.name == "rev":  # a link that escapes is still refused in a cache
+        blobs = root / "models--m" / "blobs"
+        crafted.escapes = crafted.escapes or any(
+            p.is_symlink() and not p.resolve().is_relative_to(blobs) for p in crafted.path.iterdir()
+        )
+    if r.chance(2):
+        reader = "resize_checkpoint"
+        kw: dict[str, Any] = {"new_grid": m.new_grid}
+        if m.set_config is not None:
+            kw["set_config"] = m.set_config
+        (_, exc), blocked = _watched(
+            crafted,
+            lambda: _run(
+                lambda pos, k: posembed.resize_checkpoint(crafted.path, dst, key, m.length, **k),
+                [],
+                kw,
+            ),
+        )
+        if blocked:
+            return f"files folder {reader}: " + _files_failure(
+                crafted, reader, "blocked", f"{reader} blocked on a FIFO"
+            )
+        kind = _judge(crafted, reader, exc, MF_ALLOWED)
+        accepted = exc is None
+    else:
+        reader = "posembed resize"
+        argv = ["resize", str(crafted.path), "-o", str(dst)]
+        argv += ["--length", str(m.length)] if m.new_grid is None else []
+        argv += [] if m.new_grid is None else ["--new-grid", "{}x{}".format(*m.new_grid)]
+        argv += [] if key is None else ["--key", key]
+        for value in m.cli_set_config:
+            argv += ["--set-config", value]
+        how = "usage" if any(v.startswith("=") or "=" not in v for v in m.cli_set_config) else ""
+        done, blocked = _watched(crafted, lambda: _cli(argv))
+        if blocked:
+            return f"files folder {reader}: " + _files_failure(
+                crafted, reader, "blocked", f"{reader} blocked on a FIFO"
+            )
+        kind = _judge_cli(crafted, argv, how or "one line", done=done)
+        accepted = done[0] == 0 and done[2] is None
+    if accepted:
+        if crafted.escapes:
+            kind = _files_failure(crafted, reader, "outside", f"{reader} read a shard outside")
+        elif crafted.fifos:
+            kind = _files_failure(crafted, reader, "fifo", f"{reader} accepted a FIFO")
+        else:
+            try:
+                problem = _resized_folder_problem(m, dst)
+            except Exception as raised:  # reading what it wrote must work
+                problem = f"reading the output raised {type(raised).__name__}: {raised}"
+            if problem is not None:
+                kind = _files_failure(crafted, reader, "output", f"{reader}: {problem}")
+    elif dst.exists():
+        kind = _files_failure(crafted, reader, "partial", f"{reader} refused but wrote {dst}")
+    left = [p.name for p in root.iterdir() if p.name.startswith(".posembed-")]
+    if left:
+        kind = _files_failure(crafted, reader, "partial", f"{reader} left {left} behind")
+    return f"files folder {reader}: {kind}"
+
+
+# ------------------------------------------------ files mode: Arrow corpora
+#
+# Arrow and Parquet input for chunk_file and `posembed chunk`: a Parquet file
+# or folder of them, an Arrow IPC file or stream, a save_to_disk folder
+# (state.json and IPC streams), written with pyarrow, then given defects. An
+# accepted input must give the windows of the .npy path (chunk_file on its
+# tokens and offsets): for a valid input, of the documents written; for a
+# crafted one that was accepted, of the column as pyarrow itself reads it. A
+# refused one: ChunkError (exit 2 and one line from the command), never a
+# read out of the folder or a wait on a FIFO.
+
+AR_FORMS = ["parquet", "parquet folder", "ipc file", "ipc stream", "saved"]
+AR_DEFECTS = ["cut", "flip", "column type", "null row", "null token", "no column"]
+AR_DEFECTS += ["state text", "state files", "fifo", "mixed dtype", "dataset_dict", "empty file"]
+AR_TYPES = {"<i4": "int32", "<i8": "int64", "<u2": "uint16", "|u1": "uint8", "<i2": "int16"}
+SAVED_ESCAPES = ["../x.arrow", "ABSOLUTE", "sub/x.arrow", "", ".", "..", "a\\b", "nope.arrow"]
+
+
+def _arrow_write(path: Path, table: Any, form: str, rows_per_group: int) -> None:
+    if form.startswith("parquet"):
+        pq.write_table(table, path, row_group_size=rows_per_group)
+        return
+    maker = pa.ipc.new_file if form == "ipc file" else pa.ipc.new_stream
+    with maker(str(path), table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=rows_per_group):
+            writer.write_batch(batch)
+
+
+def _arrow_corpus(r: Reader, root: Path) -> tuple[Crafted, str, list[np.ndarray]]:
+    """The crafted input, its column's name, and the documents written."""
+    rng = r.rng()
+    form = r.pick(AR_FORMS)
+    dtype = np.dtype(r.pick(sorted(AR_TYPES)))
+    docs = [(rng.integers(0, 50, r.int(0, 12))).astype(dtype) for _ in range(r.int(0, 6))]
+    column = r.pick(["input_ids", "input_ids", "tokens", "a b"])
+    value_type = getattr(pa, AR_TYPES[dtype.str])()
+    list_type = pa.large_list(value_type) if r.chance(4) else pa.list_(value_type)
+    values: Any = [d.tolist() for d in docs]
+    columns = {column: pa.array(values, list_type)}
+    if r.chance(2):
+        columns["text"] = pa.array([f"doc {i}" for i in range(len(docs))])
+        if r.chance(2):
+            columns = dict(reversed(list(columns.items())))
+    pieces = 1 if form in ("parquet", "ipc file", "ipc stream") else r.int(1, 3)
+    rows_per_group = r.int(1, 4)
+    planted: list[str] = []
+    fifos: list[Path] = []
+    escapes = False
+    defects = [r.pick(AR_DEFECTS) for _ in range(r.pick([0, 0, 1, 1, 1, 2]))]
+    for defect in defects:
+        where = ""
+        if defect == "column type":
+            how = r.pick(["float", "string", "list of lists", "int", "list of float", "bool"])
+            bad: Callable[[Any], Any] = {
+                "float": lambda v: pa.array([float(len(x or ())) for x in v]),
+                "string": lambda v: pa.array([str(x) for x in v]),
+                "list of lists": lambda v: pa.array([[x] for x in v]),
+                "int": lambda v: pa.array([len(x or ()) for x in v], pa.int64()),
+                "list of float": lambda v: pa.array(v, pa.list_(pa.float32())),
+                "bool": lambda v: pa.array(
+                    [None if x is None else [t is not None and t > 9 for t in x] for x in v],
+                    pa.list_(pa.bool_()),
+                ),
+            }[how]
+            columns[column] = bad(values)
+            where = how
+        elif defect == "null row" and docs:
+            values = list(values)
+            values[r.int(0, len(values) - 1)] = None
+            columns[column] = pa.array(values, list_type)
+        elif defect == "null token" and any(values):
+            values = [list(v) if v is not None else None for v in values]
+            row = next(i for i, v in enumerate(values) if v)
+            values[row][r.int(0, len(values[row]) - 1)] = None
+            columns[column] = pa.array(values, list_type)
+        elif defect == "no column" and column in columns:
+            columns["other"] = columns.pop(column)
+        else:
+            continue
+        planted.append(f"arrow:{defect}" + (f" ({where})" if where else ""))
+    table = pa.table(columns)
+    suffix = ".parquet" if form.startswith("parquet") else ".arrow"
+    rows = table.num_rows
+    cuts = sorted(rng.integers(0, rows + 1, pieces - 1).tolist()) if pieces > 1 else []
+    bounds = [0, *cuts, rows]
+    if form == "parquet folder" or form == "saved":
+        folder = root / "corpus"
+        folder.mkdir()
+        files = []
+        for k in range(pieces):
+            name = (
+                f"part-{k}.parquet"
+                if form == "parquet folder"
+                else f"data-{k:05d}-of-{pieces:05d}.arrow"
+            )
+            piece = table.slice(bounds[k], bounds[k + 1] - bounds[k])
+            _arrow_write(
+                folder / name,
+                piece,
+                "parquet" if suffix == ".parquet" else "ipc stream",
+                rows_per_group,
+            )
+            files.append(folder / name)
+        target = folder
+    else:
+        files = [root / f"corpus{suffix}"]
+        _arrow_write(files[0], table, form, rows_per_group)
+        target = files[0]
+    state = Obj([("_data_files", [Obj([("filename", f.name)]) for f in files])])
+    state.pairs += [("_fingerprint", "abc"), ("_format_type", None), ("_split", None)]
+    state_text: str | None = None
+    np.save(root / "x.npy", np.arange(5))
+    shutil.copy(files[0], root / "x.arrow")
+    for defect in [r.pick(AR_DEFECTS) for _ in range(r.pick([0, 0, 1, 1]))]:
+        where = ""
+        victim = r.pick(files)
+        if defect in ("cut", "flip", "empty file") and victim.is_file() and victim.stat().st_size:
+            blob = bytearray(victim.read_bytes())
+            if defect == "cut":
+                blob = blob[: r.int(0, max(len(blob) - 1, 0))]
+                where = f"{len(blob)} bytes"
+            elif defect == "flip":
+                for _ in range(r.int(1, 4)):
+                    at = r.int(0, len(blob) - 1)
+                    blob[at] ^= 1 << r.int(0, 7)
+                    where += f" {at}"
+            else:
+                blob = bytearray()
+            victim.write_bytes(bytes(blob))
+        elif defect == "state text" and form == "saved":
+            state_text, where = _json_text_defect(r, state)
+        elif defect == "state files" and form == "saved":
+            how = r.pick(["missing", "empty", "not list", "entry", "escape", "link out", "fifo"])
+            entries = next((v for k, v in state.pairs if k == "_data_files"), None)
+            entries = entries if isinstance(entries, list) else []
+            if how == "missing":
+                state.drop("_data_files")
+            elif how == "empty":
+                state.set("_data_files", [])
+            elif how == "not list":
+                state.set("_data_files", r.pick(["x", 5, Obj([]), None]))
+            elif how == "entry":
+                entries.append(r.pick(["x", 5, Obj([]), Obj([("filename", 5)]), None, []]))
+            elif how == "escape":
+                name = r.pick(SAVED_ESCAPES)
+                name = str(root / "x.arrow") if name == "ABSOLUTE" else name
+                if name == "sub/x.arrow":
+                    (target / "sub").mkdir(exist_ok=True)
+                    shutil.copy(root / "x.arrow", target / "sub" / "x.arrow")
+                entries.append(Obj([("filename", name)]))
+                escapes = name not in ("", ".", "..", "a\\b", "nope.arrow")
+                where = repr(name)
+            elif how == "link out":
+                (target / "link.arrow").symlink_to(r.pick([root / "x.arrow", Path("../x.arrow")]))
+                entries.append(Obj([("filename", "link.arrow")]))
+                escapes = True
+            else:
+                os.mkfifo(target / "pipe.arrow")
+                fifos.append(target / "pipe.arrow")
+                entries.insert(0, Obj([("filename", "pipe.arrow")]))
+            where = how + (f" {where}" if where else "")
+        elif defect == "fifo":
+            how = r.pick(["data", "state.json", "extra parquet"])
+            if how == "data" or (how == "state.json" and form != "saved"):
+                victim = files[0]
+            elif how == "state.json":
+                victim = target / "state.json"
+            else:
+                if form != "parquet folder":
+                    continue
+                victim = target / "zz.parquet"
+            _clear(victim)
+            os.mkfifo(victim)
+            fifos.append(victim)
+            where = victim.name
+        elif defect == "mixed dtype" and len(files) > 1:
+            other = np.dtype("<i8" if dtype.str != "<i8" else "<i4")
+            other_type = pa.list_(getattr(pa, AR_TYPES[other.str])())
+            piece = pa.table({column: pa.array([[1, 2]], other_type)})
+            form_one = "parquet" if suffix == ".parquet" else "ipc stream"
+            _clear(files[-1])
+            _arrow_write(files[-1], piece, form_one, 1)
+        elif defect == "dataset_dict" and form == "saved":
+            (target / "dataset_dict.json").write_text('{"splits": ["train"]}')
+            target = target  # a split's folder with a stray dataset_dict.json: still a split
+        else:
+            continue
+        planted.append(f"arrow:{defect}" + (f" ({where})" if where else ""))
+    if form == "saved" and not (target / "state.json").is_fifo():
+        text = state_text if state_text is not None else _json(state)
+        (target / "state.json").write_bytes(text.encode("utf-8", "surrogatepass"))
+        (target / "dataset_info.json").write_text("{}")
+    crafted = Crafted("arrow", target, planted, fifos=[f for f in fifos if f.is_fifo()])
+    crafted.escapes = escapes
+    crafted.note = f"{form}, {len(docs)} documents of {dtype.str}, column {column!r}"
+    return crafted, column, docs
+
+
+def _column_as_read(crafted: Crafted, column: str) -> list[np.ndarray] | None:
+    """The documents pyarrow itself reads from the input's column, or None if it cannot."""
+    path = crafted.path
+    try:
+        if path.is_dir() and (path / "state.json").is_file():
+            state = json.loads((path / "state.json").read_text())
+            files = [path / e["filename"] for e in state["_data_files"]]
+        elif path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.name.lower().endswith(".parquet"))
+        else:
+            files = [path]
+        docs: list[np.ndarray] = []
+        for f in files:
+            if not f.is_file():
+                return None
+            if f.suffix == ".parquet":
+                table = pq.read_table(f, columns=[column])
+            else:
+                with pa.OSFile(str(f), "rb") as handle:
+                    head = handle.read(6)
+                    handle.seek(0)
+                    if head == b"ARROW1":
+                        table = pa.ipc.open_file(handle).read_all()
+                    else:
+                        table = pa.ipc.open_stream(handle).read_all()
+            table.validate(full=True)
+            col = table.column(column)
+            if col.null_count:
+                return None
+            docs += [
+                np.asarray(x, dtype=col.type.value_type.to_pandas_dtype()) for x in col.to_pylist()
+            ]
+        return docs
+    except Exception:  # pyarrow refuses it too: nothing to compare with
+        return None
+
+
+def _npy_windows(
+    root: Path, docs: list[np.ndarray], dtype: np.dtype[Any], size: int, step: int, tail: str
+) -> dict[str, bytes]:
+    """The outputs of chunk_file for the documents as a .npy file and offsets."""
+    flat = np.concatenate([np.asarray(d, dtype) for d in docs]) if docs else np.empty(0, dtype)
+    offsets = np.concatenate([[0], np.cumsum([len(d) for d in docs])]).astype(np.int64)
+    base = root / "npy-path"
+    base.mkdir(exist_ok=True)
+    np.save(base / "tokens.npy", flat)
+    np.save(base / "offsets.npy", offsets)
+    chunk_file(
+        base / "tokens.npy",
+        base / "out",
+        size=size,
+        step=step,
+        tail=tail,
+        offsets_path=base / "offsets.npy",
+        quiet=True,
+    )
+    return {n: (base / "out" / n).read_bytes() for n in CHUNK_OUTPUTS}
+
+
+CHUNK_OUTPUTS = ("windows.npy", "starts.npy", "lengths.npy", "documents.npy")
+
+
+def _chunked_outputs(out: Path, fmt: str) -> dict[str, bytes]:
+    """The outputs of a chunk run, as .npy bytes (a Parquet output read back)."""
+    if fmt == "npy":
+        return {n: (out / n).read_bytes() for n in CHUNK_OUTPUTS}
+    table = pq.read_table(out / "windows.parquet")
+    ids = table.column("input_ids").combine_chunks()
+    size = ids.type.list_size
+    rows = np.asarray(ids.values).reshape(-1, size)
+    arrays = {"windows.npy": rows}
+    for name in ("start", "length", "document"):
+        arrays[f"{name}s.npy"] = np.asarray(table.column(name)).astype(np.int64)
+    saved = {}
+    for name, array in arrays.items():
+        buf = io.BytesIO()
+        np.save(buf, array)
+        saved[name] = buf.getvalue()
+    return saved
+
+
+def _parquet_aborts(crafted: Crafted) -> bool:
+    """Whether reading the column chunk metadata of the input's Parquet files
+    ends the process (a C++ exception pyarrow lets escape): tried in a fork."""
+    path = crafted.path
+    if path.is_dir():
+        files = [p for p in path.iterdir() if p.name.lower().endswith(".parquet")]
+    else:
+        files = [path] if path.suffix.lower() == ".parquet" else []
+    files = [f for f in files if f.is_file() and not f.is_symlink()]
+    if not files:
+        return False
+    pid = os.fork()
+    if pid == 0:  # the child: only the metadata, then out without any cleanup
+        try:
+            for f in files:
+                meta = pq.ParquetFile(f).metadata
+                for i in range(meta.num_row_groups):
+                    group = meta.row_group(i)
+                    for j in range(group.num_columns):
+                        group.column(j)
+        except BaseException:  # a refusal is what the reader must give: no abort
+            pass
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status)
+
+
+def _files_arrow(r: Reader, root: Path) -> str:
+    crafted, column, docs = _arrow_corpus(r, root)
+    if crafted.planted and _parquet_aborts(crafted):
+        kind = _files_failure(
+            crafted, "posembed chunk", "abort", "reading the input aborts the process"
+        )
+        return f"files arrow parquet metadata: {kind}"
+    size = r.int(1, 6)
+    step = r.int(1, size)
+    tail = r.pick(["pad", "shift", "drop"])
+    fmt = r.pick(["npy", "npy", "parquet"])
+    out = root / "out"
+    col = None if column == "input_ids" and r.chance(2) else column
+    if r.chance(2):
+        reader = "chunk_file"
+        (_, exc), blocked = _watched(
+            crafted,
+            lambda: _run(
+                lambda pos, kw: chunk_file(
+                    crafted.path,
+                    out,
+                    size=size,
+                    step=step,
+                    tail=tail,
+                    column=col,
+                    format=fmt,
+                    quiet=True,
+                ),
+                [],
+                {},
+            ),
+        )
+        if blocked:
+            return f"files arrow {reader}: " + _files_failure(
+                crafted, reader, "blocked", f"{reader} blocked on a FIFO"
+            )
+        kind = _judge(crafted, reader, exc, (ChunkError,))
+        accepted = exc is None
+    else:
+        reader = "posembed chunk"
+        argv = ["chunk", str(crafted.path), "-o", str(out), "--size", str(size)]
+        argv += ["--step", str(step), "--tail", tail, "--format", fmt, "--quiet"]
+        argv += [] if col is None else ["--column", col]
+        done, blocked = _watched(crafted, lambda: _cli(argv))
+        if blocked:
+            return f"files arrow {reader}: " + _files_failure(
+                crafted, reader, "blocked", f"{reader} blocked on a FIFO"
+            )
+        kind = _judge_cli(crafted, argv, done=done)
+        accepted = done[0] == 0 and done[2] is None
+    if accepted:
+        if crafted.escapes:
+            return f"files arrow {reader}: " + _files_failure(
+                crafted, reader, "outside", f"{reader} read a file outside the folder"
+            )
+        if crafted.fifos:
+            return f"files arrow {reader}: " + _files_failure(
+                crafted, reader, "fifo", f"{reader} accepted a FIFO"
+            )
+        expected_docs = _column_as_read(crafted, column) if crafted.planted else docs
+        if expected_docs is not None:
+            dtype = np.dtype(json.loads((out / "meta.json").read_text())["dtype"])
+            want = _npy_windows(root, expected_docs, dtype, size, step, tail)
+            got = _chunked_outputs(out, fmt)
+            differ = [n for n in CHUNK_OUTPUTS if want[n] != got[n]]
+            if differ:
+                kind = _files_failure(
+                    crafted,
+                    reader,
+                    "windows",
+                    f"{reader}: {', '.join(differ)} differ from the .npy path's",
+                )
+    elif out.exists():
+        kind = _files_failure(crafted, reader, "partial", f"{reader} refused but wrote {out}")
+    left = [p.name for p in root.iterdir() if p.name.startswith(".posembed-")]
+    if left:
+        kind = _files_failure(crafted, reader, "partial", f"{reader} left {left} behind")
+    return f"files arrow {reader}: {kind}"
+
+
 FILE_KINDS = ["safetensors", "npy"] + (["parts"] if read_parts is not None else [])
+FILE_KINDS += ["folder"] if safetensors_numpy is not None else []
+FILE_KINDS += ["arrow"] if pa is not None else []
 FILE_READERS = {"safetensors": _files_safetensors, "npy": _files_npy, "parts": _files_parts}
+FILE_READERS |= {"folder": _files_model_folder, "arrow": _files_arrow}
 
 
 def files_input(data: bytes) -> str:

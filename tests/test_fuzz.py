@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import posembed
+from posembed import _chunk, _chunk_arrow, _model_folder
 
 HARNESS = Path(__file__).resolve().parents[1] / "fuzz" / "fuzz_posembed.py"
 CORPUS_SEED = 20261129
@@ -342,7 +343,13 @@ def test_files_corpus_passes_and_reaches_every_reader(fuzz, mode):
     expected |= {"files npy posembed chunk --offsets"}
     if posembed_dask_installed():
         expected.add("files parts")
+    # the model folders and Arrow corpora (safetensors and pyarrow: the test extra)
+    expected |= {"files folder resize_checkpoint", "files folder posembed resize"}
+    expected |= {"files arrow chunk_file", "files arrow posembed chunk"}
     assert expected <= readers
+    for reader in ("folder", "arrow"):  # each reader accepts valid input and refuses crafted
+        outcomes = {key.rsplit(": ", 1)[1] for key in seen if key.startswith(f"files {reader} ")}
+        assert {"ok", "ValueError", "exit 2"} <= outcomes, (reader, outcomes)
     # valid files read, crafted ones refused, by Python and by the command
     kinds = {key.rsplit(": ", 1)[1] for key in seen}
     assert {"ok", "ValueError", "exit 2"} <= kinds
@@ -387,6 +394,115 @@ def test_files_mode_catches_a_planted_bug(fuzz, monkeypatch, case):
         monkeypatch.setattr(where, name, _raise_key_error)
     monkeypatch.setattr(fuzz, "MODE", "files")
     inputs = _mode_inputs(fuzz, fuzz.FILE_KINDS, kind, 60)
+    with pytest.raises(fuzz.FuzzFailure, match=message):
+        _feed(fuzz, inputs)
+
+
+def _follow_any_link(self: Any, name: str) -> Path:
+    return Path(os.path.realpath(self.path / name))
+
+
+def _list_without_checks(self: Any) -> None:
+    """The folder's listing, a FIFO taken as a file."""
+    for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
+        if entry.is_symlink():
+            self.files[entry.name] = _model_folder._File(entry.name, self._link(entry.name))
+        elif entry.is_dir():
+            self.folders.append(entry.name)
+        else:
+            self.files[entry.name] = _model_folder._File(entry.name, None)
+
+
+def _open_blocking(path: Path, what: str) -> tuple[int, os.stat_result]:
+    fd = os.open(path, os.O_RDONLY)  # waits for a writer on a FIFO
+    return fd, os.fstat(fd)
+
+
+def _drop_last_document(real: Callable[..., Any]) -> Callable[..., Any]:
+    def wrong(array: Any, *args: Any) -> Any:
+        docs = real(array, *args)
+        if docs.offsets.shape[0] > 1 and docs.offsets[-1] > docs.offsets[-2]:
+            return docs._replace(offsets=docs.offsets[:-1].copy())
+        return docs
+
+    return wrong
+
+
+def _shrink_config_field(real: Callable[..., Any]) -> Callable[..., Any]:
+    def wrong(config: Any, family: Any, table: Any, plan: Any) -> Any:
+        changes = real(config, family, table, plan)
+        for name, (_, new) in changes.items():
+            if type(new) is int:
+                config[name] = new + 1
+        return changes
+
+    return wrong
+
+
+# Bugs planted in the model-folder and Arrow readers: (what, name, plant,
+# the files kind whose inputs reach it, how the harness reports it)
+PLANTED_READERS: dict[str, tuple[str, str, Callable[[Any], Any], str, str]] = {
+    "a link out of the model folder followed": (
+        "_model_folder._Folder",
+        "_link",
+        lambda real: _follow_any_link,
+        "folder",
+        "read a shard outside",
+    ),
+    "a FIFO in the model folder opened and waited on": (
+        "_model_folder",
+        "_OPEN",
+        lambda real: os.O_RDONLY,
+        "folder",
+        "blocked on a FIFO",
+    ),
+    "config.json's size field wrong": (
+        "_model_folder",
+        "_config_changes",
+        _shrink_config_field,
+        "folder",
+        "config.json .* expected",
+    ),
+    "an Arrow document dropped": (
+        "_chunk_arrow",
+        "_csr",
+        _drop_last_document,
+        "arrow",
+        "differ from the .npy path's",
+    ),
+    "an Arrow input's FIFO waited on": (
+        "_chunk",
+        "_open_regular",
+        lambda real: _open_blocking,
+        "arrow",
+        "blocked on a FIFO",
+    ),
+    "chunk_arrow raises KeyError": (
+        "_chunk_arrow",
+        "chunk_arrow",
+        lambda real: _raise_key_error,
+        "arrow",
+        "raised KeyError|ended with a traceback: KeyError",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLANTED_READERS))
+def test_files_mode_catches_a_planted_bug_in_the_new_readers(
+    fuzz: ModuleType, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    where, name, plant, kind, message = PLANTED_READERS[case]
+    owner: Any = {
+        "_model_folder": _model_folder,
+        "_model_folder._Folder": _model_folder._Folder,
+        "_chunk_arrow": _chunk_arrow,
+        "_chunk": _chunk,
+    }[where]
+    if case == "a FIFO in the model folder opened and waited on":
+        monkeypatch.setattr(_model_folder._Folder, "_list", _list_without_checks)
+    monkeypatch.setattr(owner, name, plant(getattr(owner, name)))
+    monkeypatch.setattr(fuzz, "MODE", "files")
+    inputs = _mode_inputs(fuzz, fuzz.FILE_KINDS, kind, 400)
     with pytest.raises(fuzz.FuzzFailure, match=message):
         _feed(fuzz, inputs)
 
