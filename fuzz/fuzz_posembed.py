@@ -1523,37 +1523,7 @@ def _text(exc: BaseException | None) -> str:
     return "" if exc is None else str(exc)
 
 
-def _arrow_case(o: Outcome) -> bool:
-    return o.call.name.startswith("files arrow:")
-
-
-KNOWN_BUGS: list[KnownBug] = [
-    KnownBug(
-        "chunk: a crafted Arrow IPC batch escapes as pyarrow's ArrowInvalid (_csr's "
-        "array.validate() is outside the reader's try): chunk_file raises it, not "
-        "ChunkError, and posembed chunk ends with a traceback",
-        "an IPC stream of pa.table({'tokens': [[1, 2], [3], [4, 5, 6]]}) (list<int16>) "
-        "with byte 40 xor 4; chunk_file(path, out, size=2, column='tokens')",
-        lambda o: _arrow_case(o) and type(o.fast_exc).__name__ == "ArrowInvalid",
-    ),
-    KnownBug(
-        "chunk: a crafted Parquet file aborts the process (pyarrow throws "
-        "ParquetException from RowGroupMetaData.column(j), which _leaf_columns calls "
-        "while counting the tokens)",
-        "pq.write_table(pa.table({'tokens': pa.array([[1, 2], [3], [4, 5, 6]], "
-        "pa.list_(pa.int16()))}), f); byte 127 xor 1; chunk_file(f, out, size=2, "
-        "column='tokens')",
-        lambda o: _arrow_case(o) and o.problem == "abort",
-    ),
-    KnownBug(
-        "chunk: a Parquet file whose schema names a column in bytes that are not UTF-8 "
-        "escapes as UnicodeDecodeError from pq.ParquetFile (open_corpus catches only "
-        "ArrowException and OSError): not ChunkError, and a traceback from posembed chunk",
-        "pq.write_table(pa.table({'input_ids': pa.array([[1, 2]], pa.list_(pa.int16())), "
-        "'zzzz': [1]}), f); its bytes with b'zzzz' -> b'z\\xffzz'; chunk_file(f, out, size=2)",
-        lambda o: _arrow_case(o) and isinstance(o.fast_exc, UnicodeDecodeError),
-    ),
-]
+KNOWN_BUGS: list[KnownBug] = []
 
 
 # ---------------------------------------------------------------- running
@@ -3662,40 +3632,8 @@ def _chunked_outputs(out: Path, fmt: str) -> dict[str, bytes]:
     return saved
 
 
-def _parquet_aborts(crafted: Crafted) -> bool:
-    """Whether reading the column chunk metadata of the input's Parquet files
-    ends the process (a C++ exception pyarrow lets escape): tried in a fork."""
-    path = crafted.path
-    if path.is_dir():
-        files = [p for p in path.iterdir() if p.name.lower().endswith(".parquet")]
-    else:
-        files = [path] if path.suffix.lower() == ".parquet" else []
-    files = [f for f in files if f.is_file() and not f.is_symlink()]
-    if not files:
-        return False
-    pid = os.fork()
-    if pid == 0:  # the child: only the metadata, then out without any cleanup
-        try:
-            for f in files:
-                meta = pq.ParquetFile(f).metadata
-                for i in range(meta.num_row_groups):
-                    group = meta.row_group(i)
-                    for j in range(group.num_columns):
-                        group.column(j)
-        except BaseException:  # a refusal is what the reader must give: no abort
-            pass
-        os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFSIGNALED(status)
-
-
 def _files_arrow(r: Reader, root: Path) -> str:
     crafted, column, docs = _arrow_corpus(r, root)
-    if crafted.planted and _parquet_aborts(crafted):
-        kind = _files_failure(
-            crafted, "posembed chunk", "abort", "reading the input aborts the process"
-        )
-        return f"files arrow parquet metadata: {kind}"
     size = r.int(1, 6)
     step = r.int(1, size)
     tail = r.pick(["pad", "shift", "drop"])

@@ -694,3 +694,21 @@ def test_a_parquet_file_with_crafted_column_metadata_is_refused_not_aborted(tmp_
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode in (0, 2), done.stderr  # never a signal
     assert done.stderr.count("\n") <= 1, done.stderr
+
+
+@pytest.mark.parametrize("form", ["parquet", "ipc stream"])
+def test_a_column_name_that_is_not_utf8_is_one_line(tmp_path, capsys, form):
+    table = pa.table({"input_ids": pa.array([[1, 2]], pa.list_(pa.int16())), "zzzz": [1]})
+    src = tmp_path / ("u.parquet" if form == "parquet" else "u.arrow")
+    if form == "parquet":
+        pq.write_table(table, src)
+    else:
+        _write_ipc(src, table, stream=True)
+    src.write_bytes(src.read_bytes().replace(b"zzzz", b"z\xffzz"))
+    # a column not there: the message would list the names, one not UTF-8
+    args = ["--size", "2", "--column", "tokens", "--quiet"]
+    code = main(["chunk", str(src), "-o", str(tmp_path / "o"), *args])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("posembed chunk: error: "), err
+    assert err.count("\n") == 1, err

@@ -225,13 +225,16 @@ def open_corpus(src: Path, column: str) -> Corpus:
                     schema = pa.ipc.open_file(handle).schema
                 else:
                     schema = pa.ipc.open_stream(handle).schema
-            except (pa.ArrowException, OSError) as exc:
+            except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # a name not UTF-8
                 raise _readable(path, kind, exc) from None
             finally:
                 handle.close()
         finally:
             os.close(fd)
-        found = _column_type(pa, schema, path, column)
+        try:
+            found = _column_type(pa, schema, path, column)
+        except UnicodeDecodeError:  # a crafted schema: names are UTF-8 in both formats
+            raise ChunkError(f"{path}: a field name is not UTF-8 text; not a valid file") from None
         if dtype is not None and found != dtype:
             raise ChunkError(
                 f"{path}: column {column!r} holds {found} tokens, {files[0].path} {dtype}; "
@@ -286,7 +289,7 @@ def _arrays(corpus: Corpus, source: _Source) -> Iterator[Any]:
                 else:
                     for batch in pa.ipc.open_stream(handle, options=options):
                         yield batch.column(0)
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # a name not UTF-8
             _check_stamp(source.path, fd, source.stamp)
             raise _readable(source.path, source.kind, exc) from None
         finally:
