@@ -543,6 +543,34 @@ class ChunkJob(NamedTuple):
     doc_offsets: np.ndarray
 
 
+def checked_windows(size: Any, step: Any, overlap: Any, tail: Any) -> tuple[int, int]:
+    """``--size`` and the step (from ``--step`` or ``--overlap``), with
+    ``--tail`` checked: ChunkError naming the option otherwise."""
+    try:
+        size = v.positive_int(size, "--size")
+        step = _step(size, step, overlap)
+        v.choice(tail, "--tail", TAILS)
+    except (TypeError, ValueError) as exc:
+        raise ChunkError(str(exc)) from None
+    return size, step
+
+
+def check_output(out: Path, inputs: tuple[Any, ...], force: bool) -> None:
+    """ChunkError unless ``out`` may be written (see ``_outdir.problem``)."""
+    problem = _outdir.problem(out, inputs, force)
+    if problem:
+        raise ChunkError(problem)
+
+
+def check_pad_value(pad_value: Any, dtype: np.dtype[Any]) -> None:
+    """ChunkError unless ``--pad-value`` fits the tokens' dtype (TypeError
+    unless it is an integer)."""
+    try:
+        _check_pad_value(pad_value, dtype)
+    except ValueError:
+        raise ChunkError(f"--pad-value {pad_value} does not fit {dtype}") from None
+
+
 def prepare_chunk(
     input_path: str | os.PathLike[str],
     output_dir: str | os.PathLike[str],
@@ -588,20 +616,10 @@ def prepare_chunk(
             f"{src}: Arrow and Parquet input is read in one process (posembed chunk without "
             "--dask, or chunk_file); --dask reads .npy and raw token files"
         )
-    try:
-        size = v.positive_int(size, "--size")
-        step = _step(size, step, overlap)
-        v.choice(tail, "--tail", TAILS)
-    except (TypeError, ValueError) as exc:
-        raise ChunkError(str(exc)) from None
-    problem = _outdir.problem(out, (input_path, offsets_path), force)
-    if problem:
-        raise ChunkError(problem)
+    size, step = checked_windows(size, step, overlap, tail)
+    check_output(out, (input_path, offsets_path), force)
     tokens = _open_tokens(src, dtype)
-    try:
-        _check_pad_value(pad_value, tokens.dtype)  # TypeError unless an integer
-    except ValueError:
-        raise ChunkError(f"--pad-value {pad_value} does not fit {tokens.dtype}") from None
+    check_pad_value(pad_value, tokens.dtype)
     if offsets_path is None:
         offsets = np.array([0, tokens.shape[0]], dtype=np.int64)
     else:

@@ -34,7 +34,7 @@ from posembed import _chunk, _json, _outdir
 from posembed import _validate as v
 from posembed._arrow import require
 from posembed._chunk import ChunkError
-from posembed._windows import TAILS, _check_pad_value, _cut, _layout_part, _offsets, _step
+from posembed._windows import _cut, _layout_part, _offsets
 
 DEFAULT_COLUMN = "input_ids"
 # Token bytes of a batch of rows read from Parquet. The rows being cut and
@@ -482,12 +482,7 @@ def chunk_arrow(
     """:func:`posembed.chunk.chunk_file` on Arrow or Parquet input."""
     src, out = Path(input_path), Path(output_dir)
     force = v.flag(force, "force")
-    try:
-        size = v.positive_int(size, "--size")
-        step = _step(size, step, overlap)
-        v.choice(tail, "--tail", TAILS)
-    except (TypeError, ValueError) as exc:
-        raise ChunkError(str(exc)) from None
+    size, step = _chunk.checked_windows(size, step, overlap, tail)
     if dtype is not None:
         raise ChunkError("--dtype applies to raw token files; Arrow and Parquet name their type")
     if offsets_path is not None:
@@ -498,14 +493,9 @@ def chunk_arrow(
     column = DEFAULT_COLUMN if column is None else column
     if not isinstance(column, str):
         raise ChunkError(f"--column must be a column name; got {column!r}")
-    problem = _outdir.problem(out, (input_path,), force)
-    if problem:
-        raise ChunkError(problem)
+    _chunk.check_output(out, (input_path,), force)
     corpus = open_corpus(src, column)
-    try:
-        _check_pad_value(pad_value, corpus.dtype)  # TypeError unless an integer
-    except ValueError:
-        raise ChunkError(f"--pad-value {pad_value} does not fit {corpus.dtype}") from None
+    _chunk.check_pad_value(pad_value, corpus.dtype)
     # half the budget; reading the other half (see BATCH_BYTES)
     plan = _chunk._plan(size, corpus.dtype.itemsize, _chunk.MEMORY_BYTES // 2)
 
