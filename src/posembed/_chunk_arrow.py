@@ -33,7 +33,7 @@ import numpy as np
 from posembed import _chunk, _json, _outdir
 from posembed import _validate as v
 from posembed._arrow import require
-from posembed._chunk import ChunkError
+from posembed._source import ChunkError, _changed, _open_regular, _stamp
 from posembed._windows import _cut, _layout_part, _offsets
 
 DEFAULT_COLUMN = "input_ids"
@@ -97,10 +97,10 @@ def _one_line(exc: BaseException) -> str:
 
 def _check_stamp(path: Path, fd: int, stamp: tuple[int, int, int]) -> None:
     info = os.fstat(fd)
-    if _chunk._stamp(info) != stamp:
+    if _stamp(info) != stamp:
         if info.st_size != stamp[0]:
-            raise _chunk._changed(path, f"{stamp[0]} bytes became {info.st_size}")
-        raise _chunk._changed(path, "it was modified or replaced")
+            raise _changed(path, f"{stamp[0]} bytes became {info.st_size}")
+        raise _changed(path, "it was modified or replaced")
 
 
 def _native_file(pa: Any, fd: int) -> Any:
@@ -133,7 +133,7 @@ def _files(src: Path) -> list[tuple[Path, str]]:
 
 
 def _ipc_kind(path: Path) -> str:
-    fd, _ = _chunk._open_regular(path, str(path))
+    fd, _ = _open_regular(path, str(path))
     try:
         head = os.pread(fd, len(IPC_FILE_MAGIC), 0)
     finally:
@@ -145,7 +145,7 @@ def _saved_files(folder: Path) -> list[Path]:
     """The data files that state.json of a ``save_to_disk`` folder lists, in
     order; each must be a file of the folder itself."""
     what = f"{folder / 'state.json'}"
-    fd, info = _chunk._open_regular(folder / "state.json", what)
+    fd, info = _open_regular(folder / "state.json", what)
     with os.fdopen(fd, "rb") as f:
         if info.st_size > STATE_BYTES:
             raise ChunkError(f"{what}: {info.st_size} bytes; a saved dataset's is far smaller")
@@ -214,7 +214,7 @@ def open_corpus(src: Path, column: str) -> Corpus:
         raise ChunkError(f"{src}: a folder without .parquet files or a saved dataset")
     files, dtype = [], None
     for path, kind in listed:
-        fd, info = _chunk._open_regular(path, str(path))
+        fd, info = _open_regular(path, str(path))
         try:
             handle = _native_file(pa, fd)
             try:
@@ -241,7 +241,7 @@ def open_corpus(src: Path, column: str) -> Corpus:
                 "every file must hold the same type"
             )
         dtype = found
-        files.append(_Source(path, kind, _chunk._stamp(info)))
+        files.append(_Source(path, kind, _stamp(info)))
     assert dtype is not None
     # The token count is in Parquet's column chunk metadata, but pyarrow's
     # accessor of it aborts the process on a crafted file (an exception its
@@ -254,7 +254,7 @@ def _arrays(corpus: Corpus, source: _Source) -> Iterator[Any]:
     pa = require("posembed chunk on Arrow or Parquet input")
     import pyarrow.parquet as pq
 
-    fd, _ = _chunk._open_regular(source.path, str(source.path))
+    fd, _ = _open_regular(source.path, str(source.path))
     try:
         _check_stamp(source.path, fd, source.stamp)
         handle = _native_file(pa, fd)
