@@ -20,6 +20,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 import posembed  # noqa: E402
 import posembed._chunk as chunk_module  # noqa: E402
+from posembed import _sink_parquet  # noqa: E402
 from posembed._chunk import ChunkError, chunk_file, prepare_chunk  # noqa: E402
 from posembed.cli import main  # noqa: E402
 
@@ -128,7 +129,7 @@ def test_small_batches_give_the_same_windows(corpus, tmp_path, monkeypatch):
     # batches of a few rows and a few windows each: batch edges everywhere
     _, _, tokens, offsets, sources = corpus
     monkeypatch.setattr(chunk_module, "MEMORY_BYTES", 40_000)
-    import posembed._chunk_arrow as arrow_module
+    import posembed._source_arrow as arrow_module
 
     monkeypatch.setattr(arrow_module, "BATCH_BYTES", 3000)
     chunk_file(tokens, tmp_path / "want", size=32, step=5, offsets_path=offsets, quiet=True)
@@ -242,7 +243,7 @@ def test_a_token_file_writes_parquet_too_and_force_replaces_it(corpus, tmp_path,
     _, _, tokens, offsets, _ = corpus
     out = tmp_path / "out"
     # row groups of at most 10 windows (the writer holds one encoded whole)
-    monkeypatch.setattr(chunk_module, "ROW_GROUP_BYTES", 10 * 64 * 4)
+    monkeypatch.setattr(_sink_parquet, "ROW_GROUP_BYTES", 10 * 64 * 4)
     chunk_file(tokens, out, size=64, offsets_path=offsets, format="parquet", quiet=True)
     meta = pq.ParquetFile(out / "windows.parquet").metadata
     groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
@@ -332,7 +333,7 @@ def test_row_groups_decoded_on_several_threads_give_the_same_windows(
 ):
     # row groups of 7 rows, batches of a few rows: the decoding threads' queues
     # fill and drain, and the windows are those of the flat tokens all the same
-    import posembed._chunk_arrow as arrow_module
+    import posembed._source_arrow as arrow_module
 
     rng = np.random.default_rng(5)
     docs = [rng.integers(0, 1000, int(n)).tolist() for n in rng.integers(0, 90, 60)]
@@ -519,7 +520,7 @@ def test_without_pyarrow_the_error_names_the_extra(corpus, tmp_path, capsys, mon
 
 def test_a_file_replaced_after_the_checks_is_refused(corpus, tmp_path, monkeypatch):
     _, docs, _, _, _ = corpus
-    import posembed._chunk_arrow as arrow_module
+    import posembed._source_arrow as arrow_module
 
     src = tmp_path / "c.parquet"
     pq.write_table(_table(docs), src)
@@ -544,7 +545,7 @@ PEAK_CHILD = textwrap.dedent(
     """
     import sys
     import numpy, pyarrow, pyarrow.parquet, pyarrow.ipc
-    import posembed, posembed._chunk, posembed._chunk_arrow
+    import posembed, posembed._chunk, posembed._source_arrow
     from posembed.cli import main
     sys.exit(main(sys.argv[1:]) if len(sys.argv) > 1 else 0)
     """
@@ -652,7 +653,7 @@ def test_dask_takes_token_files_only(corpus, tmp_path, capsys):
 def test_the_system_pool_switch_nests_and_puts_the_default_back():
     # two runs on two threads make readers at once: the caller's default pool
     # is put back when the last one is done, whatever the order they end in
-    import posembed._chunk_arrow as arrow_module
+    import posembed._source_arrow as arrow_module
 
     default = pa.default_memory_pool().backend_name
     first, second = arrow_module._system_pool(pa), arrow_module._system_pool(pa)

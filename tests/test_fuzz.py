@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import posembed
-from posembed import _chunk, _chunk_arrow, _model_folder
+from posembed import _chunk, _model_folder, _source_arrow
 
 HARNESS = Path(__file__).resolve().parents[1] / "fuzz" / "fuzz_posembed.py"
 CORPUS_SEED = 20261129
@@ -464,22 +464,22 @@ PLANTED_READERS: dict[str, tuple[str, str, Callable[[Any], Any], str, str]] = {
         "config.json .* expected",
     ),
     "an Arrow document dropped": (
-        "_chunk_arrow",
+        "_source_arrow",
         "_csr",
         _drop_last_document,
         "arrow",
         "differ from the .npy path's",
     ),
     "an Arrow input's FIFO waited on": (
-        "_chunk",
+        "_source_arrow",
         "_open_regular",
         lambda real: _open_blocking,
         "arrow",
         "blocked on a FIFO",
     ),
-    "chunk_arrow raises KeyError": (
-        "_chunk_arrow",
-        "chunk_arrow",
+    "the Arrow pipeline raises KeyError": (
+        "_chunk",
+        "_chunk_stream",
         lambda real: _raise_key_error,
         "arrow",
         "raised KeyError|ended with a traceback: KeyError",
@@ -495,7 +495,7 @@ def test_files_mode_catches_a_planted_bug_in_the_new_readers(
     owner: Any = {
         "_model_folder": _model_folder,
         "_model_folder._Folder": _model_folder._Folder,
-        "_chunk_arrow": _chunk_arrow,
+        "_source_arrow": _source_arrow,
         "_chunk": _chunk,
     }[where]
     if case == "a FIFO in the model folder opened and waited on":

@@ -1,4 +1,18 @@
-"""The `posembed chunk` pipeline: a token file on disk to windows on disk, in bounded memory."""
+"""The ``posembed chunk`` pipeline: source -> cut -> sink, in bounded memory.
+
+A *source* module reads one kind of input (``_source_tokens``: ``.npy`` and
+raw token files with their offsets; ``_source_arrow``: Arrow, Parquet and
+saved datasets) and gives either a :class:`~posembed._source.RangeInput`
+(tokens read by range, every document's offsets known, so that a document
+larger than memory is cut a batch of windows at a time) or a
+:class:`~posembed._source.StreamInput` (whole documents, a bounded batch at a
+time). The *cut* turns a batch into windows (:func:`posembed.windows`'s
+kernel). A *sink* module writes them (``_sink_npy``, ``_sink_parquet``). This
+module picks the source (:data:`SOURCES`) and the sink (:data:`SINKS`), and
+runs the reads, the cut and the writes on three threads; a format is one new
+module, registered in one of the two tables. No source or sink imports
+another's names.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +20,6 @@ import bisect
 import json
 import os
 import sys
-import warnings
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -15,26 +28,28 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from posembed import _npy, _outdir
+from posembed import _outdir, _source_arrow, _source_tokens
 from posembed import _validate as v
-from posembed._arrow import require, windows_table
-from posembed._source import ChunkError, TokenFile, _open_regular, _stamp
+from posembed._sink_npy import NpySink
+from posembed._sink_parquet import ParquetSink
+from posembed._source import (
+    MEMORY_BYTES,
+    ChunkError,
+    Documents,
+    RangeInput,
+    SourceOptions,
+    StreamInput,
+    TokenFile,
+)
 from posembed._windows import (
     TAILS,
     _check_pad_value,
     _cut,
     _layout_part,
     _LayoutPart,
-    _offsets,
     _step,
 )
 
-# Everything a running chunk holds at a time, in bytes, whatever the window
-# size, step and tail: the token buffers read ahead, the rows cut and written
-# behind, and the batches' layouts (beyond it: the document offsets, 16 bytes
-# per document). Batches are sized to fit; only a window of more than a sixth
-# of it (size x itemsize > MEMORY_BYTES / 6) makes a batch of one go past it.
-MEMORY_BYTES = 64 << 20
 # Batches read ahead of and written behind the one being cut: the reads (a
 # thread of positional reads) and the writes (one of positional writes, both
 # with the GIL released) overlap the kernel.
@@ -45,89 +60,6 @@ _ROW_BUFFERS = WRITE_BEHIND + 1  # those being written, and the one being cut in
 # token buffer, the one being planned, and one per row buffer; plus the copies
 # the kernels take of one, and of the offsets of the documents it spans.
 _LAYOUTS = _READ_BUFFERS + 1 + _ROW_BUFFERS + 2
-
-
-def _token_dtype(spelling: Any) -> np.dtype[Any]:
-    """The integer dtype ``--dtype`` names, in the byte order it names."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a deprecated alias is judged by what it means
-        try:
-            dt: np.dtype[Any] = np.dtype(spelling)
-        # NumPy refuses odd spellings with TypeError, ValueError or others
-        # ("(-1,)u2", "(99999999999,)u1"); all of them mean the same here.
-        except Exception:
-            raise ChunkError(
-                f"--dtype {spelling!r} is not a NumPy dtype; give an integer type such as "
-                "uint16 or int32"
-            ) from None
-    if dt.kind not in "iu" or dt.shape or dt.names is not None:
-        raise ChunkError(f"--dtype must be an integer type; got {dt}")
-    return dt
-
-
-def _open_tokens(path: Path, dtype: Any) -> TokenFile:
-    fd, info = _open_regular(path, str(path))
-    with os.fdopen(fd, "rb") as f:
-        if path.suffix == ".npy":
-            if dtype is not None:
-                raise ChunkError("--dtype applies to raw token files; a .npy file names its own")
-            if info.st_size == 0:
-                raise ChunkError(
-                    f"{path}: not a readable .npy file (it is empty); the input must be a 1-D "
-                    "integer .npy file, header included (numpy.save writes one even for no "
-                    "tokens)"
-                )
-            try:
-                header = _npy.read_header(f, str(path), info.st_size)
-            except ValueError as exc:
-                raise ChunkError(str(exc)) from None
-            except OSError as exc:
-                raise ChunkError(f"{path}: cannot be read ({exc.strerror})") from None
-            if len(header.shape) != 1 or header.dtype.kind not in "iu":
-                raise ChunkError(
-                    f"{path}: tokens must be a 1-D integer array; got {header.dtype} "
-                    f"of shape {header.shape}"
-                )
-            dt, offset, count = header.dtype, header.offset, header.shape[0]
-        else:
-            if dtype is None:
-                raise ChunkError(f"{path}: a raw token file needs --dtype (e.g. uint16)")
-            dt, offset = _token_dtype(dtype), 0
-            if info.st_size % dt.itemsize:
-                raise ChunkError(
-                    f"{path}: {info.st_size} bytes is not a whole number of {dt} tokens "
-                    f"({dt.itemsize} bytes each)"
-                )
-            count = info.st_size // dt.itemsize
-        return TokenFile(
-            path,
-            dt.newbyteorder("="),
-            offset,
-            count,
-            swap=not dt.isnative,
-            stamp=_stamp(info),
-        )
-
-
-def _load_offsets(path: str | os.PathLike[str], n_tokens: int) -> np.ndarray:
-    what = f"--offsets {path}"
-    fd, info = _open_regular(Path(path), what)
-    with os.fdopen(fd, "rb") as f:
-        if info.st_size == 0:
-            raise ChunkError(
-                f"{what}: not a readable .npy file (it is empty); offsets must be a 1-D integer "
-                ".npy file, from 0 to the token count"
-            )
-        try:
-            given = _npy.load_open(f, what)
-        except ValueError as exc:
-            raise ChunkError(str(exc)) from None
-        except OSError as exc:
-            raise ChunkError(f"{what}: cannot be read ({exc.strerror})") from None
-    try:
-        return _offsets(given, n_tokens)
-    except (TypeError, ValueError) as exc:
-        raise ChunkError(f"{what}: {exc}") from None
 
 
 def chunk_file(
@@ -145,6 +77,7 @@ def chunk_file(
     quiet: bool = False,
     column: str | None = None,
     format: str = "npy",
+    documents: str | None = None,
 ) -> dict[str, Any]:
     """Window a token file into ``output_dir``, streaming: the engine of ``posembed chunk``.
 
@@ -250,44 +183,33 @@ def chunk_file(
         other than posembed's output took ``output_dir`` while the run wrote.
     """
     quiet = v.flag(quiet, "quiet")
-    if format not in FORMATS:
-        raise ChunkError(f"--format must be one of {', '.join(FORMATS)}; got {format!r}")
-    if format == "parquet":
-        require("posembed chunk --format parquet")
-    from posembed import _chunk_arrow  # it builds on this module
+    sink_type = _sink_type(format)
+    src, out = Path(input_path), Path(output_dir)
+    force = v.flag(force, "force")
+    options = SourceOptions(dtype, offsets_path, column, documents)
+    source = _source_for(src)
+    source.check(src, options)
+    size, step = checked_windows(size, step, overlap, tail)
+    check_output(out, source.inputs(src, options), force)
+    given = source.open_input(src, options)
+    if isinstance(given, StreamInput):
+        check_pad_value(pad_value, given.dtype)
+        return _chunk_stream(src, out, given, size, step, tail, pad_value, force, quiet, format)
+    check_pad_value(pad_value, given.tokens.dtype)
+    job = ChunkJob(src, out, size, step, tail, given.tokens, given.doc_offsets)
+    return _chunk_ranges(job, given.meta, sink_type, pad_value, force, quiet, format)
 
-    if _chunk_arrow.is_arrow_input(Path(input_path)):
-        return _chunk_arrow.chunk_arrow(
-            input_path,
-            output_dir,
-            size=size,
-            step=step,
-            overlap=overlap,
-            tail=tail,
-            dtype=dtype,
-            offsets_path=offsets_path,
-            column=column,
-            pad_value=pad_value,
-            force=force,
-            quiet=quiet,
-            format=format,
-        )
-    if column is not None:
-        raise ChunkError(
-            f"--column applies to Arrow and Parquet input; {input_path} is a token file"
-        )
-    job = prepare_chunk(
-        input_path,
-        output_dir,
-        size=size,
-        step=step,
-        overlap=overlap,
-        tail=tail,
-        dtype=dtype,
-        offsets_path=offsets_path,
-        pad_value=pad_value,
-        force=force,
-    )
+
+def _chunk_ranges(
+    job: ChunkJob,
+    input_meta: dict[str, Any],
+    sink_type: Any,
+    pad_value: int,
+    force: bool,
+    quiet: bool,
+    format: str,
+) -> dict[str, Any]:
+    """Windows of a corpus read by token range (every document's offsets known)."""
     tokens, out = job.tokens, job.output
     # Every document's windows are counted once, here; each batch then takes
     # its range of the layout (memory holds a batch's windows, never all).
@@ -300,7 +222,7 @@ def chunk_file(
     tmp = _outdir.new_temp(out)
     sink: Any = None
     try:
-        sink = _sink(format, tmp, tokens.dtype, job.size, total)
+        sink = sink_type(tmp, tokens.dtype, job.size, total)
         tokens.open()
         batches = _batches(job, window_offsets, plan)
         bar = _progress(tokens.count, quiet)
@@ -308,6 +230,7 @@ def chunk_file(
         sink.finish(total)
         meta = {
             "input": str(job.source),
+            **input_meta,
             "tokens": int(tokens.shape[0]),
             "documents": int(job.doc_offsets.shape[0] - 1),
             "windows": total,
@@ -405,6 +328,7 @@ def prepare_chunk(
     offsets_path: str | os.PathLike[str] | None = None,
     pad_value: int = 0,
     force: bool = False,
+    documents: str | None = None,
 ) -> ChunkJob:
     """Check a ``posembed chunk`` run's arguments and open its input.
 
@@ -429,24 +353,22 @@ def prepare_chunk(
     TypeError
         A ``force`` that is not a bool.
     """
-    from posembed._chunk_arrow import is_arrow_input
-
     src, out = Path(input_path), Path(output_dir)
     force = v.flag(force, "force")
-    if is_arrow_input(src):
+    options = SourceOptions(dtype, offsets_path, None, documents)
+    source = _source_for(src)
+    if source is _source_arrow:
         raise ChunkError(
             f"{src}: Arrow and Parquet input is read in one process (posembed chunk without "
-            "--dask, or chunk_file); --dask reads .npy and raw token files"
+            "--dask, or chunk_file); --dask reads .npy and raw token files and indexed datasets"
         )
+    source.check(src, options)
     size, step = checked_windows(size, step, overlap, tail)
-    check_output(out, (input_path, offsets_path), force)
-    tokens = _open_tokens(src, dtype)
-    check_pad_value(pad_value, tokens.dtype)
-    if offsets_path is None:
-        offsets = np.array([0, tokens.shape[0]], dtype=np.int64)
-    else:
-        offsets = _load_offsets(offsets_path, tokens.count)
-    return ChunkJob(src, out, size, step, tail, tokens, offsets)
+    check_output(out, source.inputs(src, options), force)
+    given = source.open_input(src, options)
+    assert isinstance(given, RangeInput)
+    check_pad_value(pad_value, given.tokens.dtype)
+    return ChunkJob(src, out, size, step, tail, given.tokens, given.doc_offsets)
 
 
 class _Plan(NamedTuple):
@@ -617,139 +539,157 @@ def _run_pipeline(
             bar.close()
 
 
-class _NpyWriter:
-    """A .npy file filled row range by row range with positional writes (safe
-    from several threads; the GIL is released while the kernel copies). Of
-    known shape, or of rows counted as they come: then :meth:`finish` writes
-    the count into the header (NumPy leaves room for any count)."""
-
-    def __init__(self, path: Path, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
-        self.path, self.dtype, self.shape = path, dtype, shape
-        with open(path, "wb") as f:
-            self.header = self._write_header(f, shape)
-        self.row_bytes = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
-        self.fd = os.open(path, os.O_WRONLY)
-        os.truncate(self.fd, self.header + self.row_bytes * shape[0])
-
-    def _write_header(self, f: Any, shape: tuple[int, ...]) -> int:
-        header = {
-            "descr": np.lib.format.dtype_to_descr(self.dtype),
-            "fortran_order": False,
-            "shape": shape,
+def _chunk_stream(
+    src: Path,
+    out: Path,
+    given: StreamInput,
+    size: int,
+    step: int,
+    tail: str,
+    pad_value: int,
+    force: bool,
+    quiet: bool,
+    format: str,
+) -> dict[str, Any]:
+    """Windows of a corpus read in one pass, whole documents a batch at a time."""
+    # half the budget; reading the other half (see _source_arrow.BATCH_BYTES)
+    plan = _plan(size, given.dtype.itemsize, MEMORY_BYTES // 2)
+    tmp = _outdir.new_temp(out)
+    sink: Any = None
+    try:
+        sink = _sink_type(format)(tmp, given.dtype, size, None)
+        bar = _progress(None, quiet)  # the token count is not known before the end
+        counts = _run_stream(given, size, step, tail, pad_value, plan, sink, bar)
+        sink.finish(counts["windows"])
+        meta = {
+            "input": str(src),
+            **given.meta,
+            **counts,
+            "size": size,
+            "step": step,
+            "tail": tail,
+            "dtype": given.dtype.name,
+            "pad_value": pad_value,
+            "format": format,
         }
-        np.lib.format.write_array_header_1_0(f, header)
-        return int(f.tell())
-
-    def write(self, row: int, data: np.ndarray) -> None:
-        view = np.ascontiguousarray(data).data.cast("B")
-        pos, at = self.header + row * self.row_bytes, 0
-        while at < len(view):
-            at += os.pwrite(self.fd, view[at:], pos + at)
-
-    def finish(self, rows: int) -> None:
-        """Set the header's row count to ``rows`` (written since)."""
-        if rows != self.shape[0]:
-            with open(self.path, "r+b") as f:
-                if self._write_header(f, (rows, *self.shape[1:])) != self.header:
-                    raise OSError(f"{self.path}: the header of {rows} rows does not fit")
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        write_meta(tmp, meta)
+        _outdir.commit(tmp, out, force)
+    except BaseException as exc:
+        if sink is not None:
+            sink.close()
+        _outdir.discard(tmp, exc)
+        raise
+    return meta
 
 
-FORMATS = ("npy", "parquet")
-# The Parquet output's file: one file, in row groups of at most
-# ROW_GROUP_BYTES of tokens (or one window), each held encoded by the writer
-# until it is complete.
-PARQUET_NAME = "windows.parquet"
-ROW_GROUP_BYTES = MEMORY_BYTES // 32
+def _run_stream(
+    given: StreamInput,
+    size: int,
+    step: int,
+    tail: str,
+    pad_value: int,
+    plan: Any,
+    sink: Any,
+    bar: Any,
+) -> dict[str, int]:
+    """Read, cut and write every batch of whole documents: a thread reads
+    (and decodes) ahead, one writes behind, the GIL released in both while
+    the kernel cuts."""
+    ring = [np.empty((plan.windows, size), given.dtype) for _ in range(_ROW_BUFFERS)]
+    tokens = documents = windows = turn = 0
+    docs = given.documents()
+    ahead: deque[Future[Documents | None]] = deque()
+    writes: deque[Future[None]] = deque()
+    try:
+        with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as writer:
+            try:
+                for _ in range(READ_AHEAD):
+                    ahead.append(reader.submit(next, docs, None))
+                while True:
+                    batch = ahead.popleft().result()
+                    if batch is None:
+                        break
+                    ahead.append(reader.submit(next, docs, None))
+                    # the batch's windows counted, then cut a bounded range at a time
+                    window_offsets = _layout_part(
+                        batch.offsets, size, step, tail, end=0
+                    ).window_offsets
+                    n_windows = int(window_offsets[-1])
+                    for begin in range(0, n_windows, plan.windows):
+                        end = min(n_windows, begin + plan.windows)
+                        part = _layout_part(
+                            batch.offsets, size, step, tail, window_offsets, begin, end
+                        )
+                        rows = _cut(
+                            batch.tokens,
+                            0,
+                            batch.offsets,
+                            part.starts,
+                            part.lengths,
+                            part.documents,
+                            size,
+                            pad_value,
+                            ring[turn % len(ring)][: end - begin],
+                        )
+                        turn += 1
+                        corpus_documents = part.documents + documents
+                        writes.append(
+                            writer.submit(
+                                sink.write,
+                                windows + begin,
+                                rows,
+                                part.starts,
+                                part.lengths,
+                                corpus_documents,
+                            )
+                        )
+                        while len(writes) > WRITE_BEHIND:
+                            writes.popleft().result()
+                    windows += n_windows
+                    documents += batch.offsets.shape[0] - 1
+                    tokens += batch.tokens.shape[0]
+                    bar.update(batch.tokens.shape[0])
+                while writes:
+                    writes.popleft().result()
+            except BaseException:
+                for w in writes:
+                    w.cancel()
+                for r in ahead:
+                    r.cancel()
+                raise
+            finally:
+                bar.close()
+    finally:
+        # the reader is shut down (its last read done): the files of a run
+        # that stopped early can be closed now
+        docs.close()
+    return {"tokens": tokens, "documents": documents, "windows": windows}
 
 
-class _NpySink:
-    """The .npy output: windows.npy, starts.npy, lengths.npy and documents.npy,
-    of ``total`` windows, or of windows counted as they come (None)."""
-
-    def __init__(self, folder: Path, dtype: np.dtype[Any], size: int, total: int | None) -> None:
-        rows = 0 if total is None else total
-        self.files: dict[str, _NpyWriter] = {}
-        try:
-            self.files["windows"] = _NpyWriter(folder / "windows.npy", dtype, (rows, size))
-            for name in ("starts", "lengths", "documents"):
-                self.files[name] = _NpyWriter(folder / f"{name}.npy", np.dtype(np.int64), (rows,))
-        except BaseException:
-            self.close()
-            raise
-
-    def write(
-        self,
-        begin: int,
-        rows: np.ndarray,
-        starts: np.ndarray,
-        lengths: np.ndarray,
-        documents: np.ndarray,
-    ) -> None:
-        self.files["windows"].write(begin, rows)
-        self.files["starts"].write(begin, starts)
-        self.files["lengths"].write(begin, lengths)
-        self.files["documents"].write(begin, documents)
-
-    def finish(self, total: int) -> None:
-        for writer in self.files.values():
-            writer.finish(total)
-        self.close()
-
-    def close(self) -> None:
-        for writer in self.files.values():
-            writer.close()
+# The outputs, by --format: each a sink class taking (folder, dtype, size,
+# total windows or None), then write(begin, rows, starts, lengths, documents)
+# batch by batch from one thread, finish(total) and close().
+SINKS: dict[str, Any] = {"npy": NpySink, "parquet": ParquetSink}
+FORMATS = tuple(SINKS)
 
 
-class _ParquetSink:
-    """The Parquet output: one file of the columns of ``Windows.to_arrow()``,
-    in row groups of ROW_GROUP_BYTES, written in order (one writer thread)."""
-
-    def __init__(self, folder: Path, dtype: np.dtype[Any], size: int, total: int | None) -> None:
-        require("posembed chunk --format parquet")
-        import pyarrow.parquet as pq
-
-        self.size = size
-        empty = np.empty((0, size), dtype)
-        zero = np.empty(0, np.int64)
-        schema = windows_table(empty, zero, zero, zero).schema
-        # no dictionary: token ids are many and varied
-        self.writer: Any = pq.ParquetWriter(folder / PARQUET_NAME, schema, use_dictionary=False)
-
-    def write(
-        self,
-        begin: int,
-        rows: np.ndarray,
-        starts: np.ndarray,
-        lengths: np.ndarray,
-        documents: np.ndarray,
-    ) -> None:
-        # row groups of a bounded size: the writer holds one encoded whole
-        step = max(1, ROW_GROUP_BYTES // max(1, rows[:1].nbytes))
-        for at in range(0, rows.shape[0], step):
-            part = slice(at, at + step)
-            table = windows_table(rows[part], lengths[part], documents[part], starts[part])
-            self.writer.write_table(table)
-
-    def finish(self, total: int) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+def _sink_type(output_format: Any) -> Any:
+    """The sink class of ``--format``: ChunkError for an unknown one,
+    ImportError (naming the extra) when it needs what is not installed."""
+    if not isinstance(output_format, str) or output_format not in SINKS:
+        raise ChunkError(f"--format must be one of {', '.join(FORMATS)}; got {output_format!r}")
+    sink = SINKS[output_format]
+    sink.available()
+    return sink
 
 
-def _sink(
-    output_format: str, folder: Path, dtype: np.dtype[Any], size: int, total: int | None
-) -> Any:
-    if output_format == "parquet":
-        return _ParquetSink(folder, dtype, size, total)
-    return _NpySink(folder, dtype, size, total)
+# The inputs: the first source whose matches() holds reads the input (the
+# token-file source, last, takes any input).
+SOURCES: tuple[Any, ...] = (_source_arrow, _source_tokens)
+
+
+def _source_for(path: Path) -> Any:
+    return next(source for source in SOURCES if source.matches(path))
 
 
 class _Quiet:

@@ -1,16 +1,27 @@
-"""What every corpus source of ``posembed chunk`` shares: the one-line error,
-regular files opened without waiting, and :class:`TokenFile`, a token file
-read a slice at a time with positional reads (never mapped, so a file that
-shrinks gives an error, not a crash)."""
+"""What the sources, the pipeline and the sinks of ``posembed chunk`` share:
+the memory budget, the one-line error, regular files opened without
+waiting, :class:`TokenFile` (a token file read a slice at a time with
+positional reads, never mapped, so that a file that shrinks gives an error,
+not a crash), and the two shapes of input a source module gives the
+pipeline: :class:`RangeInput` (read by token range) and :class:`StreamInput`
+(whole documents in one pass)."""
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+
+# Everything a running chunk holds at a time, in bytes, whatever the window
+# size, step and tail: the token buffers read ahead, the rows cut and written
+# behind, and the batches' layouts (beyond it: the document offsets, 16 bytes
+# per document). Batches are sized to fit; only a window of more than a sixth
+# of it (size x itemsize > MEMORY_BYTES / 6) makes a batch of one go past it.
+MEMORY_BYTES = 64 << 20
 
 
 class ChunkError(ValueError):
@@ -189,3 +200,69 @@ def _open_regular(path: Path, what: str) -> tuple[int, os.stat_result]:
 
 def _stamp(info: os.stat_result) -> tuple[int, int, int]:
     return (info.st_size, info.st_mtime_ns, info.st_ino)
+
+
+# What a source module of ``posembed chunk`` offers (``_source_tokens``,
+# ``_source_arrow``, ``_source_indexed``; the pipeline, ``_chunk``, takes the
+# first whose ``matches`` holds):
+#   matches(path) -> bool             whether it reads this input
+#   check(path, options) -> None      ChunkError for an option it does not take
+#   inputs(path, options) -> tuple    the files it reads (no output may replace them)
+#   open_input(path, options) -> RangeInput or StreamInput
+
+
+class SourceOptions(NamedTuple):
+    """A run's input options, each None where not given."""
+
+    dtype: Any = None  # the tokens' dtype of a raw token file
+    offsets: Any = None  # a .npy file of CSR document offsets for a token file
+    column: Any = None  # the list column of Arrow and Parquet input
+    documents: Any = None  # indexed datasets: "documents" or "sequences"
+
+
+class RangeInput(NamedTuple):
+    """A corpus read by token range: every document's offsets known up front
+    (documents larger than memory are cut a batch of windows at a time).
+
+    Attributes
+    ----------
+    tokens : TokenFile
+        The tokens, back to back, not yet opened.
+    doc_offsets : ndarray of int64, shape (documents + 1,)
+        The documents' offsets, from 0 to the token count.
+    meta : dict of str to Any
+        What meta.json records of the input beyond the common fields.
+    """
+
+    tokens: TokenFile
+    doc_offsets: np.ndarray
+    meta: dict[str, Any]
+
+
+class Documents(NamedTuple):
+    """A batch of whole documents as CSR: the tokens and their offsets (from 0)."""
+
+    tokens: np.ndarray
+    offsets: np.ndarray
+    path: Path
+    first_row: int
+
+
+class StreamInput(NamedTuple):
+    """A corpus read in one pass, a bounded batch of whole documents at a time
+    (the document offsets are never all held).
+
+    Attributes
+    ----------
+    dtype : numpy.dtype
+        The tokens' dtype.
+    documents : callable
+        Starts the pass: a generator of :class:`Documents` in corpus order
+        (closing it closes the files).
+    meta : dict of str to Any
+        What meta.json records of the input beyond the common fields.
+    """
+
+    dtype: np.dtype[Any]
+    documents: Callable[[], Generator[Documents, None, None]]
+    meta: dict[str, Any]

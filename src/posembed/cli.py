@@ -122,7 +122,8 @@ def _plot_similarity(args: argparse.Namespace) -> int:
 
 def _chunk(args: argparse.Namespace) -> int:
     from posembed import set_num_threads
-    from posembed._chunk import ChunkError, chunk_file
+    from posembed._chunk import chunk_file
+    from posembed._source import ChunkError
 
     # The command's reads and writes run on threads of their own; one kernel
     # thread keeps up with them, and idle OpenMP workers would spin on the

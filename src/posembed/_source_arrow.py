@@ -7,12 +7,11 @@ boundaries kept as ``--offsets`` keeps them for a token file.
 
 It is read in one pass, a bounded batch of rows at a time (Parquet row
 groups cut into batches of about ``BATCH_BYTES``, DECODERS row groups
-decoded at a time; IPC record batches as stored), and every batch's
-documents are cut into windows as it arrives: a document's windows depend on
-its own length alone, so the outputs equal those of the token file with its
-offsets, byte for byte, without the corpus' offsets ever being held (the
-window count goes into the ``.npy`` headers at the end, where NumPy leaves
-room for it).
+decoded at a time; IPC record batches as stored), each batch checked and
+handed to the pipeline as whole documents (a :class:`StreamInput`): a
+document's windows depend on its own length alone, so the outputs equal
+those of the token file with its offsets, byte for byte, without the
+corpus' offsets ever being held.
 """
 
 from __future__ import annotations
@@ -22,26 +21,33 @@ import os
 import queue
 import stat
 import threading
-from collections import deque
 from collections.abc import Generator, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from posembed import _chunk, _json, _outdir
-from posembed import _validate as v
+from posembed import _json
 from posembed._arrow import require
-from posembed._source import ChunkError, _changed, _open_regular, _stamp
-from posembed._windows import _cut, _layout_part, _offsets
+from posembed._source import (
+    MEMORY_BYTES,
+    ChunkError,
+    Documents,
+    SourceOptions,
+    StreamInput,
+    _changed,
+    _open_regular,
+    _stamp,
+)
+from posembed._windows import _offsets
 
 DEFAULT_COLUMN = "input_ids"
 # Token bytes of a batch of rows read from Parquet. The rows being cut and
 # written take half the run's budget, reading the other half: the batches
 # read ahead, and Parquet's decoding, which holds several times the batch it
 # returns (levels, buffers, its allocator's arenas).
-BATCH_BYTES = _chunk.MEMORY_BYTES // 64
+BATCH_BYTES = MEMORY_BYTES // 64
 # Column chunks of Parquet are read through a buffer of this many bytes, not whole.
 PARQUET_BUFFER = 1 << 20
 # Parquet's decoding of a column runs on one thread: a file of several row
@@ -328,7 +334,7 @@ def _system_pool(pa: Any) -> Iterator[None]:
 
 def _parallel_groups(
     pa: Any, fd: int, meta: Any, corpus: Corpus, path: Path, rows: list[int]
-) -> Iterator[_Documents]:
+) -> Iterator[Documents]:
     """Every row group of a Parquet file as documents, in order, ``rows[i]``
     rows at a time: DECODERS threads each decode one row group (through its
     own Arrow file, so no two share a position) and check its batches into
@@ -401,15 +407,6 @@ def _field_index(pa: Any, handle: Any, kind: str, column: str) -> int:
     return int(schema.get_field_index(column))
 
 
-class _Documents(NamedTuple):
-    """A batch of rows as CSR: the tokens and their documents' offsets (from 0)."""
-
-    tokens: np.ndarray
-    offsets: np.ndarray
-    path: Path
-    first_row: int
-
-
 def _view(array: Any) -> np.ndarray:
     """A read-only NumPy view of a flat integer Arrow array without nulls: over
     its data buffer, not by ``to_numpy``, which imports pandas (tens of MiB)."""
@@ -420,7 +417,7 @@ def _view(array: Any) -> np.ndarray:
     return np.frombuffer(data, dtype, len(array), array.offset * dtype.itemsize)
 
 
-def _csr(array: Any, path: Path, first_row: int, column: str, dtype: np.dtype[Any]) -> _Documents:
+def _csr(array: Any, path: Path, first_row: int, column: str, dtype: np.dtype[Any]) -> Documents:
     where = f"{path}: row {{}} of column {column!r}"
     pa = require("posembed chunk on Arrow or Parquet input")
     try:
@@ -448,14 +445,14 @@ def _csr(array: Any, path: Path, first_row: int, column: str, dtype: np.dtype[An
         local = _offsets(offsets - first, tokens.shape[0])
     except ValueError as exc:
         raise ChunkError(f"{path}: list offsets of column {column!r}: {exc}") from None
-    return _Documents(tokens, local, path, first_row)
+    return Documents(tokens, local, path, first_row)
 
 
-def _documents(corpus: Corpus) -> Generator[_Documents, None, None]:
+def _documents(corpus: Corpus) -> Generator[Documents, None, None]:
     for source in corpus.files:
         row = 0
         for item in _arrays(corpus, source):
-            if isinstance(item, _Documents):  # decoded and checked on another thread
+            if isinstance(item, Documents):  # decoded and checked on another thread
                 docs = item
             else:
                 docs = _csr(item, source.path, row, corpus.column, corpus.dtype)
@@ -463,148 +460,32 @@ def _documents(corpus: Corpus) -> Generator[_Documents, None, None]:
             yield docs
 
 
-def chunk_arrow(
-    input_path: str | os.PathLike[str],
-    output_dir: str | os.PathLike[str],
-    *,
-    size: int,
-    step: int | None,
-    overlap: int | None,
-    tail: str,
-    dtype: str | None,
-    offsets_path: str | os.PathLike[str] | None,
-    column: str | None,
-    pad_value: int,
-    force: bool,
-    quiet: bool,
-    format: str,
-) -> dict[str, Any]:
-    """:func:`posembed.chunk.chunk_file` on Arrow or Parquet input."""
-    src, out = Path(input_path), Path(output_dir)
-    force = v.flag(force, "force")
-    size, step = _chunk.checked_windows(size, step, overlap, tail)
-    if dtype is not None:
+def matches(path: Path) -> bool:
+    return is_arrow_input(path)
+
+
+def check(path: Path, options: SourceOptions) -> None:
+    if options.dtype is not None:
         raise ChunkError("--dtype applies to raw token files; Arrow and Parquet name their type")
-    if offsets_path is not None:
+    if options.offsets is not None:
         raise ChunkError(
             "--offsets applies to token files; in Arrow and Parquet input each row of the "
             "column is a document"
         )
-    column = DEFAULT_COLUMN if column is None else column
-    if not isinstance(column, str):
-        raise ChunkError(f"--column must be a column name; got {column!r}")
-    _chunk.check_output(out, (input_path,), force)
-    corpus = open_corpus(src, column)
-    _chunk.check_pad_value(pad_value, corpus.dtype)
-    # half the budget; reading the other half (see BATCH_BYTES)
-    plan = _chunk._plan(size, corpus.dtype.itemsize, _chunk.MEMORY_BYTES // 2)
-
-    tmp = _outdir.new_temp(out)
-    sink: Any = None
-    try:
-        sink = _chunk._sink(format, tmp, corpus.dtype, size, None)
-        bar = _chunk._progress(None, quiet)  # the token count is unknown: see open_corpus
-        counts = _run(corpus, size, step, tail, pad_value, plan, sink, bar)
-        sink.finish(counts["windows"])
-        meta = {
-            "input": str(src),
-            "column": column,
-            **counts,
-            "size": size,
-            "step": step,
-            "tail": tail,
-            "dtype": corpus.dtype.name,
-            "pad_value": pad_value,
-            "format": format,
-        }
-        _chunk.write_meta(tmp, meta)
-        _outdir.commit(tmp, out, force)
-    except BaseException as exc:
-        if sink is not None:
-            sink.close()
-        _outdir.discard(tmp, exc)
-        raise
-    return meta
+    if options.documents is not None:
+        raise ChunkError(
+            "--documents applies to indexed datasets; in Arrow and Parquet input each row of "
+            "the column is a document"
+        )
+    if options.column is not None and not isinstance(options.column, str):
+        raise ChunkError(f"--column must be a column name; got {options.column!r}")
 
 
-def _run(
-    corpus: Corpus,
-    size: int,
-    step: int,
-    tail: str,
-    pad_value: int,
-    plan: Any,
-    sink: Any,
-    bar: Any,
-) -> dict[str, int]:
-    """Read, cut and write every batch: a thread reads (and decodes) ahead,
-    one writes behind, the GIL released in both while the kernel cuts."""
-    ring = [np.empty((plan.windows, size), corpus.dtype) for _ in range(_chunk._ROW_BUFFERS)]
-    tokens = documents = windows = turn = 0
-    docs = _documents(corpus)
-    ahead: deque[Future[_Documents | None]] = deque()
-    writes: deque[Future[None]] = deque()
-    try:
-        with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as writer:
-            try:
-                for _ in range(_chunk.READ_AHEAD):
-                    ahead.append(reader.submit(next, docs, None))
-                while True:
-                    batch = ahead.popleft().result()
-                    if batch is None:
-                        break
-                    ahead.append(reader.submit(next, docs, None))
-                    # the batch's windows counted, then cut a bounded range at a time
-                    window_offsets = _layout_part(
-                        batch.offsets, size, step, tail, end=0
-                    ).window_offsets
-                    n_windows = int(window_offsets[-1])
-                    for begin in range(0, n_windows, plan.windows):
-                        end = min(n_windows, begin + plan.windows)
-                        part = _layout_part(
-                            batch.offsets, size, step, tail, window_offsets, begin, end
-                        )
-                        rows = _cut(
-                            batch.tokens,
-                            0,
-                            batch.offsets,
-                            part.starts,
-                            part.lengths,
-                            part.documents,
-                            size,
-                            pad_value,
-                            ring[turn % len(ring)][: end - begin],
-                        )
-                        turn += 1
-                        corpus_documents = part.documents + documents
-                        writes.append(
-                            writer.submit(
-                                sink.write,
-                                windows + begin,
-                                rows,
-                                part.starts,
-                                part.lengths,
-                                corpus_documents,
-                            )
-                        )
-                        while len(writes) > _chunk.WRITE_BEHIND:
-                            writes.popleft().result()
-                    windows += n_windows
-                    documents += batch.offsets.shape[0] - 1
-                    tokens += batch.tokens.shape[0]
-                    bar.update(batch.tokens.shape[0])
-                while writes:
-                    writes.popleft().result()
-            except BaseException:
-                for w in writes:
-                    w.cancel()
-                for r in ahead:
-                    r.cancel()
-                raise
-            finally:
-                bar.close()
-    finally:
-        # the reader is shut down (its last read done): the files of a run
-        # that stopped early can be closed now
-        docs.close()
-    return {"tokens": tokens, "documents": documents, "windows": windows}
+def inputs(path: Path, options: SourceOptions) -> tuple[Any, ...]:
+    return (path,)
+
+
+def open_input(path: Path, options: SourceOptions) -> StreamInput:
+    column = DEFAULT_COLUMN if options.column is None else options.column
+    corpus = open_corpus(path, column)
+    return StreamInput(corpus.dtype, lambda: _documents(corpus), {"column": column})

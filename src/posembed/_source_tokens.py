@@ -1,0 +1,135 @@
+"""Token files as ``posembed chunk`` input: a 1-D integer ``.npy`` file or a
+raw file of ``--dtype`` tokens, with ``--offsets`` (a ``.npy`` file of CSR
+document offsets) or as one document. Read by range (:class:`TokenFile`), all
+document offsets known up front."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from posembed import _npy
+from posembed._source import (
+    ChunkError,
+    RangeInput,
+    SourceOptions,
+    TokenFile,
+    _open_regular,
+    _stamp,
+)
+from posembed._windows import _offsets
+
+
+def _token_dtype(spelling: Any) -> np.dtype[Any]:
+    """The integer dtype ``--dtype`` names, in the byte order it names."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a deprecated alias is judged by what it means
+        try:
+            dt: np.dtype[Any] = np.dtype(spelling)
+        # NumPy refuses odd spellings with TypeError, ValueError or others
+        # ("(-1,)u2", "(99999999999,)u1"); all of them mean the same here.
+        except Exception:
+            raise ChunkError(
+                f"--dtype {spelling!r} is not a NumPy dtype; give an integer type such as "
+                "uint16 or int32"
+            ) from None
+    if dt.kind not in "iu" or dt.shape or dt.names is not None:
+        raise ChunkError(f"--dtype must be an integer type; got {dt}")
+    return dt
+
+
+def _open_tokens(path: Path, dtype: Any) -> TokenFile:
+    fd, info = _open_regular(path, str(path))
+    with os.fdopen(fd, "rb") as f:
+        if path.suffix == ".npy":
+            if dtype is not None:
+                raise ChunkError("--dtype applies to raw token files; a .npy file names its own")
+            if info.st_size == 0:
+                raise ChunkError(
+                    f"{path}: not a readable .npy file (it is empty); the input must be a 1-D "
+                    "integer .npy file, header included (numpy.save writes one even for no "
+                    "tokens)"
+                )
+            try:
+                header = _npy.read_header(f, str(path), info.st_size)
+            except ValueError as exc:
+                raise ChunkError(str(exc)) from None
+            except OSError as exc:
+                raise ChunkError(f"{path}: cannot be read ({exc.strerror})") from None
+            if len(header.shape) != 1 or header.dtype.kind not in "iu":
+                raise ChunkError(
+                    f"{path}: tokens must be a 1-D integer array; got {header.dtype} "
+                    f"of shape {header.shape}"
+                )
+            dt, offset, count = header.dtype, header.offset, header.shape[0]
+        else:
+            if dtype is None:
+                raise ChunkError(f"{path}: a raw token file needs --dtype (e.g. uint16)")
+            dt, offset = _token_dtype(dtype), 0
+            if info.st_size % dt.itemsize:
+                raise ChunkError(
+                    f"{path}: {info.st_size} bytes is not a whole number of {dt} tokens "
+                    f"({dt.itemsize} bytes each)"
+                )
+            count = info.st_size // dt.itemsize
+        return TokenFile(
+            path,
+            dt.newbyteorder("="),
+            offset,
+            count,
+            swap=not dt.isnative,
+            stamp=_stamp(info),
+        )
+
+
+def _load_offsets(path: str | os.PathLike[str], n_tokens: int) -> np.ndarray:
+    what = f"--offsets {path}"
+    fd, info = _open_regular(Path(path), what)
+    with os.fdopen(fd, "rb") as f:
+        if info.st_size == 0:
+            raise ChunkError(
+                f"{what}: not a readable .npy file (it is empty); offsets must be a 1-D integer "
+                ".npy file, from 0 to the token count"
+            )
+        try:
+            given = _npy.load_open(f, what)
+        except ValueError as exc:
+            raise ChunkError(str(exc)) from None
+        except OSError as exc:
+            raise ChunkError(f"{what}: cannot be read ({exc.strerror})") from None
+    try:
+        return _offsets(given, n_tokens)
+    except (TypeError, ValueError) as exc:
+        raise ChunkError(f"{what}: {exc}") from None
+
+
+def matches(path: Path) -> bool:
+    """Any input no other source claims is a token file."""
+    return True
+
+
+def check(path: Path, options: SourceOptions) -> None:
+    if options.column is not None:
+        raise ChunkError(f"--column applies to Arrow and Parquet input; {path} is a token file")
+    if options.documents is not None:
+        raise ChunkError(
+            f"--documents applies to indexed datasets (PREFIX.bin and PREFIX.idx); {path} is a "
+            "token file"
+        )
+
+
+def inputs(path: Path, options: SourceOptions) -> tuple[Any, ...]:
+    return (path, options.offsets)
+
+
+def open_input(path: Path, options: SourceOptions) -> RangeInput:
+    tokens = _open_tokens(path, options.dtype)
+    if options.offsets is None:
+        offsets = np.array([0, tokens.shape[0]], dtype=np.int64)
+    else:
+        offsets = _load_offsets(options.offsets, tokens.count)
+    return RangeInput(tokens, offsets, {})
