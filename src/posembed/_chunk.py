@@ -28,8 +28,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from posembed import _outdir, _source_arrow, _source_tokens
+from posembed import _outdir, _source_arrow, _source_indexed, _source_tokens
 from posembed import _validate as v
+from posembed._sink_indexed import IndexedSink
 from posembed._sink_npy import NpySink
 from posembed._sink_parquet import ParquetSink
 from posembed._source import (
@@ -190,7 +191,7 @@ def chunk_file(
     source = _source_for(src)
     source.check(src, options)
     size, step = checked_windows(size, step, overlap, tail)
-    check_output(out, source.inputs(src, options), force)
+    check_output(out, source.inputs(src, options), force, sink_type)
     given = source.open_input(src, options)
     if isinstance(given, StreamInput):
         check_pad_value(pad_value, given.dtype)
@@ -242,7 +243,7 @@ def _chunk_ranges(
             "format": format,
         }
         write_meta(tmp, meta)
-        _outdir.commit(tmp, out, force)
+        sink_type.commit(tmp, out, force)
     except BaseException as exc:
         if sink is not None:
             sink.close()
@@ -300,9 +301,10 @@ def checked_windows(size: Any, step: Any, overlap: Any, tail: Any) -> tuple[int,
     return size, step
 
 
-def check_output(out: Path, inputs: tuple[Any, ...], force: bool) -> None:
-    """ChunkError unless ``out`` may be written (see ``_outdir.problem``)."""
-    problem = _outdir.problem(out, inputs, force)
+def check_output(out: Path, inputs: tuple[Any, ...], force: bool, sink_type: Any = NpySink) -> None:
+    """ChunkError unless ``out`` may be written by a sink of ``sink_type``
+    (a folder: see ``_outdir.problem``; an indexed dataset: ``_outdir.pair_problem``)."""
+    problem = sink_type.problem(out, inputs, force)
     if problem:
         raise ChunkError(problem)
 
@@ -554,10 +556,11 @@ def _chunk_stream(
     """Windows of a corpus read in one pass, whole documents a batch at a time."""
     # half the budget; reading the other half (see _source_arrow.BATCH_BYTES)
     plan = _plan(size, given.dtype.itemsize, MEMORY_BYTES // 2)
+    sink_type = _sink_type(format)
     tmp = _outdir.new_temp(out)
     sink: Any = None
     try:
-        sink = _sink_type(format)(tmp, given.dtype, size, None)
+        sink = sink_type(tmp, given.dtype, size, None)
         bar = _progress(None, quiet)  # the token count is not known before the end
         counts = _run_stream(given, size, step, tail, pad_value, plan, sink, bar)
         sink.finish(counts["windows"])
@@ -573,7 +576,7 @@ def _chunk_stream(
             "format": format,
         }
         write_meta(tmp, meta)
-        _outdir.commit(tmp, out, force)
+        sink_type.commit(tmp, out, force)
     except BaseException as exc:
         if sink is not None:
             sink.close()
@@ -669,7 +672,7 @@ def _run_stream(
 # The outputs, by --format: each a sink class taking (folder, dtype, size,
 # total windows or None), then write(begin, rows, starts, lengths, documents)
 # batch by batch from one thread, finish(total) and close().
-SINKS: dict[str, Any] = {"npy": NpySink, "parquet": ParquetSink}
+SINKS: dict[str, Any] = {"npy": NpySink, "parquet": ParquetSink, "megatron": IndexedSink}
 FORMATS = tuple(SINKS)
 
 
@@ -685,7 +688,7 @@ def _sink_type(output_format: Any) -> Any:
 
 # The inputs: the first source whose matches() holds reads the input (the
 # token-file source, last, takes any input).
-SOURCES: tuple[Any, ...] = (_source_arrow, _source_tokens)
+SOURCES: tuple[Any, ...] = (_source_indexed, _source_arrow, _source_tokens)
 
 
 def _source_for(path: Path) -> Any:

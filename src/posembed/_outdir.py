@@ -269,3 +269,113 @@ def _rename_noreplace(src: Path, dst: Path) -> int:
     from posembed import _core
 
     return _core.rename_noreplace(os.fsencode(src), os.fsencode(dst))
+
+
+class FolderOutput:
+    """The output rules of a sink that writes a folder: :func:`problem` before
+    any work, :func:`commit` at the end."""
+
+    problem = staticmethod(problem)
+    commit = staticmethod(commit)
+
+
+# The first bytes of a Megatron indexed dataset's .idx: what marks a pair of
+# files that --force may replace.
+INDEX_MAGIC = b"MMIDIDX\x00\x00"
+
+
+def pair_paths(prefix: Path) -> tuple[Path, Path]:
+    """(PREFIX.idx, PREFIX.bin)."""
+    return Path(f"{prefix}.idx"), Path(f"{prefix}.bin")
+
+
+def _indexed(idx: Path) -> bool:
+    """Whether ``idx`` is a regular file (no link followed) that begins with
+    the indexed dataset's magic."""
+    try:
+        fd = os.open(idx, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, 9, 0) == INDEX_MAGIC
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def pair_problem(
+    prefix: Path, inputs: Iterable[str | os.PathLike[str] | None], force: bool
+) -> str | None:
+    """Why a run may not write the indexed dataset ``PREFIX.idx`` and
+    ``PREFIX.bin``, or None: checked before any work. ``force`` replaces only
+    an indexed dataset (two regular files, the ``.idx`` beginning with its
+    magic), never a link, a device, a FIFO, a folder, an input, or a ``.bin``
+    without its ``.idx``."""
+    if not prefix.name or prefix.name in (".", "..") or str(prefix).endswith(os.sep):
+        return f"output {prefix} names no file prefix; give PREFIX for PREFIX.bin and PREFIX.idx"
+    found = []
+    for path in pair_paths(prefix):
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return f"output {path}: {exc.strerror}"
+        for given in inputs:
+            if given is not None and _holds(path, given):
+                return f"output {path} would replace the input {given}; write to a new prefix"
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+            what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else kind_of(st.st_mode)
+            return (
+                f"output {path} is {what}; posembed replaces only an indexed dataset's "
+                "files; write to a new prefix"
+            )
+        found.append(path)
+    if not found:
+        return None
+    idx = pair_paths(prefix)[0]
+    if not _indexed(idx):
+        return (
+            f"output {prefix}: {found[0]} is not part of an indexed dataset ("
+            f"{'no ' + idx.name if idx not in found else idx.name + ' lacks its header'}); "
+            "posembed replaces only an indexed dataset; write to a new prefix"
+        )
+    if not force:
+        return f"{idx} exists; pass --force to replace it"
+    return None
+
+
+def commit_pair(idx: Path, bin_: Path, prefix: Path, force: bool) -> None:
+    """Move the new ``idx`` and ``bin_`` files to ``PREFIX.idx`` and
+    ``PREFIX.bin``, replacing an indexed dataset there only with ``force``.
+
+    Never a mismatched pair: an old ``.idx`` is moved aside (next to the new
+    files) first, then the ``.bin`` is renamed in, then the ``.idx``; a
+    process killed between leaves a ``.bin`` without an ``.idx``, which no
+    reader takes for a dataset. Raises FileExistsError when something took
+    a path meanwhile (without ``force``, or not an indexed dataset's).
+    """
+    new_idx, new_bin = pair_paths(prefix)
+    if os.path.lexists(new_idx) or os.path.lexists(new_bin):
+        if not force:
+            raise FileExistsError(
+                f"{prefix}.idx appeared while writing; pass --force to replace it"
+            )
+        problem = pair_problem(prefix, (), force)
+        if problem is not None:
+            raise FileExistsError(f"output {prefix} changed while writing: {problem}")
+        if os.path.lexists(new_idx):
+            os.rename(new_idx, temp_name(idx.parent))
+        os.replace(bin_, new_bin)
+    else:
+        error = _move_in(bin_, new_bin)
+        if error == errno.EEXIST:
+            raise FileExistsError(f"{new_bin} appeared while writing; pass --force to replace it")
+        if error:
+            raise OSError(error, os.strerror(error), str(bin_), None, str(new_bin))
+    error = _move_in(idx, new_idx)
+    if error == errno.EEXIST:
+        raise FileExistsError(f"{new_idx} appeared while writing; pass --force to replace it")
+    if error:
+        raise OSError(error, os.strerror(error), str(idx), None, str(new_idx))

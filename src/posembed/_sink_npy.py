@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from posembed._outdir import FolderOutput
+
 
 class NpyWriter:
     """A .npy file filled row range by row range with positional writes (safe
@@ -53,7 +55,7 @@ class NpyWriter:
             self.fd = -1
 
 
-class NpySink:
+class NpySink(FolderOutput):
     """The .npy output: windows.npy, starts.npy, lengths.npy and documents.npy,
     of ``total`` windows, or of windows counted as they come (None)."""
 

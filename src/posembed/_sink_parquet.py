@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from posembed._arrow import require, windows_table
+from posembed._outdir import FolderOutput
 from posembed._source import MEMORY_BYTES
 
 # The Parquet output's file: one file, in row groups of at most
@@ -19,7 +20,7 @@ PARQUET_NAME = "windows.parquet"
 ROW_GROUP_BYTES = MEMORY_BYTES // 32
 
 
-class ParquetSink:
+class ParquetSink(FolderOutput):
     """The Parquet output: one file of the columns of ``Windows.to_arrow()``,
     in row groups of ROW_GROUP_BYTES, written in order (one writer thread)."""
 

@@ -145,6 +145,7 @@ def _chunk(args: argparse.Namespace) -> int:
         "offsets_path": args.offsets,
         "pad_value": args.pad_value,
         "force": args.force,
+        "documents": args.documents,
     }
     if args.dask is not None and (args.format != "npy" or args.column is not None):
         return _fail(
@@ -344,9 +345,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "input",
         help="tokens: a 1-D .npy file, a raw binary stream with --dtype, a .parquet file or "
-        "folder of them, an Arrow IPC .arrow file or stream, or a datasets save_to_disk folder",
+        "folder of them, an Arrow IPC .arrow file or stream, a datasets save_to_disk folder, "
+        "or a Megatron-LM indexed dataset (PREFIX, PREFIX.idx or PREFIX.bin)",
     )
-    p.add_argument("-o", "--output", required=True, help="folder to write (windows.npy, ...)")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="folder to write (windows.npy, ...), or PREFIX with --format megatron",
+    )
     p.add_argument(
         "--column",
         help="Arrow and Parquet input: the list column of token ids, one document per row "
@@ -355,10 +362,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--format",
         default="npy",
-        choices=["npy", "parquet"],
+        choices=["npy", "parquet", "megatron"],
         help="npy: windows.npy, starts.npy, lengths.npy, documents.npy; parquet: "
         "windows.parquet (input_ids, attention_mask, document, start, length; "
-        "datasets.load_dataset('parquet') loads it). Both with meta.json",
+        "datasets.load_dataset('parquet') loads it), both with meta.json; megatron: "
+        "PREFIX.bin and PREFIX.idx, an indexed dataset of one sequence per window (its "
+        "tokens, no padding), the windows of each input document one Megatron document",
+    )
+    p.add_argument(
+        "--documents",
+        choices=["documents", "sequences"],
+        help="indexed dataset input: what a document is, Megatron's documents (one or more "
+        "sequences each; the default) or its sequences",
     )
     p.add_argument("--size", type=int, required=True, help="window length")
     group = p.add_mutually_exclusive_group()

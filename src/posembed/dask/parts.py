@@ -84,6 +84,7 @@ def chunk_parts(
     part_tokens: int = 1 << 26,
     scheduler: Any = None,
     force: bool = False,
+    documents: str | None = None,
 ) -> dict[str, Any]:
     """``posembed chunk`` on Dask: one output part per partition of the tokens.
 
@@ -99,6 +100,9 @@ def chunk_parts(
     Parameters
     ----------
     input_path, output_dir, size, step, overlap, tail, dtype, offsets_path, pad_value, force
+        As for :func:`posembed.chunk.chunk_file` (the input a token file or
+        an indexed dataset).
+    documents
         As for :func:`posembed.chunk.chunk_file`.
     part_tokens : int
         Tokens per partition (>= 1); the parts hold the windows starting in
@@ -131,6 +135,7 @@ def chunk_parts(
         offsets_path=offsets_path,
         pad_value=pad_value,
         force=force,
+        documents=documents,
     )
     per_part = _positive_part_tokens(part_tokens)
     layout = posembed.window_layout(job.doc_offsets, job.size, step=job.step, tail=job.tail)
