@@ -13,6 +13,7 @@ import numpy as np
 
 from posembed import _arrow, _core
 from posembed import _validate as v
+from posembed._indexed import IndexedCorpus
 
 TAILS = _core.Tail.__members__
 OWNER_RULES = _core.OwnerRule.__members__
@@ -648,6 +649,14 @@ def _corpus(tokens: Any, offsets: Any) -> tuple[np.ndarray, Any, Any]:
     against out= overlapping: an Arrow list column gives its values and its
     own offsets (then ``offsets`` must be None); anything else is read by
     NumPy, with the offsets as given."""
+    if isinstance(tokens, IndexedCorpus):  # its tokens read whole, its own offsets
+        if offsets is not None:
+            raise ValueError(
+                "offsets must not be given with an IndexedCorpus: its .idx holds its "
+                "documents (choose documents or sequences when opening it)"
+            )
+        values, own = tokens.to_arrays()
+        return values, own, values
     column = _arrow.corpus_column(tokens, offsets)
     if column is not None:
         values, own = column
@@ -678,7 +687,7 @@ def windows(
 
     Parameters
     ----------
-    tokens : array_like of int, shape (N,), or an Arrow list column
+    tokens : array_like of int, shape (N,), an Arrow list column, or an IndexedCorpus
         uint16, uint32, int32, int64, ... ; the windows keep its dtype. An
         Arrow list column (a ``pyarrow`` ListArray, LargeListArray,
         FixedSizeListArray or ChunkedArray of them, a ``datasets`` column, or
@@ -686,7 +695,9 @@ def windows(
         Series of lists) is a corpus, one document per row, empty lists
         being empty documents: its values are read in place (one copy joins
         the chunks of a column of several), and the windows equal those of
-        its flat values with its offsets. Needs the ``arrow`` extra.
+        its flat values with its offsets. Needs the ``arrow`` extra. A
+        :class:`posembed.IndexedCorpus` (a Megatron indexed dataset) is read
+        whole, its documents (or sequences) as the documents.
     size : int
         Window length, >= 1.
     step : int, optional
