@@ -54,6 +54,24 @@ def _chunk_valid(tmp: Path) -> dict[str, Any]:
     }
 
 
+def _convert_valid(tmp: Path) -> dict[str, Any]:
+    np.save(tmp / "tokens.npy", np.arange(100, dtype=np.int32))
+    (tmp / "tokens.bin").write_bytes(np.arange(100, dtype=np.uint16).tobytes())
+    return {
+        "input": tmp / "tokens.npy",
+        "--output": tmp / "ds",
+        "--dtype": None,
+        "--offsets": None,
+        "--column": None,
+        "--documents": None,
+        "--append-eod": None,
+        "--vocab-size": None,
+        "--output-dtype": None,
+        "--force": False,
+        "--quiet": True,
+    }
+
+
 def _resize_valid(tmp: Path) -> dict[str, Any]:
     return {
         "src": checkpoint(tmp),
@@ -97,6 +115,7 @@ FAMILY = Family(
             },
         ),
         "cli chunk": command("chunk", valid=_chunk_valid),
+        "cli convert": command("convert", valid=_convert_valid),
         "cli resize": command("resize", valid=_resize_valid),
         "cli plot similarity": command("plot", "similarity", valid=_plot_valid),
         "cli config": command("config", valid=lambda tmp: {}),
@@ -107,6 +126,7 @@ FAMILY = Family(
             **{k: "no array or file input" for k in ("dtype", "rank", "shape")},
         },
         "cli chunk": {**CLI_OUT},
+        "cli convert": {**CLI_OUT},
         "cli resize": {**CLI_OUT},
         "cli plot similarity": {
             **CLI_OUT,
@@ -479,6 +499,130 @@ add(
     also={"--force": True, "--offsets": From(lambda a: a["input"].parent / "offsets.npy")},
 )
 add("--size", "unknown", OMIT, UsageError, r"the following arguments are required: --size")
+add("--bogus", "unknown", True, UsageError, r"unrecognized arguments: --bogus")
+
+# ---- posembed convert -------------------------------------------------------------------
+add = FAMILY.cases_for("cli convert")
+add("--append-eod", "type", "x", UsageError, r"argument --append-eod: invalid int value: 'x'")
+add("--vocab-size", "type", 1.5, UsageError, r"argument --vocab-size: invalid int value: '1\.5'")
+add(
+    "input",
+    "dtype",
+    saved("floats.npy", np.zeros(10)),
+    CommandError,
+    r"floats\.npy: tokens must be a 1-D integer array; got float64 of shape \(10,\)",
+    named="floats.npy",
+)
+add("--output-dtype", "dtype", "float32", UsageError, r"argument --output-dtype: invalid choice")
+add(
+    "input",
+    "rank",
+    saved("square.npy", np.zeros((10, 10), np.int32)),
+    CommandError,
+    r"square\.npy: tokens must be a 1-D integer array; got int32 of shape \(10, 10\)",
+    named="square.npy",
+)
+add(
+    "input",
+    "empty",
+    From(lambda a: (a["input"].write_bytes(b""), a["input"])[1]),
+    CommandError,
+    r"tokens\.npy: not a readable \.npy file \(it is empty\)",
+    named="tokens.npy",
+)
+add("--vocab-size", "nan", "nan", UsageError, r"argument --vocab-size: invalid int value: 'nan'")
+add("--vocab-size", "size", 0, CommandError, r"--vocab-size must be an integer >= 1; got 0")
+add("--append-eod", "size", -1, CommandError, r"--append-eod must be an integer >= 0; got -1")
+add(
+    "--vocab-size",
+    "range",
+    50,
+    CommandError,
+    r"token id 99 in document 0: a --vocab-size of 50 has ids 0\.\.49",
+)
+add(
+    "--output-dtype",
+    "range",
+    "uint8",
+    CommandError,
+    r"token id 300 in --append-eod: --output-dtype uint8 holds at most 255",
+    also={"--append-eod": 300},
+)
+add("--documents", "range", "pages", UsageError, r"argument --documents: invalid choice")
+add(
+    "--offsets",
+    "shape",
+    saved("offsets.npy", np.array([0, 50, 101])),
+    CommandError,
+    r"--offsets .*offsets must start at 0 and end at len\(tokens\) = 100; got \[0\]\.\.\[101\]",
+)
+add(
+    "--append-eod",
+    "combination",
+    60,
+    CommandError,
+    r"--append-eod 60 is not an id of a --vocab-size of 50",
+    also={"--vocab-size": 50},
+)
+add(
+    "--documents",
+    "combination",
+    "sequences",
+    CommandError,
+    r"--documents applies to indexed datasets \(PREFIX\.bin and PREFIX\.idx\); .* is a token",
+)
+add(
+    "--dtype",
+    "combination",
+    "uint16",
+    CommandError,
+    r"--dtype applies to raw token files; a \.npy file names its own",
+)
+add(
+    "input",
+    "file",
+    From(lambda a: a["input"].parent / "missing.npy"),
+    CommandError,
+    r"missing\.npy: no such file",
+    named="missing.npy",
+)
+add(
+    "--output",
+    "file",
+    From(lambda a: (a["--output"].with_suffix(".idx").write_bytes(b"precious"), a["--output"])[1]),
+    CommandError,
+    r"output .*ds: .*ds\.idx is not part of an indexed dataset .*lacks its header",
+    also={"--force": True},
+)
+add(
+    "--output",
+    "file",
+    From(lambda a: (a["--output"].with_suffix(".bin").write_bytes(b"precious"), a["--output"])[1]),
+    CommandError,
+    r"output .*ds: .*ds\.bin is not part of an indexed dataset \(no ds\.idx\)",
+    also={"--force": True},
+)
+add(
+    "--output",
+    "file",
+    From(lambda a: (os.mkfifo(a["--output"].with_suffix(".bin")), a["--output"])[1]),
+    CommandError,
+    r"output .*ds\.bin is a FIFO; posembed replaces only an indexed dataset's files",
+    also={"--force": True},
+)
+add(
+    "--output",
+    "file",
+    From(lambda a: a["input"].with_suffix("")),
+    CommandError,
+    r"output .*tokens\.bin would replace the input .*tokens\.bin",
+    also={
+        "--force": True,
+        "input": From(lambda a: a["input"].parent / "tokens.bin"),
+        "--dtype": "uint16",
+    },
+)
+add("--output", "unknown", OMIT, UsageError, r"the following arguments are required: -o/--output")
 add("--bogus", "unknown", True, UsageError, r"unrecognized arguments: --bogus")
 
 # ---- posembed resize --------------------------------------------------------------------
