@@ -208,6 +208,9 @@ class _Index:
             raise _bad(path, problem)
         if docs[0] != 0:
             raise _bad(path, f"document_indices[0] is {docs[0]}; they must start at 0")
+        if docs.max() > n:
+            i = _first(docs > n)
+            raise _bad(path, f"document_indices[{i}] is {docs[i]}, past the sequence count {n}")
         steps = np.diff(docs)
         if len(steps) and steps.min() < 0:
             i = _first(steps < 0) + 1
@@ -216,9 +219,6 @@ class _Index:
                 f"document_indices decrease: document_indices[{i}] is {docs[i]}, "
                 f"after {docs[i - 1]}",
             )
-        if docs[-1] > n:
-            i = _first(docs > n)
-            raise _bad(path, f"document_indices[{i}] is {docs[i]}, past the sequence count {n}")
         if docs[-1] != n:
             raise _bad(
                 path,
