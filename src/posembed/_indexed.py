@@ -427,7 +427,13 @@ def _check_fits(values: np.ndarray, dtype: np.dtype[Any], what: str) -> None:
 
 
 def _integers(value: Any, name: str) -> np.ndarray:
-    a = np.asarray(value)
+    try:
+        a = np.asarray(value)
+    except ValueError:  # a ragged sequence
+        raise TypeError(
+            f"{name} must be an array of integers; got a {type(value).__name__} "
+            "that is no array (ragged?)"
+        ) from None
     if a.dtype == object or not (a.dtype.kind in "iu" or (a.size == 0 and a.dtype.kind == "f")):
         raise TypeError(f"{name} must be an array of integers; got dtype {a.dtype}")
     if a.ndim != 1:
@@ -752,16 +758,18 @@ def write_indexed(
             raise ValueError(
                 f"tokens[{i}] is {toks[i]}, not an id of a vocab_size of {vocab} (0..{vocab - 1})"
             )
+    if dt is None:
+        top = max(int(toks.max()) if len(toks) else -1, -1 if eod is None else eod)
+        dt = optimal_dtype(vocab if vocab is not None else top + 1)
+    _check_fits(toks, dt, "tokens")
+    if eod is not None and not np.iinfo(dt).min <= eod <= np.iinfo(dt).max:
+        raise ValueError(f"append_eod {eod} does not fit {dt}")
     lengths = np.diff(offs)
     filled = lengths > 0
     if eod is not None:  # after each non-empty document
         wide = np.result_type(toks.dtype, np.min_scalar_type(eod))
         toks = np.insert(toks.astype(wide, copy=False), offs[1:][filled], eod)
         lengths = lengths + filled
-    if dt is None:
-        top = max(int(toks.max()) if len(toks) else -1, -1 if eod is None else eod)
-        dt = optimal_dtype(vocab if vocab is not None else top + 1)
-    _check_fits(toks, dt, "tokens")
     for path in (bin_path, idx_path):
         problem = _target_problem(path, bool(force))
         if problem is not None:

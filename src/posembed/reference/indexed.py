@@ -164,8 +164,10 @@ def write_indexed(
     vocab_size: Any = None,
     force: Any = False,
 ) -> None:
-    """Write a CSR corpus as ``PREFIX.bin`` and ``PREFIX.idx``, one sequence per
-    non-empty document.
+    """Write a CSR corpus as ``PREFIX.bin`` and ``PREFIX.idx``.
+
+    One sequence per non-empty document; an empty one is a document without
+    a sequence.
 
     Parameters
     ----------
@@ -198,8 +200,14 @@ def write_indexed(
         The folder does not exist.
     """
     _, idx_path, bin_path = _paths(prefix)
-    tokens, offsets = np.asarray(tokens), np.asarray(offsets)
-    for name, a in (("tokens", tokens), ("offsets", offsets)):
+    arrays = {}
+    for name, value in (("tokens", tokens), ("offsets", offsets)):
+        try:
+            arrays[name] = np.asarray(value)
+        except ValueError:  # ragged
+            raise TypeError(f"{name} must be an array of integers") from None
+    tokens, offsets = arrays["tokens"], arrays["offsets"]
+    for name, a in arrays.items():
         if a.dtype.kind not in "iu" and not (a.size == 0 and a.dtype.kind == "f"):
             raise TypeError(f"{name} must hold integers")
         if a.ndim != 1:
@@ -233,7 +241,7 @@ def write_indexed(
         cardinality = vocab_size if vocab_size is not None else max([-1, *ids]) + 1
         dtype = np.dtype(np.uint16 if cardinality < 65500 else np.int32)
     info = np.iinfo(dtype)
-    if any(not info.min <= t <= info.max for doc in docs for t in doc):
+    if any(not info.min <= t <= info.max for t in ids):
         raise ValueError("a token does not fit the dtype")
     if any(len(doc) > 2**31 - 1 for doc in docs):
         raise ValueError("a document longer than int32 lengths allow")
