@@ -154,6 +154,23 @@ def torch_or_skip() -> Any:
     return torch
 
 
+def megatron_or_skip() -> Any:
+    """megatron-core (``megatron.core``), or a skip; with POSEMBED_REQUIRE_MEGATRON=1
+    set, a missing megatron-core fails instead of skipping the comparisons.
+    Its import warns (deprecated PyTorch APIs, no Transformer Engine), which this
+    suite would turn into errors: the warnings are ignored while it imports."""
+    import os
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if os.environ.get("POSEMBED_REQUIRE_MEGATRON") == "1":
+            import megatron.core as core
+        else:
+            core = pytest.importorskip("megatron.core")
+    return core
+
+
 @dataclass(frozen=True)
 class BenchRun:
     """What one ``posembed bench`` command printed and wrote."""

@@ -14,6 +14,7 @@ from posembed._embed import dropout_mask, embed, last_seed
 from posembed._embedding import LearnedPositionEmbedding
 from posembed._extend import extend
 from posembed._gather import gather, gather_backward
+from posembed._indexed import IndexedCorpus, write_indexed
 from posembed._interpolate import interpolate, lerp
 from posembed._resample_grid import resample_grid
 from posembed._runtime import config, get_num_threads, set_num_threads, show_config
@@ -26,6 +27,7 @@ except PackageNotFoundError:  # running from a source tree
     __version__ = "0+unknown"
 
 __all__ = [
+    "IndexedCorpus",
     "LearnedPositionEmbedding",
     "WindowLayout",
     "Windows",
@@ -49,4 +51,5 @@ __all__ = [
     "stitch",
     "window_layout",
     "windows",
+    "write_indexed",
 ]

@@ -7,8 +7,9 @@ kernels to these. One module per family of kernels: ``gather`` (gather,
 gather_backward), ``interpolate`` (interpolate, lerp), ``extend``,
 ``resample_grid``, ``similarity``, ``windows`` (windows, Windows,
 window_layout, WindowLayout, stitch), ``random`` (uniform_bits,
-dropout_mask), ``embed``, ``embedding`` (the LearnedPositionEmbedding class)
-and ``checkpoint`` (resize_checkpoint).
+dropout_mask), ``embed``, ``embedding`` (the LearnedPositionEmbedding class),
+``checkpoint`` (resize_checkpoint) and ``indexed`` (IndexedCorpus,
+write_indexed: Megatron indexed datasets, whole files at a time).
 Where a module shares its name with a function (``gather``, ``interpolate``,
 ...), ``posembed.reference.<name>`` is the function; ``from
 posembed.reference.<module> import ...`` reaches the rest of a module.
@@ -32,6 +33,7 @@ from posembed.reference.embed import embed
 from posembed.reference.embedding import LearnedPositionEmbedding
 from posembed.reference.extend import extend
 from posembed.reference.gather import gather, gather_backward
+from posembed.reference.indexed import IndexedCorpus, write_indexed
 from posembed.reference.interpolate import interpolate, lerp
 from posembed.reference.random import dropout_mask, uniform_bits
 from posembed.reference.resample_grid import resample_grid
@@ -41,6 +43,7 @@ from posembed.reference.windows import Windows as Windows
 from posembed.reference.windows import stitch, window_layout, windows
 
 __all__ = [
+    "IndexedCorpus",
     "LearnedPositionEmbedding",
     "dropout_mask",
     "embed",
@@ -55,6 +58,7 @@ __all__ = [
     "uniform_bits",
     "window_layout",
     "windows",
+    "write_indexed",
 ]
 
 # Importable from here too, but not in __all__: the Windows and WindowLayout

@@ -1,0 +1,812 @@
+"""Megatron indexed datasets (``PREFIX.bin`` and ``PREFIX.idx``), read and written.
+
+The format, as megatron-core writes it (``megatron/core/datasets/indexed_dataset.py``),
+little-endian with no padding: the ``.idx`` holds the 9-byte magic, a version
+(``<Q``, 1), the token dtype's code (``<B``), the sequence count N and the
+document-index count D (``<Q`` each), then the sequence lengths (int32 x N),
+the sequence pointers (int64 x N: byte offsets into the ``.bin``, the
+exclusive cumulative sum of length x itemsize), the document indices (int64 x
+D: 0, then the running sequence count at the end of each document, so D is the
+number of documents + 1 and the last value is N) and, for multimodal data
+only, one int8 mode per sequence. The ``.bin`` holds the tokens back to back.
+
+:class:`IndexedCorpus` reads such a pair without trusting it: every field is
+checked against the others and against the files' sizes before anything else
+is read, and the tokens are read with positional reads, never memory-mapped,
+so a ``.bin`` that shrinks or is rewritten gives a ValueError, not a crash.
+:class:`IndexedWriter` streams one out in batches; :func:`write_indexed`
+writes in-memory arrays in one call.
+"""
+
+from __future__ import annotations
+
+import errno
+import operator
+import os
+import stat
+import struct
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from posembed._source import ChunkError, TokenFile, _stamp
+
+MAGIC = b"MMIDIDX\x00\x00"
+VERSION = 1
+HEADER = struct.Struct("<9sQBQQ")  # magic, version, dtype code, N, D: 34 bytes
+# Megatron's DType codes of the integer types, which can hold token ids.
+CODES: dict[int, np.dtype[Any]] = {
+    1: np.dtype(np.uint8),
+    2: np.dtype(np.int8),
+    3: np.dtype(np.int16),
+    4: np.dtype(np.int32),
+    5: np.dtype(np.int64),
+    8: np.dtype(np.uint16),
+}
+FLOAT_CODES = {6: "float64", 7: "float32"}
+CODE_OF = {dt: code for code, dt in CODES.items()}
+# Megatron's DType.optimal_dtype: uint16 when the vocabulary has fewer ids than this.
+UINT16_VOCAB = 65500
+MAX_SEQUENCE = 2**31 - 1  # sequence lengths are int32
+MAX_BYTES = 2**62  # sizes the int64 arithmetic on pointers keeps clear of overflow
+UNITS = ("documents", "sequences")
+# Tokens moved at a time when the written tokens are widened.
+WIDEN_CHUNK = 1 << 20
+
+
+def optimal_dtype(vocab_size: int | None) -> np.dtype[Any]:
+    """Megatron's rule for the token dtype: uint16 for a vocabulary of fewer
+    than 65500 ids, int32 otherwise (and when the size is unknown)."""
+    if vocab_size is not None and vocab_size < UINT16_VOCAB:
+        return np.dtype(np.uint16)
+    return np.dtype(np.int32)
+
+
+def token_dtype(dtype: Any, name: str = "dtype") -> np.dtype[Any]:
+    """``dtype`` as one of the integer dtypes the format has a code for."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{name} must be a numpy integer dtype; got {dtype!r}") from None
+    native: np.dtype[Any] = dt.newbyteorder("=")
+    if native not in CODE_OF:
+        allowed = ", ".join(str(d) for d in sorted(CODE_OF, key=str))
+        raise TypeError(
+            f"{name} must be one of the indexed dataset's token dtypes ({allowed}); got {dt}"
+        )
+    return native
+
+
+def paths(prefix: Any) -> tuple[Path, Path, Path]:
+    """(prefix, idx path, bin path) of ``PREFIX``, ``PREFIX.idx`` or ``PREFIX.bin``."""
+    if isinstance(prefix, bytes) or not isinstance(prefix, (str, os.PathLike)):
+        raise TypeError(f"prefix must be a path (str or os.PathLike); got {type(prefix).__name__}")
+    text = os.fspath(prefix)
+    if not isinstance(text, str):
+        raise TypeError(f"prefix must be a path (str or os.PathLike); got {type(text).__name__}")
+    if text.endswith((".idx", ".bin")):
+        text = text[:-4]
+    if not text or text.endswith(os.sep):
+        raise ValueError(f"prefix must name the files PREFIX.idx and PREFIX.bin; got {prefix!r}")
+    return Path(text), Path(text + ".idx"), Path(text + ".bin")
+
+
+def _bad(path: Path, problem: str) -> ValueError:
+    return ValueError(f"{path}: not a valid indexed dataset: {problem}")
+
+
+def _open(path: Path, what: str) -> tuple[int, os.stat_result]:
+    """A descriptor of the regular file ``path`` and its status; a FIFO is
+    refused without waiting on it."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file (the {what} of an indexed dataset)") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be opened ({exc.strerror})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise ValueError(f"{path}: {kind}; the {what} of an indexed dataset must be a file")
+    return fd, info
+
+
+def _read_exactly(fd: int, size: int, path: Path, at: int = 0) -> bytes:
+    parts, got = [], 0
+    while got < size:
+        part = os.pread(fd, min(size - got, 1 << 30), at + got)
+        if not part:
+            raise ValueError(f"{path}: input changed while reading (it ended at byte {at + got})")
+        parts.append(part)
+        got += len(part)
+    return b"".join(parts)
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.argmax(mask))
+
+
+class _Index:
+    """The checked contents of a ``.idx`` file."""
+
+    def __init__(self, path: Path) -> None:
+        fd, info = _open(path, "index (.idx)")
+        try:
+            size = info.st_size
+            if size < HEADER.size:
+                raise _bad(path, f"it is {size} bytes, shorter than the {HEADER.size}-byte header")
+            data = _read_exactly(fd, size, path)
+        finally:
+            os.close(fd)
+        magic, version, code, n, d = HEADER.unpack_from(data)
+        if magic != MAGIC:
+            raise _bad(path, f"magic is {magic!r}, not {MAGIC!r}")
+        if version != VERSION:
+            raise _bad(path, f"version is {version}; only version {VERSION} exists")
+        if code in FLOAT_CODES:
+            raise _bad(
+                path,
+                f"dtype code {code} is {FLOAT_CODES[code]}, which holds no token ids "
+                "(integer dtypes only)",
+            )
+        if code not in CODES:
+            raise _bad(path, f"dtype code {code} is unknown (known: 1-5 and 8 for integers)")
+        if d == 0:
+            raise _bad(path, "document count is 0; document_indices holds at least its first 0")
+        plain = HEADER.size + 12 * n + 8 * d
+        if size not in (plain, plain + n):
+            modes = f" ({plain + n} with sequence modes)" if n else ""
+            raise _bad(
+                path,
+                f"sequence count {n} and document count {d} need {plain} bytes{modes}; "
+                f"the file has {size}",
+            )
+        self.dtype = CODES[code]
+        at = HEADER.size
+        self.lengths = np.frombuffer(data, "<i4", n, at).astype(np.int32)
+        self.pointers = np.frombuffer(data, "<i8", n, at + 4 * n).astype(np.int64)
+        self.documents = np.frombuffer(data, "<i8", d, at + 12 * n).astype(np.int64)
+        self.ends = self._check(path)
+
+    def _check(self, path: Path) -> np.ndarray:
+        """The sequences' token ends (cumulative lengths, int64), after checking
+        every field."""
+        lengths, pointers, docs = self.lengths, self.pointers, self.documents
+        n, item = len(lengths), self.dtype.itemsize
+        if n and lengths.min() < 0:
+            i = _first(lengths < 0)
+            raise _bad(path, f"sequence_lengths[{i}] is {lengths[i]}; lengths are >= 0")
+        if n and float(lengths.sum(dtype=np.float64)) * item >= MAX_BYTES:
+            raise _bad(path, "sequence_lengths add up to more tokens than a file can hold")
+        ends = np.cumsum(lengths, dtype=np.int64)
+        starts = (ends - lengths) * item
+        if n and not np.array_equal(pointers, starts):
+            i = _first(pointers != starts)
+            p = int(pointers[i])
+            if i == 0:
+                problem = f"sequence_pointers[0] is {p}; they must start at 0"
+            elif p < pointers[i - 1]:
+                problem = (
+                    f"sequence_pointers go back (out of order): sequence_pointers[{i}] is {p}, "
+                    f"before sequence_pointers[{i - 1}] = {pointers[i - 1]}"
+                )
+            elif p < starts[i]:
+                problem = (
+                    f"sequence_pointers[{i}] is {p}: it overlaps the previous sequence, "
+                    f"which ends at byte {starts[i]}"
+                )
+            else:
+                problem = (
+                    f"sequence_pointers[{i}] is {p}: it leaves a gap after the previous "
+                    f"sequence, which ends at byte {starts[i]} (posembed needs the tokens "
+                    "back to back, as Megatron writes them)"
+                )
+            raise _bad(path, problem)
+        if docs[0] != 0:
+            raise _bad(path, f"document_indices[0] is {docs[0]}; they must start at 0")
+        if docs.max() > n:
+            i = _first(docs > n)
+            raise _bad(path, f"document_indices[{i}] is {docs[i]}, past the sequence count {n}")
+        steps = np.diff(docs)
+        if len(steps) and steps.min() < 0:
+            i = _first(steps < 0) + 1
+            raise _bad(
+                path,
+                f"document_indices decrease: document_indices[{i}] is {docs[i]}, "
+                f"after {docs[i - 1]}",
+            )
+        if docs[-1] != n:
+            raise _bad(
+                path,
+                f"document_indices end at {docs[-1]}, not at the sequence count {n} "
+                "(sequences after the last document)",
+            )
+        return ends
+
+
+class IndexedCorpus:
+    """A Megatron indexed dataset (``PREFIX.bin`` and ``PREFIX.idx``), read with checks.
+
+    The index is read into memory and checked field by field, against the
+    other fields and against both files' sizes; the tokens are read when
+    asked for, with positional reads (never memory-mapped), so that a
+    ``.bin`` that shrinks or is rewritten while it is read gives a
+    ValueError, not a crash or a mix of old and new tokens. posembed needs
+    the sequences back to back in the ``.bin``, in order, as Megatron's
+    writer puts them; sequence modes (multimodal data) are accepted and
+    ignored.
+
+    Parameters
+    ----------
+    prefix : str or os.PathLike
+        ``PREFIX``, ``PREFIX.idx`` or ``PREFIX.bin``.
+    documents : {"documents", "sequences"}
+        The unit that :attr:`offsets`, ``len()`` and indexing count:
+        each Megatron document (one or more sequences), or each sequence.
+
+    Attributes
+    ----------
+    prefix, idx_path, bin_path : Path
+        The prefix and the two files.
+    documents : str
+        The unit, as given.
+    dtype : numpy.dtype
+        The tokens' integer dtype (native byte order).
+    sequence_lengths : ndarray of int32, shape (N,)
+    sequence_pointers : ndarray of int64, shape (N,)
+        Byte offsets of the sequences in the ``.bin``.
+    document_indices : ndarray of int64, shape (D,)
+        0, then the number of sequences before each document's end.
+    offsets : ndarray of int64
+        CSR token offsets of the units, from 0 to :attr:`token_count`.
+    tokens : posembed._source.TokenFile
+        The ``.bin`` as a token file (closed), stamped with the size,
+        modification time and inode seen when it was opened.
+    token_count : int
+        Number of tokens.
+
+    Raises
+    ------
+    TypeError
+        ``prefix`` is not a path, or ``documents`` is not a str.
+    ValueError
+        ``documents`` is neither choice; a file is missing or not a regular
+        file; or the files are not a valid indexed dataset (the message names
+        the file, the field and the bad value).
+    """
+
+    def __init__(
+        self,
+        prefix: str | os.PathLike[str],
+        *,
+        documents: Literal["documents", "sequences"] = "documents",
+    ) -> None:
+        if not isinstance(documents, str):
+            raise TypeError(
+                f"documents must be 'documents' or 'sequences'; got {type(documents).__name__}"
+            )
+        if documents not in UNITS:
+            raise ValueError(f"documents must be 'documents' or 'sequences'; got {documents!r}")
+        self.prefix, self.idx_path, self.bin_path = paths(prefix)
+        self.documents = documents
+        index = _Index(self.idx_path)
+        self.dtype: np.dtype[Any] = index.dtype
+        self.sequence_lengths: npt.NDArray[np.int32] = index.lengths
+        self.sequence_pointers: npt.NDArray[np.int64] = index.pointers
+        self.document_indices: npt.NDArray[np.int64] = index.documents
+        ends = np.concatenate([np.zeros(1, np.int64), index.ends])
+        self.offsets: npt.NDArray[np.int64] = (
+            ends[index.documents] if documents == "documents" else ends
+        )
+        self.token_count = int(ends[-1])
+        fd, info = _open(self.bin_path, "data (.bin)")
+        os.close(fd)
+        nbytes = self.token_count * self.dtype.itemsize
+        if info.st_size != nbytes:
+            raise _bad(
+                self.bin_path,
+                f"it holds {info.st_size} bytes, but {self.idx_path.name} describes "
+                f"{self.token_count} tokens of {self.dtype} ({nbytes} bytes)",
+            )
+        self.tokens = TokenFile(self.bin_path, self.dtype, 0, self.token_count, stamp=_stamp(info))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __repr__(self) -> str:
+        return (
+            f"IndexedCorpus({str(self.prefix)!r}, documents={self.documents!r}): "
+            f"{len(self)} {self.documents}, {self.token_count} tokens of {self.dtype}"
+        )
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        try:
+            k = operator.index(i)
+        except TypeError:
+            raise TypeError(
+                f"an IndexedCorpus is indexed by an integer; got {type(i).__name__}"
+            ) from None
+        if isinstance(i, (bool, np.bool_)):
+            raise TypeError("an IndexedCorpus is indexed by an integer; got bool")
+        n = len(self)
+        if not -n <= k < n:
+            raise IndexError(f"index {k} is out of range for {n} {self.documents}")
+        k %= n
+        return self._read(int(self.offsets[k]), int(self.offsets[k + 1]))
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Tokens [start, stop) of the whole corpus (its sequences back to back).
+
+        Parameters
+        ----------
+        start, stop : int
+            The range, 0 <= start <= stop <= :attr:`token_count`.
+
+        Returns
+        -------
+        ndarray, shape (stop - start,)
+            A new array of :attr:`dtype`.
+
+        Raises
+        ------
+        TypeError
+            ``start`` or ``stop`` is not an integer.
+        ValueError
+            The range is outside the corpus, or the ``.bin`` changed since
+            it was opened.
+        """
+        lo, hi = _int(start, "start"), _int(stop, "stop")
+        if not 0 <= lo <= hi <= self.token_count:
+            raise ValueError(
+                f"start and stop must satisfy 0 <= start <= stop <= {self.token_count} "
+                f"(the token count); got start={lo}, stop={hi}"
+            )
+        return self._read(lo, hi)
+
+    def to_arrays(self) -> tuple[np.ndarray, npt.NDArray[np.int64]]:
+        """All the tokens and the units' offsets, in memory.
+
+        Returns
+        -------
+        tokens : ndarray, shape (token_count,)
+            Of :attr:`dtype`.
+        offsets : ndarray of int64
+            A copy of :attr:`offsets`.
+
+        Raises
+        ------
+        ValueError
+            The ``.bin`` changed since it was opened.
+        """
+        return self._read(0, self.token_count), self.offsets.copy()
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        f = self.tokens.copy()
+        try:
+            f.open()
+            try:
+                out = f.read(start, stop)
+                f.check()  # rewritten during the read: old and new tokens would mix
+            finally:
+                f.close()
+        except ChunkError as exc:
+            raise ValueError(str(exc)) from None
+        except FileNotFoundError:
+            raise ValueError(
+                f"{self.bin_path}: input changed while reading (it was removed)"
+            ) from None
+        except OSError as exc:
+            raise ValueError(f"{self.bin_path}: cannot be read ({exc.strerror})") from None
+        return out
+
+
+def _int(value: Any, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer; got {type(value).__name__} {value!r}")
+    return int(value)
+
+
+# -- writing -------------------------------------------------------------------------
+
+
+def _check_fits(values: np.ndarray, dtype: np.dtype[Any], what: str) -> None:
+    """Refuse a value of ``values`` (integers) that ``dtype`` cannot hold."""
+    if not len(values):
+        return
+    info = np.iinfo(dtype)
+    lo, hi = values.min(), values.max()
+    if lo < info.min or hi > info.max:
+        i = _first((values < info.min) | (values > info.max))
+        raise ValueError(
+            f"{what}[{i}] is {values[i]}, which does not fit {dtype} ({info.min}..{info.max})"
+        )
+
+
+def _integers(value: Any, name: str) -> np.ndarray:
+    try:
+        a = np.asarray(value)
+    except ValueError:  # a ragged sequence
+        raise TypeError(
+            f"{name} must be an array of integers; got a {type(value).__name__} "
+            "that is no array (ragged?)"
+        ) from None
+    if a.dtype == object or not (a.dtype.kind in "iu" or (a.size == 0 and a.dtype.kind == "f")):
+        raise TypeError(f"{name} must be an array of integers; got dtype {a.dtype}")
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be 1-D; got shape {a.shape}")
+    return a if a.dtype.kind in "iu" else a.astype(np.int64)
+
+
+class IndexedWriter:
+    """Writes an indexed dataset a batch of sequences at a time.
+
+    Tokens go to ``bin_path`` as they come; the index (O(number of
+    sequences) memory) is written to ``idx_path`` by :meth:`finish`. Both
+    paths must not exist (a run writes into a fresh temporary folder, or
+    :func:`write_indexed` renames the files into place).
+
+    Parameters
+    ----------
+    bin_path, idx_path : os.PathLike
+        The files to create.
+    dtype : numpy dtype
+        The tokens' dtype: one with a code in the format (uint8, int8,
+        int16, int32, int64, uint16); :meth:`widen` changes it later.
+
+    Raises
+    ------
+    TypeError
+        ``dtype`` has no code in the format.
+    FileExistsError
+        ``bin_path`` exists.
+    """
+
+    def __init__(
+        self, bin_path: str | os.PathLike[str], idx_path: str | os.PathLike[str], dtype: Any
+    ) -> None:
+        self.dtype = token_dtype(dtype)
+        self.bin_path, self.idx_path = Path(bin_path), Path(idx_path)
+        self._file = open(self.bin_path, "x+b")  # noqa: SIM115 (closed by close())
+        self._lengths: list[np.ndarray] = []
+        self._documents: list[np.ndarray] = [np.zeros(1, np.int64)]
+        self.sequence_count = 0
+        self.token_count = 0
+        self.finished = False
+
+    def __enter__(self) -> IndexedWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def write(self, tokens: Any, lengths: Any, document_ends: Any) -> None:
+        """Append a batch of sequences, and the ends of the documents they close.
+
+        Parameters
+        ----------
+        tokens : array_like of integers, 1-D
+            The batch's tokens, its sequences back to back.
+        lengths : array_like of integers, 1-D
+            Each sequence's length (they add up to ``len(tokens)``).
+        document_ends : array_like of integers, 1-D
+            Where documents end, counted in this batch's sequences: a value v
+            ends a document after the batch's first v sequences (0 <= v <=
+            ``len(lengths)``, non-decreasing). A document may span batches
+            (its sequences are written, its end comes in a later batch); a
+            repeated value is an empty document; 0 ends a document before
+            the batch's first sequence.
+
+        Raises
+        ------
+        TypeError
+            An argument is not an array of integers.
+        ValueError
+            The arrays do not fit together, a length is negative or past
+            int32, a document end is out of order or range, or a token does
+            not fit the writer's dtype.
+        """
+        if self.finished or self._file.closed:
+            raise ValueError(f"{self.bin_path}: the writer is finished or closed")
+        toks = _integers(tokens, "tokens")
+        lens = _integers(lengths, "lengths").astype(np.int64, copy=False)
+        ends = _integers(document_ends, "document_ends").astype(np.int64, copy=False)
+        if len(lens) and lens.min() < 0:
+            i = _first(lens < 0)
+            raise ValueError(
+                f"lengths[{i}] is {lens[i]} (sequence {self.sequence_count + i}); lengths are >= 0"
+            )
+        if len(lens) and lens.max() > MAX_SEQUENCE:
+            i = _first(lens > MAX_SEQUENCE)
+            raise ValueError(
+                f"sequence {self.sequence_count + i} has {lens[i]} tokens; the format's "
+                f"lengths are int32 (at most {MAX_SEQUENCE})"
+            )
+        total = int(lens.sum())
+        if total != len(toks):
+            raise ValueError(f"lengths add up to {total}, but tokens holds {len(toks)}")
+        if len(ends) and (ends.min() < 0 or ends.max() > len(lens)):
+            raise ValueError(
+                f"document_ends must be in 0..{len(lens)} (the batch's sequences); "
+                f"got values {ends.min()}..{ends.max()}"
+            )
+        if len(ends) > 1 and np.diff(ends).min() < 0:
+            i = _first(np.diff(ends) < 0) + 1
+            raise ValueError(
+                f"document_ends must not decrease; document_ends[{i}] is {ends[i]} "
+                f"after {ends[i - 1]}"
+            )
+        _check_fits(toks, self.dtype, "tokens")
+        if (self.token_count + total) * self.dtype.itemsize >= MAX_BYTES:
+            raise ValueError(f"{self.bin_path}: the tokens would pass {MAX_BYTES} bytes")
+        data = toks.astype(self.dtype.newbyteorder("<"), copy=False)
+        self._file.write(np.ascontiguousarray(data).data)
+        self._lengths.append(lens.astype(np.int32))
+        self._documents.append(ends + self.sequence_count)
+        self.sequence_count += len(lens)
+        self.token_count += total
+
+    def widen(self, dtype: Any) -> None:
+        """Rewrite the tokens written so far in the wider ``dtype``, which the
+        writer uses from now on (say uint16 to int32, once an id of 65499 or
+        more comes: Megatron's rule). In place, from the end, a bounded chunk
+        at a time (no second copy on disk).
+
+        Parameters
+        ----------
+        dtype : numpy dtype
+            A token dtype that holds every value of the current one.
+
+        Raises
+        ------
+        TypeError
+            ``dtype`` has no code in the format.
+        ValueError
+            ``dtype`` cannot hold every value of the current dtype, or the
+            writer is finished.
+        """
+        new = token_dtype(dtype)
+        if self.finished or self._file.closed:
+            raise ValueError(f"{self.bin_path}: the writer is finished or closed")
+        if not np.can_cast(self.dtype, new, "safe"):
+            raise ValueError(
+                f"dtype {new} cannot hold every value of {self.dtype}; give a wider one"
+            )
+        if new == self.dtype:
+            return
+        old, fd = self.dtype, self._file.fileno()
+        self._file.flush()
+        # Backwards: chunk k's new bytes land only on old bytes of tokens >= its
+        # first, which are already moved.
+        stop = self.token_count
+        while stop > 0:
+            start = max(0, stop - WIDEN_CHUNK)
+            raw = _read_exactly(
+                fd, (stop - start) * old.itemsize, self.bin_path, start * old.itemsize
+            )
+            wide = np.frombuffer(raw, old.newbyteorder("<")).astype(new.newbyteorder("<"))
+            _write_all(fd, wide.tobytes(), start * new.itemsize)
+            stop = start
+        self._file.seek(self.token_count * new.itemsize)
+        self.dtype = new
+
+    def finish(self) -> None:
+        """Close the ``.bin`` and write the ``.idx``.
+
+        Raises
+        ------
+        ValueError
+            Sequences were written after the last document end (every
+            sequence must belong to a document), or the writer is finished.
+        FileExistsError
+            ``idx_path`` exists.
+        """
+        if self.finished or self._file.closed:
+            raise ValueError(f"{self.bin_path}: the writer is finished or closed")
+        documents = np.concatenate(self._documents)
+        if documents[-1] != self.sequence_count:
+            left = self.sequence_count - int(documents[-1])
+            raise ValueError(
+                f"{left} sequence(s) after the last document end; end their document "
+                "(document_ends) before finish()"
+            )
+        self._file.close()
+        lengths = np.concatenate([np.zeros(0, np.int32), *self._lengths])
+        header = HEADER.pack(MAGIC, VERSION, CODE_OF[self.dtype], len(lengths), len(documents))
+        with open(self.idx_path, "xb") as f:
+            f.write(header)
+            f.write(lengths.astype("<i4").data)
+            f.write(sequence_pointers(lengths, self.dtype).astype("<i8").data)
+            f.write(documents.astype("<i8").data)
+        self.finished = True
+
+    def close(self) -> None:
+        """Close the ``.bin`` (a writer not finished leaves it without index)."""
+        self._file.close()
+
+
+def sequence_pointers(lengths: np.ndarray, dtype: np.dtype[Any]) -> npt.NDArray[np.int64]:
+    """Each sequence's byte offset in the ``.bin``: the exclusive cumulative
+    sum of length x itemsize, in int64."""
+    ends = np.cumsum(lengths, dtype=np.int64)
+    starts: npt.NDArray[np.int64] = (ends - lengths) * np.int64(dtype.itemsize)
+    return starts
+
+
+def _write_all(fd: int, data: bytes, at: int) -> None:
+    view = memoryview(data)
+    while view:
+        done = os.pwrite(fd, view, at)
+        view, at = view[done:], at + done
+
+
+def _optional_int(value: Any, name: str, low: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(
+            f"{name} must be an integer >= {low} or None; got {type(value).__name__} {value!r}"
+        )
+    if value < low:
+        raise ValueError(f"{name} must be an integer >= {low} or None; got {value}")
+    return int(value)
+
+
+def _check_offsets(offsets: np.ndarray, count: int) -> None:
+    if not len(offsets):
+        raise ValueError("offsets must hold at least one value (0: no documents); got none")
+    if offsets[0] != 0:
+        raise ValueError(f"offsets must start at 0; got offsets[0] = {offsets[0]}")
+    if len(offsets) > 1 and np.diff(offsets).min() < 0:
+        i = _first(np.diff(offsets) < 0) + 1
+        raise ValueError(
+            f"offsets must not decrease; offsets[{i}] is {offsets[i]} after {offsets[i - 1]}"
+        )
+    if offsets[-1] != count:
+        raise ValueError(
+            f"offsets must end at the token count {count}; got offsets[-1] = {offsets[-1]}"
+        )
+
+
+def _target_problem(path: Path, force: bool) -> OSError | None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        if not path.parent.is_dir():
+            return FileNotFoundError(f"output folder {path.parent} does not exist")
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return IsADirectoryError(f"output {path} is a folder; give a prefix for two files")
+    if not force:
+        return FileExistsError(f"{path} exists; pass force=True to replace it")
+    if not stat.S_ISREG(st.st_mode):
+        return FileExistsError(f"output {path} is not a regular file; posembed replaces only files")
+    return None
+
+
+def write_indexed(
+    prefix: str | os.PathLike[str],
+    tokens: npt.ArrayLike,
+    offsets: npt.ArrayLike,
+    *,
+    dtype: npt.DTypeLike | None = None,
+    append_eod: int | None = None,
+    vocab_size: int | None = None,
+    force: bool = False,
+) -> None:
+    """Write documents held in memory as a Megatron indexed dataset (``PREFIX.bin``, ``.idx``).
+
+    Each document of the CSR pair (``tokens``, ``offsets``) becomes one
+    sequence and one document, as Megatron's ``preprocess_data.py`` writes
+    them; an empty document becomes a document with no sequence. The files
+    are written under temporary names next to them and renamed into place.
+
+    Parameters
+    ----------
+    prefix : str or os.PathLike
+        Where to write: ``PREFIX`` (or ``PREFIX.idx``, ``PREFIX.bin``).
+    tokens : array_like of integers, 1-D
+        The documents' tokens, back to back.
+    offsets : array_like of integers, 1-D
+        Document i is ``tokens[offsets[i]:offsets[i + 1]]``; from 0 to
+        ``len(tokens)``, non-decreasing.
+    dtype : numpy dtype, optional
+        The tokens' dtype on disk (uint8, int8, int16, int32, int64 or
+        uint16). By default Megatron's rule: uint16 when the vocabulary
+        (``vocab_size``, else the largest id + 1) is under 65500, else int32.
+    append_eod : int, optional
+        An end-of-document id appended to each non-empty document, as
+        ``preprocess_data.py --append-eod`` does (empty documents stay empty).
+    vocab_size : int, optional
+        The tokenizer's vocabulary size: every id must be below it, and it
+        chooses the default dtype.
+    force : bool
+        Replace existing files at the two paths.
+
+    Raises
+    ------
+    TypeError
+        An argument has the wrong type, or ``dtype`` has no code in the format.
+    ValueError
+        ``tokens`` or ``offsets`` is not 1-D, the offsets do not fit the
+        tokens, an id is negative, past ``vocab_size`` or does not fit the
+        dtype, or a document is longer than the format's int32 lengths.
+    FileExistsError
+        A file is at one of the paths and ``force`` is False.
+    IsADirectoryError
+        A folder is at one of the paths.
+    FileNotFoundError
+        The folder to write in does not exist.
+    """
+    base, idx_path, bin_path = paths(prefix)
+    toks = _integers(tokens, "tokens")
+    offs = _integers(offsets, "offsets").astype(np.int64, copy=False)
+    eod = _optional_int(append_eod, "append_eod", 0)
+    vocab = _optional_int(vocab_size, "vocab_size", 1)
+    if not isinstance(force, (bool, np.bool_)):
+        raise TypeError(f"force must be True or False; got {type(force).__name__} {force!r}")
+    dt = None if dtype is None else token_dtype(dtype)
+    _check_offsets(offs, len(toks))
+    if vocab is not None:
+        if eod is not None and eod >= vocab:
+            raise ValueError(f"append_eod {eod} is not an id of a vocab_size of {vocab}")
+        if len(toks) and (toks.min() < 0 or toks.max() >= vocab):
+            i = _first((toks < 0) | (toks >= vocab))
+            raise ValueError(
+                f"tokens[{i}] is {toks[i]}, not an id of a vocab_size of {vocab} (0..{vocab - 1})"
+            )
+    if dt is None:
+        top = max(int(toks.max()) if len(toks) else -1, -1 if eod is None else eod)
+        dt = optimal_dtype(vocab if vocab is not None else top + 1)
+    _check_fits(toks, dt, "tokens")
+    if eod is not None and not np.iinfo(dt).min <= eod <= np.iinfo(dt).max:
+        raise ValueError(f"append_eod {eod} does not fit {dt}")
+    lengths = np.diff(offs)
+    filled = lengths > 0
+    if eod is not None:  # after each non-empty document
+        wide = np.result_type(toks.dtype, np.min_scalar_type(eod))
+        toks = np.insert(toks.astype(wide, copy=False), offs[1:][filled], eod)
+        lengths = lengths + filled
+    for path in (bin_path, idx_path):
+        problem = _target_problem(path, bool(force))
+        if problem is not None:
+            raise problem
+    _write_files(base, bin_path, idx_path, toks, lengths[filled], np.cumsum(filled), dt, force)
+
+
+def _write_files(
+    base: Path,
+    bin_path: Path,
+    idx_path: Path,
+    tokens: np.ndarray,
+    lengths: np.ndarray,
+    ends: np.ndarray,
+    dtype: np.dtype[Any],
+    force: bool,
+) -> None:
+    from posembed import _outdir
+
+    tmp = _outdir.temp_name(base.parent)
+    tmp_bin, tmp_idx = tmp.with_name(tmp.name + ".bin"), tmp.with_name(tmp.name + ".idx")
+    moved: list[Path] = []
+    try:
+        with IndexedWriter(tmp_bin, tmp_idx, dtype) as writer:
+            writer.write(tokens, lengths, ends)
+            writer.finish()
+        for src, dst in ((tmp_bin, bin_path), (tmp_idx, idx_path)):
+            if force:
+                os.replace(src, dst)
+            else:
+                error = _outdir._move_in(src, dst)
+                if error == errno.EEXIST:
+                    raise FileExistsError(f"{dst} appeared while writing; pass force=True")
+                if error:
+                    raise OSError(error, os.strerror(error), str(src), None, str(dst))
+            moved.append(dst)
+    except BaseException:
+        for path in (tmp_bin, tmp_idx, *([] if force else moved)):
+            path.unlink(missing_ok=True)
+        raise
