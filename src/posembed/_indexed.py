@@ -469,6 +469,7 @@ class IndexedWriter:
         self, bin_path: str | os.PathLike[str], idx_path: str | os.PathLike[str], dtype: Any
     ) -> None:
         self.dtype = token_dtype(dtype)
+        self._loose = 0  # tokens written by write_tokens that no length counts yet
         self.bin_path, self.idx_path = Path(bin_path), Path(idx_path)
         self._file = open(self.bin_path, "x+b")  # noqa: SIM115 (closed by close())
         self._lengths: list[np.ndarray] = []
@@ -526,8 +527,11 @@ class IndexedWriter:
                 f"lengths are int32 (at most {MAX_SEQUENCE})"
             )
         total = int(lens.sum())
-        if total != len(toks):
-            raise ValueError(f"lengths add up to {total}, but tokens holds {len(toks)}")
+        if total != len(toks) + self._loose:
+            raise ValueError(
+                f"lengths add up to {total}, but tokens holds {len(toks)}"
+                + (f" (and {self._loose} written by write_tokens)" if self._loose else "")
+            )
         if len(ends) and (ends.min() < 0 or ends.max() > len(lens)):
             raise ValueError(
                 f"document_ends must be in 0..{len(lens)} (the batch's sequences); "
@@ -540,14 +544,37 @@ class IndexedWriter:
                 f"after {ends[i - 1]}"
             )
         _check_fits(toks, self.dtype, "tokens")
-        if (self.token_count + total) * self.dtype.itemsize >= MAX_BYTES:
-            raise ValueError(f"{self.bin_path}: the tokens would pass {MAX_BYTES} bytes")
-        data = toks.astype(self.dtype.newbyteorder("<"), copy=False)
-        self._file.write(np.ascontiguousarray(data).data)
+        self._append(toks)
+        self._loose = 0
         self._lengths.append(lens.astype(np.int32))
         self._documents.append(ends + self.sequence_count)
         self.sequence_count += len(lens)
-        self.token_count += total
+
+    def write_tokens(self, tokens: Any) -> None:
+        """Append tokens whose sequences a later :meth:`write` describes (its
+        lengths then count them first): a sequence larger than memory is
+        written a bounded piece at a time.
+
+        Raises
+        ------
+        TypeError
+            ``tokens`` is not an array of integers.
+        ValueError
+            A token does not fit the writer's dtype, or the writer is finished.
+        """
+        if self.finished or self._file.closed:
+            raise ValueError(f"{self.bin_path}: the writer is finished or closed")
+        toks = _integers(tokens, "tokens")
+        _check_fits(toks, self.dtype, "tokens")
+        self._append(toks)
+        self._loose += len(toks)
+
+    def _append(self, toks: np.ndarray) -> None:
+        if (self.token_count + len(toks)) * self.dtype.itemsize >= MAX_BYTES:
+            raise ValueError(f"{self.bin_path}: the tokens would pass {MAX_BYTES} bytes")
+        data = toks.astype(self.dtype.newbyteorder("<"), copy=False)
+        self._file.write(np.ascontiguousarray(data).data)
+        self.token_count += len(toks)
 
     def widen(self, dtype: Any) -> None:
         """Rewrite the tokens written so far in the wider ``dtype``, which the
@@ -606,6 +633,11 @@ class IndexedWriter:
         """
         if self.finished or self._file.closed:
             raise ValueError(f"{self.bin_path}: the writer is finished or closed")
+        if self._loose:
+            raise ValueError(
+                f"{self._loose} tokens written by write_tokens belong to no sequence; "
+                "give their lengths to write() before finish()"
+            )
         documents = np.concatenate(self._documents)
         if documents[-1] != self.sequence_count:
             left = self.sequence_count - int(documents[-1])
