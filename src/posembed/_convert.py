@@ -150,7 +150,7 @@ def convert_file(
         else:
             counts = _convert_stream(given, writer, ids, quiet)
         writer.finish()
-        _outdir.commit_pair(tmp / IDX_NAME, tmp / BIN_NAME, prefix, force)
+        _outdir.commit_pair(tmp, prefix, force)
     except BaseException as exc:
         if writer is not None:
             writer.close()

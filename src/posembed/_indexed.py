@@ -20,7 +20,6 @@ writes in-memory arrays in one call.
 
 from __future__ import annotations
 
-import errno
 import operator
 import os
 import stat
@@ -756,7 +755,8 @@ def write_indexed(
         The tokenizer's vocabulary size: every id must be below it, and it
         chooses the default dtype.
     force : bool
-        Replace existing files at the two paths.
+        Replace an indexed dataset at the two paths (a .idx with its header
+        and its .bin), never other files.
 
     Raises
     ------
@@ -806,13 +806,11 @@ def write_indexed(
         problem = _target_problem(path, bool(force))
         if problem is not None:
             raise problem
-    _write_files(base, bin_path, idx_path, toks, lengths[filled], np.cumsum(filled), dt, force)
+    _write_files(base, toks, lengths[filled], np.cumsum(filled), dt, force)
 
 
 def _write_files(
     base: Path,
-    bin_path: Path,
-    idx_path: Path,
     tokens: np.ndarray,
     lengths: np.ndarray,
     ends: np.ndarray,
@@ -821,24 +819,17 @@ def _write_files(
 ) -> None:
     from posembed import _outdir
 
-    tmp = _outdir.temp_name(base.parent)
-    tmp_bin, tmp_idx = tmp.with_name(tmp.name + ".bin"), tmp.with_name(tmp.name + ".idx")
-    moved: list[Path] = []
+    if force:  # only an indexed dataset is replaced
+        problem = _outdir.pair_problem(base, (), force)
+        if problem is not None:
+            raise FileExistsError(problem.replace("--force", "force=True"))
+    tmp = _outdir.new_temp(base)
     try:
-        with IndexedWriter(tmp_bin, tmp_idx, dtype) as writer:
+        idx, bin_ = (tmp / name for name in _outdir.PAIR_NAMES)
+        with IndexedWriter(bin_, idx, dtype) as writer:
             writer.write(tokens, lengths, ends)
             writer.finish()
-        for src, dst in ((tmp_bin, bin_path), (tmp_idx, idx_path)):
-            if force:
-                os.replace(src, dst)
-            else:
-                error = _outdir._move_in(src, dst)
-                if error == errno.EEXIST:
-                    raise FileExistsError(f"{dst} appeared while writing; pass force=True")
-                if error:
-                    raise OSError(error, os.strerror(error), str(src), None, str(dst))
-            moved.append(dst)
-    except BaseException:
-        for path in (tmp_bin, tmp_idx, *([] if force else moved)):
-            path.unlink(missing_ok=True)
+        _outdir.commit_pair(tmp, base, force)
+    except BaseException as exc:
+        _outdir.discard(tmp, exc)
         raise

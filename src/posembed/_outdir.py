@@ -346,9 +346,14 @@ def pair_problem(
     return None
 
 
-def commit_pair(idx: Path, bin_: Path, prefix: Path, force: bool) -> None:
-    """Move the new ``idx`` and ``bin_`` files to ``PREFIX.idx`` and
-    ``PREFIX.bin``, replacing an indexed dataset there only with ``force``.
+# The names of a new indexed dataset's files in the run's temporary folder.
+PAIR_NAMES = ("data.idx", "data.bin")
+
+
+def commit_pair(tmp: Path, prefix: Path, force: bool) -> None:
+    """Move the new files ``tmp/data.idx`` and ``tmp/data.bin`` to
+    ``PREFIX.idx`` and ``PREFIX.bin``, replacing an indexed dataset there
+    only with ``force``, then remove the folder ``tmp``.
 
     Never a mismatched pair: an old ``.idx`` is moved aside (next to the new
     files) first, then the ``.bin`` is renamed in, then the ``.idx``; a
@@ -356,6 +361,7 @@ def commit_pair(idx: Path, bin_: Path, prefix: Path, force: bool) -> None:
     reader takes for a dataset. Raises FileExistsError when something took
     a path meanwhile (without ``force``, or not an indexed dataset's).
     """
+    idx, bin_ = (tmp / name for name in PAIR_NAMES)
     new_idx, new_bin = pair_paths(prefix)
     if os.path.lexists(new_idx) or os.path.lexists(new_bin):
         if not force:
@@ -379,3 +385,4 @@ def commit_pair(idx: Path, bin_: Path, prefix: Path, force: bool) -> None:
         raise FileExistsError(f"{new_idx} appeared while writing; pass --force to replace it")
     if error:
         raise OSError(error, os.strerror(error), str(idx), None, str(new_idx))
+    shutil.rmtree(tmp, ignore_errors=True)

@@ -23,7 +23,7 @@ from posembed._indexed import CODE_OF, IndexedWriter
 from posembed._source import ChunkError
 
 # The output's files inside the run's temporary folder, renamed into place.
-BIN_NAME, IDX_NAME = "data.bin", "data.idx"
+IDX_NAME, BIN_NAME = _outdir.PAIR_NAMES
 
 
 def format_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
@@ -51,7 +51,7 @@ class IndexedSink:
 
     @staticmethod
     def commit(tmp: Path, out: Path, force: bool) -> None:
-        _outdir.commit_pair(tmp / IDX_NAME, tmp / BIN_NAME, out, force)
+        _outdir.commit_pair(tmp, out, force)
 
     def __init__(self, folder: Path, dtype: np.dtype[Any], size: int, total: int | None) -> None:
         self.size = size

@@ -1,0 +1,257 @@
+"""posembed convert: any corpus to a Megatron indexed dataset, streaming, byte
+for byte what the in-memory writer and its NumPy twin write, and what
+megatron-core's own builder writes and its reader reads."""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import posembed
+from posembed import _convert, reference
+from posembed._convert import convert_file
+from posembed._source import ChunkError
+
+from .conftest import megatron_or_skip
+
+
+def corpus(seed: int, documents: int = 40, high: int = 50_000) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens (int32) and CSR offsets with empty documents among them."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 400, documents)
+    lengths[rng.integers(0, documents, 3)] = 0
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return rng.integers(0, high, int(offsets[-1])).astype(np.int32), offsets
+
+
+def files(prefix: Path) -> tuple[bytes, bytes]:
+    return Path(f"{prefix}.idx").read_bytes(), Path(f"{prefix}.bin").read_bytes()
+
+
+@pytest.fixture
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ranges of 256 tokens: documents span many, EODs land at range edges
+    monkeypatch.setattr(_convert, "MEMORY_BYTES", 4096)
+
+
+@pytest.mark.parametrize("eod", [None, 0, 50_256])
+@pytest.mark.parametrize("vocab", [None, 50_257, 100_000])
+def test_a_token_file_converts_as_the_writers_write_it(tmp_path, small_batches, eod, vocab):
+    tokens, offsets = corpus(1)
+    np.save(tmp_path / "t.npy", tokens)
+    np.save(tmp_path / "o.npy", offsets)
+    meta = convert_file(
+        tmp_path / "t.npy",
+        tmp_path / "c",
+        offsets_path=tmp_path / "o.npy",
+        append_eod=eod,
+        vocab_size=vocab,
+        quiet=True,
+    )
+    posembed.write_indexed(tmp_path / "w", tokens, offsets, append_eod=eod, vocab_size=vocab)
+    reference.write_indexed(tmp_path / "r", tokens, offsets, append_eod=eod, vocab_size=vocab)
+    assert files(tmp_path / "c") == files(tmp_path / "w") == files(tmp_path / "r")
+    assert meta["dtype"] == ("int32" if vocab == 100_000 else "uint16")
+    assert meta["documents"] == len(offsets) - 1
+    assert meta["sequences"] == int((np.diff(offsets) > 0).sum())
+
+
+def test_every_source_converts_alike(tmp_path, small_batches):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    tokens, offsets = corpus(2)
+    np.save(tmp_path / "t.npy", tokens)
+    np.save(tmp_path / "o.npy", offsets)
+    tokens.astype(np.uint16).tofile(tmp_path / "t.raw")
+    docs = [tokens[a:b].tolist() for a, b in itertools.pairwise(offsets)]
+    pq.write_table(
+        pa.table({"input_ids": pa.array(docs, pa.list_(pa.int32()))}),
+        tmp_path / "t.parquet",
+        row_group_size=7,
+    )
+    convert_file(tmp_path / "t.npy", tmp_path / "a", offsets_path=tmp_path / "o.npy", quiet=True)
+    convert_file(
+        tmp_path / "t.raw",
+        tmp_path / "b",
+        dtype="uint16",
+        offsets_path=tmp_path / "o.npy",
+        quiet=True,
+    )
+    convert_file(tmp_path / "t.parquet", tmp_path / "c", quiet=True)
+    convert_file(tmp_path / "a", tmp_path / "d", quiet=True)  # an indexed dataset itself
+    assert files(tmp_path / "a") == files(tmp_path / "b") == files(tmp_path / "c")
+    assert files(tmp_path / "a") == files(tmp_path / "d")
+
+
+def test_an_indexed_dataset_converts_by_documents_or_sequences(tmp_path):
+    # three documents of 2, 1 and 0 sequences
+    lengths = np.array([3, 4, 5], np.int32)
+    with posembed._indexed.IndexedWriter(tmp_path / "m.bin", tmp_path / "m.idx", "uint16") as w:
+        w.write(np.arange(12, dtype=np.uint16), lengths, [2, 3, 3])
+        w.finish()
+    convert_file(tmp_path / "m", tmp_path / "d", quiet=True, append_eod=99)
+    convert_file(tmp_path / "m", tmp_path / "s", quiet=True, documents="sequences")
+    by_doc = posembed.IndexedCorpus(tmp_path / "d")
+    assert by_doc.sequence_lengths.tolist() == [8, 6]  # the sequences of a document joined
+    assert by_doc.document_indices.tolist() == [0, 1, 2, 2]  # the third: no sequence
+    assert by_doc[0].tolist() == [*range(7), 99]
+    by_seq = posembed.IndexedCorpus(tmp_path / "s")
+    assert by_seq.sequence_lengths.tolist() == [3, 4, 5]
+    assert by_seq.document_indices.tolist() == [0, 1, 2, 3]
+
+
+def test_a_document_larger_than_the_budget_streams(tmp_path, small_batches):
+    tokens = np.random.default_rng(3).integers(0, 60_000, 100_003).astype(np.uint16)
+    np.save(tmp_path / "t.npy", tokens)
+    meta = convert_file(tmp_path / "t.npy", tmp_path / "c", append_eod=7, quiet=True)
+    got = posembed.IndexedCorpus(tmp_path / "c")
+    assert (meta["documents"], meta["sequences"], meta["tokens"]) == (1, 1, 100_004)
+    assert got.to_arrays()[0].tobytes() == np.append(tokens, np.uint16(7)).tobytes()
+
+
+@pytest.mark.parametrize("where", ["first range", "middle", "eod"])
+def test_an_id_past_uint16s_widens_what_was_written(tmp_path, small_batches, where):
+    tokens, offsets = corpus(4, high=60_000)
+    eod = None
+    if where == "eod":
+        eod = 65_499
+    else:
+        tokens[5 if where == "first range" else len(tokens) // 2] = 65_499
+    np.save(tmp_path / "t.npy", tokens)
+    np.save(tmp_path / "o.npy", offsets)
+    meta = convert_file(
+        tmp_path / "t.npy",
+        tmp_path / "c",
+        offsets_path=tmp_path / "o.npy",
+        append_eod=eod,
+        quiet=True,
+    )
+    reference.write_indexed(tmp_path / "r", tokens, offsets, append_eod=eod)
+    assert meta["dtype"] == "int32"
+    assert files(tmp_path / "c") == files(tmp_path / "r")
+
+
+def test_ids_that_do_not_fit_name_their_document(tmp_path):
+    tokens, offsets = corpus(5)
+    tokens[int(offsets[9]) + 2] = -4  # document 9 (non-empty: see below)
+    assert offsets[10] > offsets[9] + 2
+    np.save(tmp_path / "t.npy", tokens)
+    np.save(tmp_path / "o.npy", offsets)
+    with pytest.raises(ChunkError, match=r"token id -4 in document 9: token ids are >= 0"):
+        convert_file(tmp_path / "t.npy", tmp_path / "c", offsets_path=tmp_path / "o.npy")
+    tokens[int(offsets[9]) + 2] = 3
+    np.save(tmp_path / "t.npy", tokens)
+    with pytest.raises(ChunkError, match=r"--output-dtype int8 holds at most 127"):
+        convert_file(
+            tmp_path / "t.npy",
+            tmp_path / "c",
+            offsets_path=tmp_path / "o.npy",
+            output_dtype="int8",
+        )
+    assert not any(p.name.startswith("c.") for p in tmp_path.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.npy", "t.npy"]  # no temporaries
+
+
+def test_force_replaces_an_indexed_dataset_and_nothing_else(tmp_path):
+    tokens, _offsets = corpus(6)
+    np.save(tmp_path / "t.npy", tokens)
+    posembed.write_indexed(tmp_path / "c", tokens[:10], [0, 10])
+    with pytest.raises(ChunkError, match=r"c\.idx exists; pass --force"):
+        convert_file(tmp_path / "t.npy", tmp_path / "c")
+    convert_file(tmp_path / "t.npy", tmp_path / "c", force=True, quiet=True)
+    assert posembed.IndexedCorpus(tmp_path / "c").token_count == len(tokens)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.bin", "c.idx", "t.npy"]
+    Path(f"{tmp_path / 'x'}.bin").write_bytes(b"precious")
+    with pytest.raises(ChunkError, match=r"not part of an indexed dataset"):
+        convert_file(tmp_path / "t.npy", tmp_path / "x", force=True)
+    assert Path(f"{tmp_path / 'x'}.bin").read_bytes() == b"precious"
+
+
+def test_an_input_that_shrinks_while_converted_leaves_no_output(tmp_path, monkeypatch):
+    tokens, _offsets = corpus(7)
+    np.save(tmp_path / "t.npy", tokens)
+    monkeypatch.setattr(_convert, "MEMORY_BYTES", 4096)
+    real = posembed._source.TokenFile.read_into
+
+    def read_then_shrink(self, start, stop, buffer):
+        out = real(self, start, stop, buffer)
+        os.truncate(self.path, 1000)
+        return out
+
+    monkeypatch.setattr(posembed._source.TokenFile, "read_into", read_then_shrink)
+    with pytest.raises(ChunkError, match=r"t\.npy: input changed while reading"):
+        convert_file(tmp_path / "t.npy", tmp_path / "c", quiet=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.npy"]
+
+
+def test_the_command_prints_one_line_and_exits_2_on_bad_input(tmp_path):
+    tokens, _offsets = corpus(8)
+    np.save(tmp_path / "t.npy", tokens)
+    run = [sys.executable, "-c", "import sys; from posembed.cli import main; sys.exit(main())"]
+    done = subprocess.run(
+        [*run, "convert", str(tmp_path / "t.npy"), "-o", str(tmp_path / "c"), "--append-eod", "3"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith(f"-> {tmp_path / 'c'}.bin, {tmp_path / 'c'}.idx")
+    done = subprocess.run(
+        [*run, "convert", str(tmp_path / "t.npy"), "-o", str(tmp_path / "c")],
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
+
+
+# ---- megatron-core ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def megatron() -> Any:
+    megatron_or_skip()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return importlib.import_module("megatron.core.datasets.indexed_dataset")
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.int32])
+def test_convert_writes_what_megatrons_builder_writes(tmp_path, megatron, dtype):
+    import torch
+
+    tokens, offsets = corpus(9)
+    eod = 50_256
+    np.save(tmp_path / "t.npy", tokens)
+    np.save(tmp_path / "o.npy", offsets)
+    convert_file(
+        tmp_path / "t.npy",
+        tmp_path / "c",
+        offsets_path=tmp_path / "o.npy",
+        append_eod=eod,
+        output_dtype=dtype,
+        quiet=True,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # the documents as preprocess_data.py adds them: EOD after each non-empty one,
+        # an empty one a document without sequences
+        builder = megatron.IndexedDatasetBuilder(str(tmp_path / "m.bin"), dtype=dtype)
+        for a, b in itertools.pairwise(offsets):
+            doc = tokens[a:b].astype(np.int64)
+            if b > a:
+                doc = np.append(doc, eod)
+                builder.add_document(torch.from_numpy(doc), [len(doc)])
+            else:
+                builder.add_document(torch.from_numpy(doc), [])
+        builder.finalize(str(tmp_path / "m.idx"))
+        ds = megatron.IndexedDataset(str(tmp_path / "c"))
+    assert files(tmp_path / "c") == files(tmp_path / "m")
+    assert len(ds) == int((np.diff(offsets) > 0).sum())
