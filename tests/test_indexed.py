@@ -341,21 +341,21 @@ def test_missing_files_folders_fifos_and_devices_are_refused_without_blocking(tm
     path = Path(f"{prefix}.{which}")
     path.unlink()
     with pytest.raises(
-        ValueError, match=rf"c\.{which}: no such file \(the .* of an indexed dataset\)"
+        ValueError, match=rf"c\.{which} \(the .* of an indexed dataset\): no such file"
     ):
         posembed.IndexedCorpus(prefix)
     twin_refuses(prefix)
     path.mkdir()
-    with pytest.raises(ValueError, match=rf"c\.{which}: a folder; the .* must be a file"):
+    with pytest.raises(ValueError, match=rf"c\.{which} \(the .*\): a folder; give a regular file"):
         posembed.IndexedCorpus(prefix)
     path.rmdir()
     os.mkfifo(path)  # no writer: an open that waited would never return
-    with pytest.raises(ValueError, match=rf"c\.{which}: not a regular file"):
+    with pytest.raises(ValueError, match=rf"c\.{which} \(the .*\): not a regular file"):
         posembed.IndexedCorpus(prefix)
     twin_refuses(prefix)
     path.unlink()
     path.symlink_to("/dev/zero")
-    with pytest.raises(ValueError, match=rf"c\.{which}: not a regular file"):
+    with pytest.raises(ValueError, match=rf"c\.{which} \(the .*\): not a regular file"):
         posembed.IndexedCorpus(prefix)
     twin_refuses(prefix)
 

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from posembed._source import ChunkError, TokenFile, _stamp
+from posembed._source import ChunkError, TokenFile, _open_regular, _stamp
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -98,21 +98,13 @@ def _bad(path: Path, problem: str) -> ValueError:
 
 
 def _open(path: Path, what: str) -> tuple[int, os.stat_result]:
-    """A descriptor of the regular file ``path`` and its status; a FIFO is
-    refused without waiting on it."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    """A descriptor of the regular file ``path`` and its status (a FIFO is
+    refused without waiting on it): the chunk inputs' opening, with a
+    ValueError that says which of the pair is wrong."""
     try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file (the {what} of an indexed dataset)") from None
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot be opened ({exc.strerror})") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise ValueError(f"{path}: {kind}; the {what} of an indexed dataset must be a file")
-    return fd, info
+        return _open_regular(path, f"{path} (the {what} of an indexed dataset)")
+    except ChunkError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _read_exactly(fd: int, size: int, path: Path, at: int = 0) -> bytes:
