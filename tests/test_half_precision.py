@@ -67,6 +67,7 @@ TAKES_FLOAT_TABLES = {
     "resize_checkpoint": [],  # tests/test_checkpoint.py (F16 and BF16 tables)
 }
 NO_FLOAT_TABLES = {
+    "IndexedCorpus",
     "WindowLayout",
     "Windows",
     "__version__",
@@ -79,6 +80,7 @@ NO_FLOAT_TABLES = {
     "show_config",
     "window_layout",
     "windows",
+    "write_indexed",
 }
 
 

@@ -8,6 +8,7 @@ import importlib
 import itertools
 import json
 import os
+import pickle
 import struct
 import subprocess
 import sys
@@ -208,6 +209,26 @@ def test_tokens_is_a_stamped_token_file_over_the_bin(tmp_path):
         f.close()
 
 
+def test_a_corpus_is_windowed_from_its_token_file_as_a_raw_one_is(tmp_path, rng):
+    # what posembed chunk and the Dask parts do with a TokenFile and offsets:
+    # the layout from the offsets alone, the tokens read a range at a time by
+    # a pickled copy (a worker's), checked against the stamp afterwards
+    tokens, lengths, indices = random_corpus(rng, np.uint16, 30)
+    corpus = posembed.IndexedCorpus(
+        craft(tmp_path / "c", list(lengths), list(indices), tokens=tokens)
+    )
+    layout = posembed.window_layout(corpus.offsets, 5, step=3, tail="shift")
+    worker = pickle.loads(pickle.dumps(corpus.tokens))
+    worker.open()
+    try:
+        rows = layout.cut(worker.read(0, worker.count))
+        worker.check()
+    finally:
+        worker.close()
+    whole = posembed.windows(tokens, 5, step=3, tail="shift", offsets=corpus.offsets)
+    assert rows.tobytes() == whole.tokens.tobytes()
+
+
 def test_indexing(tmp_path):
     prefix = craft(tmp_path / "c", [2, 3], [0, 1, 2])
     corpus = posembed.IndexedCorpus(prefix)
@@ -320,21 +341,21 @@ def test_missing_files_folders_fifos_and_devices_are_refused_without_blocking(tm
     path = Path(f"{prefix}.{which}")
     path.unlink()
     with pytest.raises(
-        ValueError, match=rf"c\.{which}: no such file \(the .* of an indexed dataset\)"
+        ValueError, match=rf"c\.{which} \(the .* of an indexed dataset\): no such file"
     ):
         posembed.IndexedCorpus(prefix)
     twin_refuses(prefix)
     path.mkdir()
-    with pytest.raises(ValueError, match=rf"c\.{which}: a folder; the .* must be a file"):
+    with pytest.raises(ValueError, match=rf"c\.{which} \(the .*\): a folder; give a regular file"):
         posembed.IndexedCorpus(prefix)
     path.rmdir()
     os.mkfifo(path)  # no writer: an open that waited would never return
-    with pytest.raises(ValueError, match=rf"c\.{which}: not a regular file"):
+    with pytest.raises(ValueError, match=rf"c\.{which} \(the .*\): not a regular file"):
         posembed.IndexedCorpus(prefix)
     twin_refuses(prefix)
     path.unlink()
     path.symlink_to("/dev/zero")
-    with pytest.raises(ValueError, match=rf"c\.{which}: not a regular file"):
+    with pytest.raises(ValueError, match=rf"c\.{which} \(the .*\): not a regular file"):
         posembed.IndexedCorpus(prefix)
     twin_refuses(prefix)
 
@@ -528,6 +549,21 @@ def test_widening_rewrites_what_was_written_in_bounded_chunks(tmp_path, monkeypa
         60 * corpus.dtype.itemsize,
         100 * corpus.dtype.itemsize,
     ]
+
+
+def test_a_refused_batch_writes_nothing_so_it_can_be_widened_and_written_again(tmp_path):
+    batch = (np.array([7, 65536, 8]), [2, 1], [1, 2])
+    with IndexedWriter(tmp_path / "w.bin", tmp_path / "w.idx", np.uint16) as writer:
+        writer.write([1, 2], [2], [])  # its document ends in the next batch
+        with pytest.raises(ValueError, match=r"tokens\[1\] is 65536, which does not fit uint16"):
+            writer.write(*batch)
+        writer.widen(_indexed.optimal_dtype(65536 + 1))
+        writer.write(*batch)
+        writer.finish()
+    corpus = posembed.IndexedCorpus(tmp_path / "w")
+    assert corpus.dtype == np.int32
+    assert [corpus[i].tolist() for i in range(2)] == [[1, 2, 7, 65536], [8]]
+    assert corpus.sequence_lengths.tolist() == [2, 2, 1]
 
 
 def test_the_writer_refuses_what_does_not_fit(tmp_path):

@@ -98,6 +98,23 @@ CASES = {
         " overwrite=True)",
         "posembed.resize_checkpoint(src, os.path.join(d, 'c.safetensors'), 'nope', 40)",
     ),
+    "write_indexed": (
+        "import os, tempfile\n"
+        "d = tempfile.mkdtemp(); prefix = os.path.join(d, 'c')\n"
+        "x = np.arange(5000) % 1000; off = np.array([0, 1000, 1000, 5000])",
+        "posembed.write_indexed(prefix, x, off, append_eod=0, force=True)",
+        "posembed.write_indexed(prefix, x, off[::-1], force=True)",
+    ),
+    "IndexedCorpus": (
+        "import os, tempfile\n"
+        "d = tempfile.mkdtemp(); prefix = os.path.join(d, 'c')\n"
+        "posembed.write_indexed(prefix, np.arange(5000) % 1000, [0, 1000, 1000, 5000])\n"
+        "bad = os.path.join(d, 'bad')\n"
+        "open(bad + '.idx', 'wb').write(open(prefix + '.idx', 'rb').read()[:-8])\n"
+        "open(bad + '.bin', 'wb').close()",
+        "c = posembed.IndexedCorpus(prefix); c[2]; c.read(10, 3000); c.to_arrays()",
+        "posembed.IndexedCorpus(bad)",  # ValueError: the counts do not fit the file
+    ),
 }
 
 PROBE = """

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from posembed._source import ChunkError, TokenFile, _stamp
+from posembed._source import ChunkError, TokenFile, _open_regular, _stamp
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -97,21 +97,13 @@ def _bad(path: Path, problem: str) -> ValueError:
 
 
 def _open(path: Path, what: str) -> tuple[int, os.stat_result]:
-    """A descriptor of the regular file ``path`` and its status; a FIFO is
-    refused without waiting on it."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    """A descriptor of the regular file ``path`` and its status (a FIFO is
+    refused without waiting on it): the chunk inputs' opening, with a
+    ValueError that says which of the pair is wrong."""
     try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file (the {what} of an indexed dataset)") from None
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot be opened ({exc.strerror})") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise ValueError(f"{path}: {kind}; the {what} of an indexed dataset must be a file")
-    return fd, info
+        return _open_regular(path, f"{path} (the {what} of an indexed dataset)")
+    except ChunkError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _read_exactly(fd: int, size: int, path: Path, at: int = 0) -> bytes:
@@ -138,10 +130,22 @@ class _Index:
             size = info.st_size
             if size < HEADER.size:
                 raise _bad(path, f"it is {size} bytes, shorter than the {HEADER.size}-byte header")
-            data = _read_exactly(fd, size, path)
+            # The header first: a file that is no index is refused before its
+            # size is read into memory.
+            n, d, code = self._check_header(path, _read_exactly(fd, HEADER.size, path), size)
+            data = _read_exactly(fd, size - HEADER.size, path, HEADER.size)
         finally:
             os.close(fd)
-        magic, version, code, n, d = HEADER.unpack_from(data)
+        self.dtype = CODES[code]
+        self.lengths = np.frombuffer(data, "<i4", n, 0).astype(np.int32)
+        self.pointers = np.frombuffer(data, "<i8", n, 4 * n).astype(np.int64)
+        self.documents = np.frombuffer(data, "<i8", d, 12 * n).astype(np.int64)
+        self.ends = self._check(path)
+
+    @staticmethod
+    def _check_header(path: Path, header: bytes, size: int) -> tuple[int, int, int]:
+        """(N, D, dtype code) of a header that fits a file of ``size`` bytes."""
+        magic, version, code, n, d = HEADER.unpack(header)
         if magic != MAGIC:
             raise _bad(path, f"magic is {magic!r}, not {MAGIC!r}")
         if version != VERSION:
@@ -164,12 +168,7 @@ class _Index:
                 f"sequence count {n} and document count {d} need {plain} bytes{modes}; "
                 f"the file has {size}",
             )
-        self.dtype = CODES[code]
-        at = HEADER.size
-        self.lengths = np.frombuffer(data, "<i4", n, at).astype(np.int32)
-        self.pointers = np.frombuffer(data, "<i8", n, at + 4 * n).astype(np.int64)
-        self.documents = np.frombuffer(data, "<i8", d, at + 12 * n).astype(np.int64)
-        self.ends = self._check(path)
+        return n, d, code
 
     def _check(self, path: Path) -> np.ndarray:
         """The sequences' token ends (cumulative lengths, int64), after checking
@@ -314,6 +313,7 @@ class IndexedCorpus:
         self.tokens = TokenFile(self.bin_path, self.dtype, 0, self.token_count, stamp=_stamp(info))
 
     def __len__(self) -> int:
+        """The number of units (documents or sequences)."""
         return len(self.offsets) - 1
 
     def __repr__(self) -> str:
@@ -323,6 +323,7 @@ class IndexedCorpus:
         )
 
     def __getitem__(self, i: int) -> np.ndarray:
+        """Unit ``i``'s tokens (negative counts from the end), read into a new array."""
         try:
             k = operator.index(i)
         except TypeError:
@@ -499,6 +500,9 @@ class IndexedWriter:
             (its sequences are written, its end comes in a later batch); a
             repeated value is an empty document; 0 ends a document before
             the batch's first sequence.
+
+        A batch that is refused writes nothing: a caller that meets a token
+        its dtype cannot hold can :meth:`widen` and write the batch again.
 
         Raises
         ------
