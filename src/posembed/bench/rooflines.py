@@ -14,6 +14,10 @@ the previous one deleted first as the command deletes its previous output.
 *file copy* (``resize_checkpoint``'s roofline): the input file copied to a
 new file with ``shutil.copyfile`` (in-kernel, with no resizing to do).
 
+*parquet decode* (``posembed convert``'s roofline for Parquet input): pyarrow
+reading and decoding the source file's list column into one flat array, the
+rate no pipeline that starts from that file can pass.
+
 *ALU loop*: an integer loop on every thread with no memory traffic, the
 ceiling of thread scaling (no kernel can scale better than it).
 """
@@ -63,11 +67,25 @@ def _file_copier(src: Path) -> Callable[[], object]:
     return copy
 
 
+def _parquet_decoder(src: Path) -> Callable[[], object]:
+    import pyarrow.parquet as pq
+
+    def decode() -> object:
+        column = pq.read_table(src).column(0).combine_chunks()
+        return column.flatten()
+
+    return decode
+
+
 def roofline(kind: str, nbytes: int, source: Path | None = None) -> Callable[[], object]:
     """The roofline callable for ``kind`` ("write warm", "copy fresh", "file write",
-    "file copy" of ``source``, ...) over nbytes."""
+    "file copy" or "parquet decode" of ``source``, ...) over nbytes."""
     if kind == "file write":
         return _file_writer(nbytes)
+    if kind == "parquet decode":
+        if source is None:
+            raise ValueError("the parquet decode roofline needs the source file")
+        return _parquet_decoder(source)
     if kind == "file copy":
         if source is None:
             raise ValueError("the file copy roofline needs the source file")

@@ -231,19 +231,22 @@ def write_indexed(
         raise ValueError("offsets must go from 0 to len(tokens)")
     if np.any(np.diff(offsets) < 0):
         raise ValueError("offsets must not decrease")
-    docs = [[int(t) for t in tokens[offsets[i] : offsets[i + 1]]] for i in range(len(offsets) - 1)]
-    ids = [t for doc in docs for t in doc] + ([] if append_eod is None else [append_eod])
-    if vocab_size is not None and any(not 0 <= t < vocab_size for t in ids):
+    tokens = tokens.astype(np.int64)  # token ids are at most int64 on disk
+    sizes = np.diff(offsets).astype(np.int64)
+    filled = sizes > 0
+    ids = tokens if append_eod is None else np.append(tokens, np.int64(append_eod))
+    if vocab_size is not None and ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
         raise ValueError("an id outside the vocabulary")
-    if append_eod is not None:
-        docs = [[*doc, append_eod] if doc else doc for doc in docs]
+    if append_eod is not None:  # after the last token of each non-empty document
+        tokens = np.insert(tokens, offsets[1:][filled], append_eod)
+        sizes = sizes + filled
     if dtype is None:
-        cardinality = vocab_size if vocab_size is not None else max([-1, *ids]) + 1
+        cardinality = vocab_size if vocab_size is not None else int(ids.max(initial=-1)) + 1
         dtype = np.dtype(np.uint16 if cardinality < 65500 else np.int32)
     info = np.iinfo(dtype)
-    if any(not info.min <= t <= info.max for t in ids):
+    if ids.size and (ids.min() < info.min or ids.max() > info.max):
         raise ValueError("a token does not fit the dtype")
-    if any(len(doc) > 2**31 - 1 for doc in docs):
+    if sizes.size and sizes.max() > 2**31 - 1:
         raise ValueError("a document longer than int32 lengths allow")
     for path in (bin_path, idx_path):
         if path.is_dir():
@@ -253,12 +256,10 @@ def write_indexed(
         replaceable = force and path.is_file() and not path.is_symlink()
         if os.path.lexists(path) and not replaceable:
             raise FileExistsError(f"{path} exists")
-    sequences = [doc for doc in docs if doc]
-    lengths = np.array([len(s) for s in sequences], np.int32)
-    pointers = np.array([0, *np.cumsum(lengths, dtype=np.int64)[:-1]], np.int64)[: len(lengths)]
-    pointers = pointers * dtype.itemsize
-    indices = np.array([0, *np.cumsum([1 if doc else 0 for doc in docs])], np.int64)
-    flat = np.array([t for s in sequences for t in s], dtype.newbyteorder("<"))
+    lengths = sizes[filled].astype(np.int32)  # one sequence per non-empty document
+    pointers = (np.cumsum(lengths, dtype=np.int64) - lengths) * dtype.itemsize
+    indices = np.concatenate([[0], np.cumsum(filled)]).astype(np.int64)
+    flat = tokens.astype(dtype.newbyteorder("<"))
     header = (
         MAGIC
         + np.array([1], "<u8").tobytes()

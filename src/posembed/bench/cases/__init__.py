@@ -11,6 +11,7 @@ from collections.abc import Callable
 from posembed.bench.case import Case
 from posembed.bench.cases import (
     chunk,
+    convert,
     embed,
     extend,
     gather,
@@ -30,6 +31,7 @@ BUILDERS: dict[str, Callable[[bool], list[Case]]] = {
     "similarity": similarity.build,
     "windows": windows.build,
     "chunk": chunk.build,
+    "convert": convert.build,
     "embed": embed.build,
     "gather_backward": gather_backward.build,
     "resize": resize.build,
@@ -53,7 +55,8 @@ CASE_NAMES = {
         "group_texts",
         "stitch mean",
     ),
-    "chunk": ("token file", "Parquet file"),
+    "chunk": ("token file", "Parquet file", "indexed dataset"),
+    "convert": ("token file", "Parquet file"),
     "embed": ("dropout 0.1", "no dropout", "4 tokens"),
     "gather_backward": ("positions", "token ids", "4 rows"),
     "resize": ("checkpoint",),

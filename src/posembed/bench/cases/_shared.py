@@ -1,9 +1,11 @@
-"""What several kernels' cases use: PyTorch when installed, and NumPy's
-interpolation as a user writes it."""
+"""What several kernels' cases use: PyTorch when installed, NumPy's
+interpolation as a user writes it, and the tokenized corpora on disk that the
+chunk and convert cases read."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -30,3 +32,30 @@ def numpy_interpolate(table: np.ndarray, length: int) -> np.ndarray:
     w = (s - lo).astype(table.dtype)[:, None]
     out: np.ndarray = (1 - w) * table[lo] + w * table[hi]
     return out
+
+
+class Corpus(NamedTuple):
+    """A tokenized corpus in memory: tokens, CSR offsets, document lengths."""
+
+    tokens: np.ndarray
+    offsets: np.ndarray
+    lengths: np.ndarray
+
+
+def corpus(documents: int, dtype: Any, seed: int) -> Corpus:
+    """``documents`` of 1 to 4095 tokens (about 2048 on average), GPT-2 ids."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 4096, documents)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = rng.integers(0, 50_257, int(offsets[-1])).astype(dtype)
+    return Corpus(tokens, offsets, lengths)
+
+
+def write_parquet(path: Path, data: Corpus) -> None:
+    """The corpus as ``Dataset.to_parquet`` writes one: int32 id lists, one
+    document a row, snappy, row groups of 1000 rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ids = pa.ListArray.from_arrays(pa.array(data.offsets.astype(np.int32)), pa.array(data.tokens))
+    pq.write_table(pa.table({"input_ids": ids}), path, row_group_size=1000)

@@ -11,6 +11,7 @@ import numpy as np
 import posembed
 from posembed import reference
 from posembed.bench.case import Case
+from posembed.bench.cases._shared import corpus, write_parquet
 from posembed.bench.scratch import scratch_dir
 
 
@@ -91,7 +92,62 @@ def build(quick: bool = False) -> list[Case]:
             in_bytes=count * size * 2,
         ),
         *_parquet_cases(quick),
+        _indexed_case(quick),
     ]
+
+
+def _indexed_case(quick: bool) -> Case:
+    """From a Megatron indexed dataset (uint16, one sequence a document, as
+    Megatron's preprocessing writes GPT-2 tokens), windows of 1024 written as
+    ``.npy`` files; against NumPy reading the ``.bin`` and ``.idx`` whole and
+    cutting each document with ``sliding_window_view``."""
+    from posembed._chunk import chunk_file
+
+    size = 1024
+    data = corpus(4_000 if quick else 64_000, np.uint16, seed=11)
+    work = scratch_dir()
+    prefix = work / "corpus_text_document"
+    posembed.write_indexed(prefix, data.tokens, data.offsets, force=True)
+    windows = int(np.sum(-(-data.lengths // size)))
+    out_bytes = windows * size * 2 + 3 * windows * 8
+
+    def ours() -> object:
+        out = work / "from-indexed"
+        shutil.rmtree(out, ignore_errors=True)
+        threads = posembed.get_num_threads()
+        posembed.set_num_threads(1)  # as the command runs it
+        try:
+            return chunk_file(prefix, out, size=size, quiet=True)
+        finally:
+            posembed.set_num_threads(threads)
+
+    def reference_way() -> None:
+        corpus_ = reference.IndexedCorpus(prefix)
+        tokens, offsets = corpus_.to_arrays()
+        w = reference.windows(tokens, size, offsets=offsets)
+        out = work / "reference-indexed"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir()
+        for name in ("tokens", "starts", "lengths", "documents"):
+            np.save(out / f"{name}.npy", getattr(w, name))
+
+    def check() -> bool:
+        ours()
+        want = posembed.windows(data.tokens, size, offsets=data.offsets)
+        got = np.load(work / "from-indexed" / "windows.npy", mmap_mode="r")
+        return bool(np.array_equal(got, want.tokens))
+
+    return Case(
+        "chunk",
+        "indexed dataset",
+        f"{data.tokens.nbytes >> 20} MB .bin/.idx of uint16 in {len(data.lengths)} documents, "
+        "size 1024, on disk",
+        out_bytes,
+        {"reference": reference_way, "posembed": ours},
+        "file write",
+        check,
+        in_bytes=data.tokens.nbytes,
+    )
 
 
 def _parquet_cases(quick: bool) -> list[Case]:
@@ -100,22 +156,17 @@ def _parquet_cases(quick: bool) -> list[Case]:
     windowed by ``chunk_file`` in-process. Throughput counts the tokens
     (4 bytes each), not the file's compressed bytes."""
     try:
-        import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:  # the arrow extra: without it there is no such case
         return [Case("chunk", "Parquet file", "not measured: pyarrow is not installed", 0, {})]
     from posembed._chunk import chunk_file
 
     size = 1024
-    rng = np.random.default_rng(10)
-    lengths = rng.integers(1, 4096, 2_000 if quick else 32_000)  # ~2048 tokens a document
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    tokens = rng.integers(0, 50_257, int(offsets[-1]), dtype=np.int32)
+    data = corpus(2_000 if quick else 32_000, np.int32, seed=10)
+    tokens, offsets, lengths = data
     work = scratch_dir()
     src = work / "corpus.parquet"
-    ids = pa.ListArray.from_arrays(pa.array(offsets), pa.array(tokens))
-    pq.write_table(pa.table({"input_ids": ids}), src, row_group_size=1000)
-    del ids
+    write_parquet(src, data)
     windows = int(np.sum(-(-lengths // size)))
     out_bytes = windows * size * 4 + 3 * windows * 8
 
