@@ -154,6 +154,22 @@ def torch_or_skip() -> Any:
     return torch
 
 
+def megatron_or_skip() -> Any:
+    """megatron-core's ``megatron.core``, or a skip; CI sets POSEMBED_REQUIRE_MEGATRON=1
+    so that a missing megatron-core fails there instead of skipping the comparisons."""
+    import os
+    import warnings
+
+    with warnings.catch_warnings():
+        # importing megatron.core warns that Transformer Engine and Apex are absent
+        warnings.simplefilter("ignore")
+        if os.environ.get("POSEMBED_REQUIRE_MEGATRON") == "1":
+            import megatron.core as core
+        else:
+            core = pytest.importorskip("megatron.core")
+    return core
+
+
 @dataclass(frozen=True)
 class BenchRun:
     """What one ``posembed bench`` command printed and wrote."""
