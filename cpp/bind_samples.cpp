@@ -1,8 +1,6 @@
 // Bindings of the samples family: the tokens of a split's documents, the
 // sample index alone (Megatron's build_sample_idx) and the three GPTDataset
 // indices at once.
-#include <pybind11/stl.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -51,7 +49,9 @@ bool wide_ints(const py::array& a, const char* name) {
 bool faulty(const SampleIndexFault& fault) { return fault.position >= 0 || fault.too_many_tokens; }
 
 // The tokens of `documents` (every sequence when None).
-int64_t document_tokens(const py::array& lengths, const std::optional<I64>& documents) {
+int64_t document_tokens(const py::array& lengths, const py::object& documents_obj) {
+  const std::optional<I64> documents =
+      documents_obj.is_none() ? std::nullopt : std::optional<I64>(documents_obj.cast<I64>());
   const bool wide = wide_ints(lengths, "lengths");
   const auto n = static_cast<int64_t>(lengths.size());
   std::vector<int64_t> ids;  // private: another thread may rewrite the caller's
@@ -159,11 +159,13 @@ void shuffle_range(T* x, int64_t n, LegacyState& state) {
 // Megatron draws from one RandomState: the document index (its first
 // epochs, then its last when the final epoch is separate), then the shuffle
 // index (the samples before the final epoch, then the rest).
-py::tuple gpt_indices(const py::array& lengths, const std::optional<I64>& documents,
+py::tuple gpt_indices(const py::array& lengths, const py::object& documents_obj,
                       int64_t epochs, bool separate, int64_t samples_before_final,
                       int64_t seq_len, int64_t extra, int64_t num_samples,
                       const py::array_t<uint32_t, py::array::c_style>& key, int pos,
                       bool wide_documents, bool wide_samples, bool wide_shuffle) {
+  const std::optional<I64> documents =
+      documents_obj.is_none() ? std::nullopt : std::optional<I64>(documents_obj.cast<I64>());
   const bool wide_lengths = wide_ints(lengths, "lengths");
   const auto nlengths = static_cast<int64_t>(lengths.size());
   LegacyState state = legacy_state(key, pos);

@@ -344,10 +344,14 @@ def gpt_samples(
         epochs = epochs_for(wanted, seq, extra, tokens_per_epoch)
     else:
         epochs = 1 if epochs_given is None else epochs_given
-    v.check_sizes("the document index (epochs x documents)", epochs, count)
+    if wanted is not None:
+        asked = f"num_samples={wanted} needs {epochs} epochs of {tokens_per_epoch} tokens: "
+    else:
+        asked = f"num_epochs={epochs}: "
+    v.check_sizes(asked + "the document index (epochs x documents)", epochs, count)
     total = epochs * tokens_per_epoch
     n = sample_count(total, seq, extra, drop_last)
-    v.check_sizes("the sample index (samples x sequence_length)", n + 2, seq)
+    v.check_sizes(asked + "the sample index (samples x sequence_length)", n + 2, seq)
     separate = separate_given
     if separate is None:
         separate = wanted is not None and final_epoch_is_separate(
@@ -443,7 +447,8 @@ def gpt_sample_index(
     if docs.dtype != np.int32:
         docs = v.kernel_array(docs, np.int64)
     n = sample_count(epochs * per_epoch, seq, extra, drop_last)
-    v.check_sizes("the sample index (samples x sequence_length)", n + 2, seq)
+    asked = f"num_epochs x tokens_per_epoch = {epochs * per_epoch} tokens: "
+    v.check_sizes(asked + "the sample index (samples x sequence_length)", n + 2, seq)
     wide = max(docs.shape[0], _max_length(lens)) > INT32_MAX
     result: np.ndarray = _core.sample_index(lens, docs, seq, extra, n, wide)
     return result

@@ -10,6 +10,7 @@ the shuffle index (a shuffled ``arange``, drawn from the same RandomState).
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,8 +39,8 @@ class GPTSamples:
         """Twin of :meth:`posembed.GPTSamples.sample`: GPTDataset's tokens of sample ``i``."""
         index = _sample_number(i, len(self))
         pad = _pad(pad_value)
-        offsets, read = _corpus(corpus)
-        return self._tokens(int(self.shuffle_index[index]), offsets, read, pad)
+        offsets, read, available = _corpus(corpus)
+        return self._tokens(int(self.shuffle_index[index]), offsets, read, available, pad)
 
     def samples(self, indices: Any, corpus: Any, *, pad_value: int = -1) -> np.ndarray:
         """Twin of :meth:`posembed.GPTSamples.samples`: one row per sample."""
@@ -53,12 +54,16 @@ class GPTSamples:
             raise ValueError("indices must be 1-D")
         numbers = [_sample_number(int(i), len(self)) for i in a]
         pad = _pad(pad_value)
-        offsets, read = _corpus(corpus)
+        offsets, read, available = _corpus(corpus)
         width = self.sequence_length + int(self.add_extra_token_to_sequence)
-        rows = [self._tokens(int(self.shuffle_index[i]), offsets, read, pad) for i in numbers]
+        rows = [
+            self._tokens(int(self.shuffle_index[i]), offsets, read, available, pad) for i in numbers
+        ]
         return np.array(rows, dtype=np.int64).reshape(len(rows), width)
 
-    def _tokens(self, idx: int, offsets: np.ndarray, read: Any, pad: int) -> np.ndarray:
+    def _tokens(
+        self, idx: int, offsets: np.ndarray, read: Any, available: int | None, pad: int
+    ) -> np.ndarray:
         """GPTDataset._query_document_sample_shuffle_indices after its shuffle mapping."""
         extra = int(self.add_extra_token_to_sequence)
         doc_beg, beg_offset = (int(x) for x in self.sample_index[idx])
@@ -68,8 +73,8 @@ class GPTSamples:
             doc = int(self.document_index[i])
             if doc + 1 >= offsets.shape[0]:
                 raise ValueError("corpus has too few sequences for these samples")
-            if int(offsets[doc]) < 0:
-                raise ValueError("corpus offsets must not be negative")
+            if int(offsets[doc]) < 0 or (available is not None and offsets[doc + 1] > available):
+                raise ValueError("corpus offsets must lie inside the tokens")
             length = int(offsets[doc + 1]) - int(offsets[doc])
             start = beg_offset if i == doc_beg else 0
             stop = end_offset + extra if i == doc_end else length
@@ -99,7 +104,43 @@ def gpt_samples(
     drop_last_partial_sequence: bool = True,
     separate_final_epoch: bool | None = None,
 ) -> GPTSamples:
-    """Twin of :func:`posembed.gpt_samples`: GPTDataset._build_document_sample_shuffle_indices."""
+    """GPTDataset's document, sample and shuffle index, as gpt_dataset.py builds them.
+
+    The twin of :func:`posembed.gpt_samples`.
+
+    Parameters
+    ----------
+    lengths : array_like of int, shape (N,)
+        Every sequence's length, >= 0.
+    sequence_length : int
+        Tokens per sample, the extra one aside; >= 1.
+    num_samples : int or None
+        The samples wanted (the epochs follow); None: one epoch or ``num_epochs``.
+    num_epochs : int or None
+        The epochs, instead of ``num_samples``.
+    seed : int
+        The ``numpy.random.RandomState`` seed, 0..2^32-1.
+    documents : array_like of int or None
+        The split's sequence ids; None: all.
+    add_extra_token_to_sequence : bool
+        Samples of ``sequence_length + 1`` tokens.
+    drop_last_partial_sequence : bool
+        Drop the last partial sample.
+    separate_final_epoch : bool or None
+        Force or forbid the separate final epoch; None: Megatron's 80% rule.
+
+    Returns
+    -------
+    GPTSamples
+        This module's :class:`GPTSamples`.
+
+    Raises
+    ------
+    TypeError
+        Arguments of the wrong type.
+    ValueError
+        Values outside what is allowed.
+    """
     seq = _count(sequence_length, "sequence_length", 1)
     extra = int(_flag(add_extra_token_to_sequence, "add_extra_token_to_sequence"))
     drop_last = _flag(drop_last_partial_sequence, "drop_last_partial_sequence")
@@ -186,7 +227,39 @@ def gpt_sample_index(
     drop_last_partial_sequence: bool = True,
     add_extra_token_to_sequence: bool = True,
 ) -> np.ndarray:
-    """Twin of :func:`posembed.gpt_sample_index`: helpers.cpp's build_sample_idx."""
+    """Megatron's sample index over a document index, as helpers.cpp's build_sample_idx.
+
+    The twin of :func:`posembed.gpt_sample_index`.
+
+    Parameters
+    ----------
+    lengths : array_like of int, shape (N,)
+        Every sequence's length.
+    document_index : array_like of int, shape (M,)
+        The sequences in reading order, ids of ``lengths``.
+    sequence_length : int
+        Tokens per sample, the extra one aside; >= 1.
+    num_epochs : int
+        The epochs, >= 1.
+    tokens_per_epoch : int
+        The tokens of one epoch, >= 1.
+    drop_last_partial_sequence : bool
+        Drop the last partial sample.
+    add_extra_token_to_sequence : bool
+        Samples of ``sequence_length + 1`` tokens.
+
+    Returns
+    -------
+    ndarray, shape (samples + 1, 2)
+        Where each sample starts: (position in ``document_index``, offset).
+
+    Raises
+    ------
+    TypeError
+        Arguments of the wrong type.
+    ValueError
+        Values outside what is allowed.
+    """
     seq = _count(sequence_length, "sequence_length", 1)
     epochs = _count(num_epochs, "num_epochs", 1)
     per_epoch = _count(tokens_per_epoch, "tokens_per_epoch", 1)
@@ -285,8 +358,8 @@ def _sample_number(i: Any, count: int) -> int:
     if isinstance(i, (bool, np.bool_)):
         raise TypeError("sample numbers must be integers")
     try:
-        index = int(np.asarray(i).item()) if isinstance(i, np.generic) else i.__index__()
-    except (AttributeError, TypeError):
+        index = operator.index(i)
+    except TypeError:
         raise TypeError("sample numbers must be integers") from None
     if not 0 <= index < count:
         raise IndexError("sample number out of range")
@@ -301,8 +374,8 @@ def _pad(value: Any) -> int:
     return int(value)
 
 
-def _corpus(corpus: Any) -> tuple[np.ndarray, Any]:
-    """(offsets, read(start, stop)) of a (tokens, offsets) pair or a reader."""
+def _corpus(corpus: Any) -> tuple[np.ndarray, Any, int | None]:
+    """(offsets, read(start, stop), its tokens or None) of a (tokens, offsets) pair or a reader."""
     if isinstance(corpus, (tuple, list)):
         if len(corpus) != 2:
             raise TypeError("corpus must be a pair (tokens, offsets) or a reader")
@@ -310,18 +383,18 @@ def _corpus(corpus: Any) -> tuple[np.ndarray, Any]:
         if tokens.ndim != 1 or tokens.dtype.kind not in "iu":
             raise TypeError("corpus tokens must be a 1-D integer array")
         offsets_given = corpus[1]
+        available: int | None = int(tokens.shape[0])
 
         def read(start: int, stop: int) -> np.ndarray:
-            if stop > tokens.shape[0]:
-                raise ValueError("corpus offsets pass the tokens' end")
             return tokens[start:stop]
 
     elif hasattr(corpus, "offsets") and callable(getattr(corpus, "read", None)):
         offsets_given = corpus.offsets
         read = corpus.read
+        available = None
     else:
         raise TypeError("corpus must be a pair (tokens, offsets) or a reader")
     offsets = _array(offsets_given, "corpus offsets")
     if offsets.ndim != 1 or offsets.dtype.kind not in "iu" or offsets.shape[0] < 2:
         raise TypeError("corpus offsets must be a 1-D integer array of 2 or more entries")
-    return offsets, read
+    return offsets, read, available
