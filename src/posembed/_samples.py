@@ -497,7 +497,7 @@ def _seed_state(seed: Any) -> tuple[np.ndarray, int]:
     value = operator.index(seed)
     if not 0 <= value <= SEED_MAX:
         raise ValueError(f"seed must be an integer in 0..2**32-1; got {value}")
-    state = np.random.RandomState(value).get_state(legacy=True)
+    state: tuple[Any, ...] = tuple(np.random.RandomState(value).get_state(legacy=True))
     return np.ascontiguousarray(state[1], dtype=np.uint32), int(state[2])
 
 
@@ -543,9 +543,10 @@ def _max_length(lengths: np.ndarray) -> int:
 
 def _max_id(lengths: np.ndarray, documents: np.ndarray | None) -> int:
     """The largest sequence id of the document index, where it may pass 2^31 - 1."""
-    if lengths.shape[0] - 1 <= INT32_MAX:
-        return lengths.shape[0] - 1
-    return lengths.shape[0] - 1 if documents is None else int(documents.max())
+    last = int(lengths.shape[0]) - 1
+    if last <= INT32_MAX or documents is None:
+        return last
+    return int(documents.max())
 
 
 def _sample_number(i: Any, count: int, name: str) -> int:
