@@ -41,7 +41,8 @@ int64_t load_once(const T* p) {
 // a value.
 constexpr int64_t kChunk = int64_t{1} << 15;
 // How far ahead the gather and the shuffle prefetch what they will touch.
-constexpr int64_t kAhead = 32;
+constexpr size_t kAhead = 32;
+constexpr int64_t kAheadPositions = static_cast<int64_t>(kAhead);
 constexpr int64_t kMaxTokens = int64_t{1} << 62;
 
 }  // namespace
@@ -100,14 +101,15 @@ void legacy_shuffle(T* x, int64_t n, LegacyState& s) {
   uint64_t mask = n > 1 ? mask_of(static_cast<uint64_t>(n - 1)) : 0;
   for (int64_t top = n - 1; top >= 1; top -= kBlock) {
     const int64_t m = std::min(kBlock, top);  // i = top, top - 1, ..., top - m + 1
-    for (int64_t t = 0; t < m; ++t) {
-      const auto max = static_cast<uint64_t>(top - t);
+    const auto count = static_cast<size_t>(m);
+    for (size_t t = 0; t < count; ++t) {
+      const auto max = static_cast<uint64_t>(top) - t;
       while ((mask >> 1) >= max) mask >>= 1;  // i falls: its mask narrows
       far[t] = interval(s, max, mask);
     }
-    for (int64_t t = 0; t < m; ++t) {
-      if (t + kAhead < m) __builtin_prefetch(x + far[t + kAhead], 1);
-      std::swap(x[top - t], x[far[t]]);
+    for (size_t t = 0; t < count; ++t) {
+      if (t + kAhead < count) __builtin_prefetch(x + far[t + kAhead], 1);
+      std::swap(x[static_cast<uint64_t>(top) - t], x[far[t]]);
     }
   }
 }
@@ -128,9 +130,9 @@ SampleIndexFault sample_index_one_pass(const Len* lengths, int64_t nlengths, con
   int64_t before = 0;                  // the stream's tokens before position k
   int64_t n = 0;
   for (int64_t k = 0; k < ndoc; ++k) {
-    if (k + kAhead < ndoc) {
+    if (k + kAheadPositions < ndoc) {
       // only a hint, clamped into the array: it is checked when it is read
-      const auto ahead = static_cast<uint64_t>(doc_index[k + kAhead]);
+      const auto ahead = static_cast<uint64_t>(doc_index[k + kAheadPositions]);
       __builtin_prefetch(lengths + std::min(ahead, static_cast<uint64_t>(nlengths - 1)));
     }
     const int64_t d = load_once(doc_index + k);
@@ -179,9 +181,9 @@ SampleIndexFault sample_index(const Len* lengths, int64_t nlengths, const Doc* d
       SampleIndexFault& fault = faults[static_cast<size_t>(c)];
       int64_t sum = 0;
       for (int64_t k = k0; k < k1; ++k) {
-        if (k + kAhead < k1) {
+        if (k + kAheadPositions < k1) {
           // only a hint, clamped into the array: it is checked when it is read
-          const auto ahead = static_cast<uint64_t>(doc_index[k + kAhead]);
+          const auto ahead = static_cast<uint64_t>(doc_index[k + kAheadPositions]);
           __builtin_prefetch(lengths + std::min(ahead, static_cast<uint64_t>(nlengths - 1)));
         }
         const int64_t d = load_once(doc_index + k);

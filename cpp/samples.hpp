@@ -51,11 +51,10 @@ struct SampleIndexFault {
 // document-index order, then each sample found independently.
 //
 // The caller's arrays may be rewritten by another thread while this runs:
-// each value is read once, checked where it is read (a document outside
+// each value is read once and checked where it is read (a document outside
 // 0..nlengths-1 or a negative length is a fault; out then holds nothing of
-// use), and
-// only those reads, kept in private memory, are used after. Requires
-// num_samples >= 0 and (num_samples + 1) * seq_len + extra < 2^62.
+// use), and only those reads, kept in private memory, are used after.
+// Requires num_samples >= 0 and (num_samples + 1) * seq_len + extra < 2^62.
 template <class Len, class Doc, class Out>
 SampleIndexFault sample_index(const Len* lengths, int64_t nlengths, const Doc* doc_index,
                               int64_t ndoc, int64_t seq_len, int64_t extra, int64_t num_samples,

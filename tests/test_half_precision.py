@@ -67,12 +67,15 @@ TAKES_FLOAT_TABLES = {
     "resize_checkpoint": [],  # tests/test_checkpoint.py (F16 and BF16 tables)
 }
 NO_FLOAT_TABLES = {
+    "GPTSamples",
     "WindowLayout",
     "Windows",
     "__version__",
     "config",
     "dropout_mask",
     "get_num_threads",
+    "gpt_sample_index",
+    "gpt_samples",
     "last_seed",
     "reference",
     "set_num_threads",
