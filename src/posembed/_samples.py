@@ -333,7 +333,8 @@ def gpt_samples(
         )
     state = _seed_state(seed)
     lens = _lengths(lengths)
-    docs = None if documents is None else _ids(documents, "documents")
+    # int64 once: both kernel calls below take them so without another copy
+    docs = None if documents is None else v.kernel_array(_ids(documents, "documents"), np.int64)
     count = lens.shape[0] if docs is None else docs.shape[0]
     tokens_per_epoch = _core.document_tokens(lens, docs)
     if tokens_per_epoch == 0:
