@@ -36,6 +36,8 @@ class Target:
     measure: str
     minimum: float
     what: str
+    # judged only on a run with this many threads (posembed bench --threads N); None: any
+    threads: int | None = None
 
 
 TARGETS = (
@@ -67,6 +69,24 @@ TARGETS = (
     Target("interpolate", "lerp 4 positions", "numpy", 0.5, "a handful costs <= 2x NumPy"),
     Target("embed", "4 tokens", "numpy", 0.5, "a handful costs <= 2x NumPy"),
     Target("gather_backward", "4 rows", "numpy", 0.5, "a handful costs <= 2x numpy.add.at"),
+    # the samples case's "numpy" column is megatron-core's own code
+    Target(
+        "samples",
+        "sample index",
+        "numpy",
+        4.0,
+        ">= 4x megatron's build_sample_idx on 2 threads",
+        threads=2,
+    ),
+    Target(
+        "samples",
+        "sample index",
+        "numpy",
+        1.5,
+        ">= 1.5x megatron's build_sample_idx on 1 thread",
+        threads=1,
+    ),
+    Target("samples", "whole build", "numpy", 2.0, ">= 2x the indices of megatron's GPTDataset"),
 )
 
 # Thread scaling, from the first to the second count of --threads: every
@@ -104,9 +124,16 @@ def _value(target: Target, row: dict[str, Any]) -> float | None:
 def judge(run: dict[str, Any]) -> list[Judged]:
     """Every target, judged on the figures of ``run`` (a ``--json`` output)."""
     rows = {(r["kernel"], r["case"]): r for r in run["results"]}
+    threads = run.get("machine", {}).get("threads")
     judged = []
     for t in TARGETS:
         name = f"{t.kernel}: {t.case}: {t.measure}"
+        if t.threads is not None:
+            name += f" ({t.threads} thread{'s' if t.threads > 1 else ''})"
+            if threads != t.threads:
+                why = f"this run has {threads} threads: posembed bench --threads {t.threads}"
+                judged.append(Judged(None, name, f"({t.what}; {why})"))
+                continue
         row = rows.get((t.kernel, t.case))
         value = None if row is None else _value(t, row)
         if value is None:

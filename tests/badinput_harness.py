@@ -203,6 +203,9 @@ def twin_of(obj: Any) -> Any:
     if isinstance(obj, posembed.WindowLayout):
         fields = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
         return reference.WindowLayout(*fields)
+    if isinstance(obj, posembed.GPTSamples):
+        fields = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
+        return reference.GPTSamples(*fields)
     raise AssertionError(obj)
 
 
@@ -348,7 +351,14 @@ def arrays_in(value: Any) -> list[np.ndarray]:
     embedding's table)."""
     if isinstance(value, np.ndarray):
         return [value]
-    records = (posembed.Windows, reference.Windows, posembed.WindowLayout, reference.WindowLayout)
+    records = (
+        posembed.Windows,
+        reference.Windows,
+        posembed.WindowLayout,
+        reference.WindowLayout,
+        posembed.GPTSamples,
+        reference.GPTSamples,
+    )
     if isinstance(value, records):
         return [v for v in vars(value).values() if isinstance(v, np.ndarray)]
     if isinstance(value, posembed.LearnedPositionEmbedding):

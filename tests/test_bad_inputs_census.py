@@ -32,6 +32,7 @@ from . import (
     test_bad_inputs_interpolate,
     test_bad_inputs_resample_grid,
     test_bad_inputs_runtime,
+    test_bad_inputs_samples,
     test_bad_inputs_windows,
 )
 from .badinput_harness import EXTRA_KINDS, KINDS, OUT_KINDS, Family
@@ -46,6 +47,7 @@ FAMILY_MODULES = [
     test_bad_inputs_interpolate,
     test_bad_inputs_resample_grid,
     test_bad_inputs_runtime,
+    test_bad_inputs_samples,
     test_bad_inputs_windows,
 ]
 FAMILIES: list[Family] = [m.FAMILY for m in FAMILY_MODULES]
@@ -61,6 +63,9 @@ NO_ARGUMENTS = {
     "Windows": "a frozen dataclass holding what windows() returns; its fields are "
     "checked where they are used (Windows.owner and stitch, which have cases for a "
     "Windows built by hand)",
+    "GPTSamples": "a frozen dataclass holding what gpt_samples() returns; its fields are "
+    "read where they are used (GPTSamples.sample and samples, whose cases use one that "
+    "gpt_samples built)",
     "WindowLayout": "a frozen dataclass holding what window_layout() returns; its fields "
     "are checked where they are used (WindowLayout.cut, which has cases for a layout "
     "built by hand)",

@@ -24,6 +24,8 @@ from posembed import _core, reference
 # docstrings need no Raises section; each with the reason.
 NO_RAISES = {
     "posembed.show_config": "prints to `file` as it is; print's own errors are not its",
+    "posembed.GPTSamples": "a dataclass: __init__ stores the fields as given; gpt_samples() "
+    "builds it",
     "posembed.Windows": "a dataclass: __init__ stores the fields as given; windows() builds it",
     "posembed.WindowLayout": "a dataclass: __init__ stores the fields as given; "
     "window_layout() builds it",
@@ -206,6 +208,7 @@ ARGUMENT_TYPES = {
     "numpy.ndarray": {"np.ndarray"},
     "numpy.ndarray[numpy.int64]": {"npt.ArrayLike"},
     "typing.Annotated[numpy.typing.ArrayLike, numpy.int64]": {"npt.ArrayLike"},
+    "typing.Annotated[numpy.typing.ArrayLike, numpy.uint32]": {"npt.ArrayLike"},
     "object": {"np.ndarray | None", "npt.ArrayLike | None", "SupportsFloat | SupportsIndex"},
     **{f"posembed._core.{name}": {name} for name in ENUMS},
 }
@@ -216,7 +219,8 @@ RETURN_TYPES = {
     "dict": {"_Config"},
     "tuple": {
         "tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], "
-        "npt.NDArray[np.int64]]"
+        "npt.NDArray[np.int64]]",
+        "tuple[np.ndarray, np.ndarray, np.ndarray]",
     },
 }
 

@@ -67,6 +67,7 @@ TAKES_FLOAT_TABLES = {
     "resize_checkpoint": [],  # tests/test_checkpoint.py (F16 and BF16 tables)
 }
 NO_FLOAT_TABLES = {
+    "GPTSamples",
     "IndexedCorpus",
     "WindowLayout",
     "Windows",
@@ -74,6 +75,8 @@ NO_FLOAT_TABLES = {
     "config",
     "dropout_mask",
     "get_num_threads",
+    "gpt_sample_index",
+    "gpt_samples",
     "last_seed",
     "reference",
     "set_num_threads",

@@ -78,6 +78,17 @@ CASES = {
         "lay.cut(x[7000:], windows=slice(int(lay.window_offsets[1]), None), token_start=7000)",
         "wrong.cut(x)",  # ValueError from the kernel's check of every window
     ),
+    "gpt_samples": (
+        "n = np.arange(1, 3000)",
+        "s = posembed.gpt_samples(n, 64, num_samples=90_000, seed=3); "
+        "s.samples(np.arange(8), (np.arange(int(n.sum())), np.cumsum(np.r_[0, n])))",
+        "posembed.gpt_samples(n, 64, documents=np.array([0, 3000]))",  # the kernel's check
+    ),
+    "gpt_sample_index": (
+        "n = np.arange(1, 3000, dtype=np.int32); d = np.arange(2999, dtype=np.int32)",
+        "posembed.gpt_sample_index(n, d, 64, 1, int(n.sum()))",
+        "posembed.gpt_sample_index(n, d + 1, 64, 1, int(n.sum()))",
+    ),
     "stitch": (
         "w = posembed.windows(np.arange(5000), 256, step=192); v = np.ones(w.tokens.shape)",
         "posembed.stitch(v, w, reduce='mean')",
@@ -188,6 +199,7 @@ def test_every_public_function_is_covered():
     import posembed
 
     not_functions = {
+        "GPTSamples",
         "LearnedPositionEmbedding",
         "WindowLayout",
         "Windows",

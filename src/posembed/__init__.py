@@ -18,6 +18,7 @@ from posembed._indexed import IndexedCorpus, write_indexed
 from posembed._interpolate import interpolate, lerp
 from posembed._resample_grid import resample_grid
 from posembed._runtime import config, get_num_threads, set_num_threads, show_config
+from posembed._samples import GPTSamples, gpt_sample_index, gpt_samples
 from posembed._similarity import similarity
 from posembed._windows import WindowLayout, Windows, stitch, window_layout, windows
 
@@ -27,6 +28,7 @@ except PackageNotFoundError:  # running from a source tree
     __version__ = "0+unknown"
 
 __all__ = [
+    "GPTSamples",
     "IndexedCorpus",
     "LearnedPositionEmbedding",
     "WindowLayout",
@@ -39,6 +41,8 @@ __all__ = [
     "gather",
     "gather_backward",
     "get_num_threads",
+    "gpt_sample_index",
+    "gpt_samples",
     "interpolate",
     "last_seed",
     "lerp",

@@ -203,6 +203,30 @@ def stitch(
     reduce: Reduce,
     fill: SupportsFloat | SupportsIndex,
 ) -> np.ndarray: ...
+def document_tokens(lengths: np.ndarray, documents: npt.ArrayLike | None = None) -> int: ...
+def sample_index(
+    lengths: np.ndarray,
+    document_index: np.ndarray,
+    sequence_length: SupportsIndex,
+    extra: SupportsIndex,
+    num_samples: SupportsIndex,
+    wide: bool,
+) -> np.ndarray: ...
+def gpt_indices(
+    lengths: np.ndarray,
+    documents: npt.ArrayLike | None,
+    epochs: SupportsIndex,
+    separate: bool,
+    samples_before_final: SupportsIndex,
+    sequence_length: SupportsIndex,
+    extra: SupportsIndex,
+    num_samples: SupportsIndex,
+    key: npt.ArrayLike,
+    pos: SupportsIndex,
+    wide_documents: bool,
+    wide_samples: bool,
+    wide_shuffle: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 def set_num_threads(threads: SupportsIndex) -> None: ...
 def get_num_threads() -> int: ...
 def config() -> _Config: ...

@@ -92,6 +92,7 @@ SCALING_NAMES = {
         "dropout_mask (in memory)",
     ),
     "gather_backward": ("positions, out= (in cache)", "token ids (in memory)"),
+    "samples": ("sample index (in cache)", "sample index (in memory)"),
 }
 
 
@@ -263,6 +264,22 @@ def _gather_backward(s: Sizes) -> list[ScalingCase]:
     ]
 
 
+def _samples(s: Sizes) -> list[ScalingCase]:
+    def index(n: int) -> Callable[[], object]:
+        # documents of about 500 tokens in a shuffled order, samples of 4096
+        rng = np.random.default_rng(27)
+        lengths = rng.integers(1, 1000, n).astype(np.int32)
+        order = rng.permutation(n).astype(np.int32)
+        return partial(posembed.gpt_sample_index, lengths, order, 4096, 1, int(lengths.sum()))
+
+    # the lengths and the document index (4 bytes each a document) are read;
+    # the sample index written is 1/1000 of that
+    cases = []
+    for size, n in (("in cache", s.in_cache // 8), ("in memory", s.in_memory // 8)):
+        cases.append(ScalingCase("samples", "sample index", size, n * 8, partial(index, n)))
+    return cases
+
+
 SCALING_BUILDERS: dict[str, Callable[[Sizes], list[ScalingCase]]] = {
     "roofline": _roofline,
     "gather": _gather,
@@ -271,6 +288,7 @@ SCALING_BUILDERS: dict[str, Callable[[Sizes], list[ScalingCase]]] = {
     "windows": _windows,
     "embed": _embed,
     "gather_backward": _gather_backward,
+    "samples": _samples,
 }
 
 

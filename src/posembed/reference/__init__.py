@@ -5,7 +5,8 @@ exception types as its fast counterpart, and is written to be read, not to be
 fast. The tests and the fuzz harness run both on the same inputs and hold the
 kernels to these. One module per family of kernels: ``gather`` (gather,
 gather_backward), ``interpolate`` (interpolate, lerp), ``extend``,
-``resample_grid``, ``similarity``, ``windows`` (windows, Windows,
+``resample_grid``, ``similarity``, ``samples`` (gpt_samples, GPTSamples,
+gpt_sample_index: Megatron-LM's GPT sample indices), ``windows`` (windows, Windows,
 window_layout, WindowLayout, stitch), ``random`` (uniform_bits,
 dropout_mask), ``embed``, ``embedding`` (the LearnedPositionEmbedding class),
 ``checkpoint`` (resize_checkpoint) and ``indexed`` (IndexedCorpus,
@@ -37,6 +38,8 @@ from posembed.reference.indexed import IndexedCorpus, write_indexed
 from posembed.reference.interpolate import interpolate, lerp
 from posembed.reference.random import dropout_mask, uniform_bits
 from posembed.reference.resample_grid import resample_grid
+from posembed.reference.samples import GPTSamples as GPTSamples
+from posembed.reference.samples import gpt_sample_index, gpt_samples
 from posembed.reference.similarity import similarity
 from posembed.reference.windows import WindowLayout as WindowLayout
 from posembed.reference.windows import Windows as Windows
@@ -50,6 +53,8 @@ __all__ = [
     "extend",
     "gather",
     "gather_backward",
+    "gpt_sample_index",
+    "gpt_samples",
     "interpolate",
     "lerp",
     "resample_grid",
@@ -61,7 +66,8 @@ __all__ = [
     "write_indexed",
 ]
 
-# Importable from here too, but not in __all__: the Windows and WindowLayout
-# records that windows() and window_layout() return, and resize_checkpoint,
-# which twins posembed's results but not its checks of arguments and files (so
-# the bad-input tests do not hold it to posembed's exception types).
+# Importable from here too, but not in __all__: the Windows, WindowLayout and
+# GPTSamples records that windows(), window_layout() and gpt_samples() return,
+# and resize_checkpoint, which twins posembed's results but not its checks of
+# arguments and files (so the bad-input tests do not hold it to posembed's
+# exception types).

@@ -19,6 +19,7 @@ from posembed.bench.cases import (
     interpolate,
     resample_grid,
     resize,
+    samples,
     similarity,
     windows,
 )
@@ -35,6 +36,7 @@ BUILDERS: dict[str, Callable[[bool], list[Case]]] = {
     "embed": embed.build,
     "gather_backward": gather_backward.build,
     "resize": resize.build,
+    "samples": samples.build,
 }
 
 # The cases of each kernel, in the order its builder makes them; the bench/
@@ -60,6 +62,7 @@ CASE_NAMES = {
     "embed": ("dropout 0.1", "no dropout", "4 tokens"),
     "gather_backward": ("positions", "token ids", "4 rows"),
     "resize": ("checkpoint",),
+    "samples": ("sample index", "whole build"),
 }
 
 
