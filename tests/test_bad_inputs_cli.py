@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+import posembed
+
 from .badinput_harness import (
     ALL_OUT,
     KINDS,
@@ -72,6 +74,31 @@ def _convert_valid(tmp: Path) -> dict[str, Any]:
     }
 
 
+def _samples_valid(tmp: Path) -> dict[str, Any]:
+    posembed.write_indexed(tmp / "ds", np.arange(100) % 7, [0, 30, 30, 100])
+    return {
+        "input": tmp / "ds",
+        "--output": tmp / "out",
+        "--sequence-length": 8,
+        "--num-samples": None,
+        "--epochs": None,
+        "--seed": None,
+        "--no-extra-token": False,
+        "--separate-final-epoch": None,
+        "--documents": None,
+        "--force": False,
+    }
+
+
+def _crafted_index(args: dict[str, Any], code: int) -> Path:
+    """The valid input with another dtype code in its .idx."""
+    idx = Path(f"{args['input']}.idx")
+    raw = bytearray(idx.read_bytes())
+    raw[17] = code
+    idx.write_bytes(bytes(raw))
+    return Path(args["input"])
+
+
 def _resize_valid(tmp: Path) -> dict[str, Any]:
     return {
         "src": checkpoint(tmp),
@@ -116,6 +143,7 @@ FAMILY = Family(
         ),
         "cli chunk": command("chunk", valid=_chunk_valid),
         "cli convert": command("convert", valid=_convert_valid),
+        "cli samples": command("samples", valid=_samples_valid),
         "cli resize": command("resize", valid=_resize_valid),
         "cli plot similarity": command("plot", "similarity", valid=_plot_valid),
         "cli config": command("config", valid=lambda tmp: {}),
@@ -127,6 +155,10 @@ FAMILY = Family(
         },
         "cli chunk": {**CLI_OUT},
         "cli convert": {**CLI_OUT},
+        "cli samples": {
+            **CLI_OUT,
+            "rank": "reads an indexed dataset, whose arrays are 1-D by its format",
+        },
         "cli resize": {**CLI_OUT},
         "cli plot similarity": {
             **CLI_OUT,
@@ -621,6 +653,67 @@ add(
         "input": From(lambda a: a["input"].parent / "tokens.bin"),
         "--dtype": "uint16",
     },
+)
+add("--output", "unknown", OMIT, UsageError, r"the following arguments are required: -o/--output")
+add("--bogus", "unknown", True, UsageError, r"unrecognized arguments: --bogus")
+
+# ---- posembed samples -------------------------------------------------------------------
+add = FAMILY.cases_for("cli samples")
+add("--sequence-length", "type", "x", UsageError, r"argument --sequence-length: invalid int")
+add("--seed", "type", 1.5, UsageError, r"argument --seed: invalid int value: '1\.5'")
+add(
+    "input",
+    "dtype",
+    From(lambda a: _crafted_index(a, code=7)),
+    CommandError,
+    r"ds\.idx: not a valid indexed dataset: dtype code 7 is float32, which holds no token ids",
+    named="ds.idx",
+)
+add(
+    "input",
+    "empty",
+    From(lambda a: (Path(f"{a['input']}.idx").write_bytes(b""), a["input"])[1]),
+    CommandError,
+    r"ds\.idx: not a valid indexed dataset: it is 0 bytes, shorter than the 34-byte header",
+    named="ds.idx",
+)
+add("--num-samples", "nan", "nan", UsageError, r"argument --num-samples: invalid int value")
+add("--sequence-length", "size", 0, CommandError, r"--sequence-length must be an integer >= 1")
+add("--epochs", "size", 0, CommandError, r"--epochs must be an integer >= 1; got 0")
+add("--num-samples", "size", -1, CommandError, r"--num-samples must be an integer >= 0; got -1")
+add("--seed", "range", 2**32, CommandError, r"--seed must be an integer in 0\.\.4294967295")
+add("--documents", "range", "pages", UsageError, r"argument --documents: invalid choice")
+add(
+    "input",
+    "shape",
+    From(lambda a: (Path(f"{a['input']}.bin").write_bytes(b"\0" * 3), a["input"])[1]),
+    CommandError,
+    r"ds\.bin: not a valid indexed dataset: it holds 3 bytes, but ds\.idx describes",
+    named="ds.bin",
+)
+add(
+    "--epochs",
+    "combination",
+    2,
+    UsageError,
+    r"argument --epochs: not allowed with argument --num-samples",
+    also={"--num-samples": 5},
+)
+add(
+    "input",
+    "file",
+    From(lambda a: a["input"].parent / "missing"),
+    CommandError,
+    r"missing: not an indexed dataset \(no .*missing\.idx\)",
+    named="missing",
+)
+add(
+    "--output",
+    "file",
+    From(lambda a: (a["--output"].write_bytes(b"precious"), a["--output"])[1]),
+    CommandError,
+    r"output .*out is a file, not a folder posembed wrote",
+    also={"--force": True},
 )
 add("--output", "unknown", OMIT, UsageError, r"the following arguments are required: -o/--output")
 add("--bogus", "unknown", True, UsageError, r"unrecognized arguments: --bogus")

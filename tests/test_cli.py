@@ -52,7 +52,7 @@ def test_bench_quick_prints_every_case_scaling_caches_json_and_plot(quick_bench)
             assert row["roofline_fraction"] > 0
     assert data["machine"]["threads"] == 2  # the largest count runs the main table
     kernels = {row["kernel"] for row in data["scaling"]}
-    unscaled = {"chunk", "similarity", "extend", "resize"}  # file I/O or BLAS: no scaling rows
+    unscaled = {"chunk", "convert", "similarity", "extend", "resize"}  # file I/O or BLAS: none
     assert kernels == set(bench.BUILDERS) - unscaled | {"roofline"}
     for row in data["scaling"]:
         assert set(row["seconds"]) == {"1", "2"}
