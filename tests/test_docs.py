@@ -18,7 +18,7 @@ import pytest
 
 from posembed import cli
 
-from .conftest import torch_or_skip
+from .conftest import megatron_or_skip, torch_or_skip
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -71,7 +71,7 @@ def test_readme_runs(tmp_path, monkeypatch, capsys):
 def test_every_task_has_a_page():
     names = {p.stem for p in PAGES}
     required = {"resize-checkpoint", "chunk-corpus", "vit-grid", "pytorch"}
-    required |= {"hf-datasets", "hf-model-folder", "timm"}
+    required |= {"hf-datasets", "hf-model-folder", "timm", "megatron"}
     assert required <= names
     readme = README.read_text()
     for page in PAGES:
@@ -80,6 +80,9 @@ def test_every_task_has_a_page():
 
 # Pages that run PyTorch: its models (transformers' included) or its resampling.
 TORCH_PAGES = {"pytorch.md", "hf-model-folder.md", "timm.md"}
+# Pages that run megatron-core (which needs PyTorch): CI reruns this file with it
+# installed and POSEMBED_REQUIRE_MEGATRON=1.
+MEGATRON_PAGES = {"megatron.md"}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
@@ -88,6 +91,8 @@ def test_page_runs(page, tmp_path, monkeypatch, capsys):
         # PyTorch is optional; CI reruns the *pytorch* tests with it installed
         # and POSEMBED_REQUIRE_TORCH=1, where a missing torch fails instead.
         torch_or_skip()
+    if page.name in MEGATRON_PAGES:
+        megatron_or_skip()
     # a page builds its models locally: nothing is downloaded or cached in $HOME
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / ".hf"))
