@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -176,12 +176,19 @@ class _Ids:
     def __init__(self, eod: int | None, vocab: int | None, fixed: np.dtype[Any] | None) -> None:
         self.eod, self.vocab, self.fixed = eod, vocab, fixed
 
-    def check(self, writer: _indexed.IndexedWriter, tokens: np.ndarray, where: Any) -> None:
+    def check(
+        self,
+        writer: _indexed.IndexedWriter,
+        tokens: np.ndarray,
+        where: Any,
+        drain: Any = None,
+    ) -> tuple[int, int]:
         """ChunkError for an id out of range (``where(i)`` names token i's
         document); widen the writer when the dtype is Megatron's choice from
-        the ids and one no longer fits uint16."""
+        the ids and one no longer fits uint16 (``drain()`` first: the writes
+        in flight done). Returns the tokens' (min, max)."""
         if not tokens.shape[0]:
-            return
+            return (0, 0)
         low, high = int(tokens.min()), int(tokens.max())
         bad = None
         if low < 0:
@@ -197,7 +204,10 @@ class _Ids:
             at = int(np.argmax(tokens == bad))
             raise ChunkError(f"token id {bad} in {where(at)}: {allowed}")
         if self.fixed is None and self.vocab is None and high > UINT16_TOP:
+            if drain is not None and writer.dtype != np.int32:
+                drain()  # the writes in flight land before the tokens are widened
             writer.widen(np.int32)
+        return (low, high)
 
 
 def _document_lengths(lengths: np.ndarray, eod: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -214,15 +224,6 @@ def _check_lengths(seq_lengths: np.ndarray, first_document: int, filled: np.ndar
             f"document {k} has {int(seq_lengths.max())} tokens; an indexed dataset's sequence "
             f"lengths are int32 (at most {_indexed.MAX_SEQUENCE})"
         )
-
-
-def _with_eod(block: np.ndarray, at: np.ndarray, eod: int | None) -> np.ndarray:
-    """``block`` with ``eod`` inserted before each index of ``at`` (in a dtype
-    that holds both)."""
-    if eod is None or not at.shape[0]:
-        return block
-    wide = np.result_type(block.dtype, np.min_scalar_type(eod))
-    return np.insert(block.astype(wide, copy=False), at, eod)
 
 
 def _convert_ranges(
@@ -246,20 +247,43 @@ def _convert_ranges(
     def blocks() -> Iterator[tuple[int, int]]:
         yield from ((a, min(tokens.count, a + step)) for a in range(0, tokens.count, step))
 
-    buffers = [np.empty(min(step, tokens.count), tokens.dtype) for _ in range(2)]
+    # Three buffers: one read into, one checked, one written from (the write
+    # on a thread of its own, its pwritev releasing the GIL while the next
+    # range is read and checked).
+    buffers = [np.empty(min(step, tokens.count), tokens.dtype) for _ in range(3)]
+    ranges = list(blocks())
+    writes: list[Future[None]] = []
+
+    def drain() -> None:  # every write done (before a buffer is reused, or a widen)
+        while writes:
+            writes.pop(0).result()
+
     try:
-        with ThreadPoolExecutor(1) as reader:
-            ranges = list(blocks())
-            ahead = reader.submit(tokens.read_into, *ranges[0], buffers[0]) if ranges else None
-            for k, (a, b) in enumerate(ranges):
-                assert ahead is not None
-                block = ahead.result()
-                if k + 1 < len(ranges):  # the next range read while this one is written
-                    ahead = reader.submit(tokens.read_into, *ranges[k + 1], buffers[(k + 1) % 2])
-                ids.check(writer, block, where(a))
-                lo, hi = np.searchsorted(eod_at, [a + 1, b + 1])
-                writer.write_tokens(_with_eod(block, eod_at[lo:hi] - a, ids.eod))
-                bar.update(b - a)
+        with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as write_thread:
+            try:
+                ahead = reader.submit(tokens.read_into, *ranges[0], buffers[0]) if ranges else None
+                for k, (a, b) in enumerate(ranges):
+                    assert ahead is not None
+                    block = ahead.result()
+                    if len(writes) > 1:  # the write of range k - 2 must be done ...
+                        writes.pop(0).result()
+                    if k + 1 < len(ranges):  # ... before range k + 1 is read into its buffer
+                        nxt = buffers[(k + 1) % 3]
+                        ahead = reader.submit(tokens.read_into, *ranges[k + 1], nxt)
+                    bounds = ids.check(writer, block, where(a), drain)
+                    lo, hi = np.searchsorted(eod_at, [a + 1, b + 1])
+                    at = eod_at[lo:hi] - a
+                    writes.append(
+                        write_thread.submit(
+                            writer.write_tokens, block, eod=ids.eod, eod_at=at, bounds=bounds
+                        )
+                    )
+                    bar.update(b - a)
+                drain()
+            except BaseException:
+                for w in writes:
+                    w.cancel()
+                raise
         tokens.check()  # every token read: the file must still be the one first seen
         try:
             writer.write(np.empty(0, writer.dtype), seq_lengths, ends)
@@ -296,15 +320,17 @@ def _convert_stream(
                     row = int(np.searchsorted(b.offsets, i, "right")) - 1
                     return f"document {first + row} (row {b.first_row + row} of {b.path})"
 
-                ids.check(writer, batch.tokens, where)
-                block = _with_eod(batch.tokens, batch.offsets[1:][filled], ids.eod)
+                bounds = ids.check(writer, batch.tokens, where)
+                writer.write_tokens(
+                    batch.tokens, eod=ids.eod, eod_at=batch.offsets[1:][filled], bounds=bounds
+                )
                 try:
-                    writer.write(block, seq_lengths, ends)
+                    writer.write(np.empty(0, writer.dtype), seq_lengths, ends)
                 except ValueError as exc:
                     raise ChunkError(str(exc)) from None
                 n_docs += lengths.shape[0]
                 n_seqs += seq_lengths.shape[0]
-                n_tokens += block.shape[0]
+                n_tokens += int(seq_lengths.sum())
                 bar.update(batch.tokens.shape[0])
     finally:
         bar.close()

@@ -553,10 +553,31 @@ class IndexedWriter:
         self._documents.append(ends + self.sequence_count)
         self.sequence_count += len(lens)
 
-    def write_tokens(self, tokens: Any) -> None:
+    def write_tokens(
+        self,
+        tokens: Any,
+        *,
+        eod: int | None = None,
+        eod_at: Any = None,
+        bounds: tuple[int, int] | None = None,
+    ) -> None:
         """Append tokens whose sequences a later :meth:`write` describes (its
         lengths then count them first): a sequence larger than memory is
         written a bounded piece at a time.
+
+        Parameters
+        ----------
+        tokens : array_like of integers, 1-D
+            The tokens.
+        eod : int, optional
+            A token written before each index of ``eod_at`` (sorted, in
+            0..len(tokens)), without a copy of ``tokens``: the end-of-document
+            ids of the documents that end in this piece.
+        eod_at : array_like of integers, optional
+            Where ``eod`` goes.
+        bounds : (int, int), optional
+            The tokens' smallest and largest value, when the caller has them
+            (they are then not computed again).
 
         Raises
         ------
@@ -568,16 +589,38 @@ class IndexedWriter:
         if self.finished or self._file.closed:
             raise ValueError(f"{self.bin_path}: the writer is finished or closed")
         toks = _integers(tokens, "tokens")
-        _check_fits(toks, self.dtype, "tokens")
-        self._append(toks)
-        self._loose += len(toks)
+        at = np.zeros(0, np.int64) if eod_at is None or eod is None else np.asarray(eod_at)
+        if bounds is None:
+            _check_fits(toks, self.dtype, "tokens")
+        elif len(toks):
+            info = np.iinfo(self.dtype)
+            if bounds[0] < info.min or bounds[1] > info.max:
+                _check_fits(toks, self.dtype, "tokens")  # names the token
+        if len(at):
+            _check_fits(np.array([eod]), self.dtype, "eod")
+        self._append(toks, eod, at)
+        self._loose += len(toks) + len(at)
 
-    def _append(self, toks: np.ndarray) -> None:
-        if (self.token_count + len(toks)) * self.dtype.itemsize >= MAX_BYTES:
+    def _append(
+        self, toks: np.ndarray, eod: int | None = None, at: np.ndarray | None = None
+    ) -> None:
+        count = len(toks) + (0 if at is None else len(at))
+        if (self.token_count + count) * self.dtype.itemsize >= MAX_BYTES:
             raise ValueError(f"{self.bin_path}: the tokens would pass {MAX_BYTES} bytes")
-        data = toks.astype(self.dtype.newbyteorder("<"), copy=False)
-        self._file.write(np.ascontiguousarray(data).data)
-        self.token_count += len(toks)
+        little = self.dtype.newbyteorder("<")
+        data = np.ascontiguousarray(toks.astype(little, copy=False))
+        whole = data.data.cast("B") if data.nbytes else memoryview(b"")
+        views = [whole]
+        if at is not None and len(at):  # the EOD ids between views of the tokens, no copy
+            mark = memoryview(np.array([eod], little).tobytes())
+            views = []
+            start = 0
+            for cut in (at * self.dtype.itemsize).tolist():
+                views += (whole[start:cut], mark)
+                start = cut
+            views.append(whole[start:])
+        _pwritev_all(self._file.fileno(), views, self.token_count * self.dtype.itemsize)
+        self.token_count += count
 
     def widen(self, dtype: Any) -> None:
         """Rewrite the tokens written so far in the wider ``dtype``, which the
@@ -669,6 +712,26 @@ def sequence_pointers(lengths: np.ndarray, dtype: np.dtype[Any]) -> npt.NDArray[
     ends = np.cumsum(lengths, dtype=np.int64)
     starts: npt.NDArray[np.int64] = (ends - lengths) * np.int64(dtype.itemsize)
     return starts
+
+
+# Buffers one pwritev takes (the system's IOV_MAX, 1024 on Linux).
+IOV_MAX = 1024
+
+
+def _pwritev_all(fd: int, views: list[memoryview], at: int) -> None:
+    """Write the byte views back to back at byte ``at`` (partial writes resumed)."""
+    first = 0
+    while first < len(views):
+        batch = views[first : first + IOV_MAX]
+        done = os.pwritev(fd, batch, at)  # the GIL is released
+        at += done
+        if done == sum(map(len, batch)):
+            first += len(batch)
+            continue
+        while done >= len(views[first]):  # a partial write: resume inside it
+            done -= len(views[first])
+            first += 1
+        views[first] = views[first][done:]
 
 
 def _write_all(fd: int, data: bytes, at: int) -> None:

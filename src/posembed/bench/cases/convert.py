@@ -22,6 +22,11 @@ def _out_bytes(tokens: int, documents: int) -> int:
     return (tokens + documents) * 2 + 34 + 12 * documents + 8 * (documents + 1)
 
 
+def _remove(prefix: Path) -> None:
+    for suffix in (".bin", ".idx"):
+        Path(f"{prefix}{suffix}").unlink(missing_ok=True)
+
+
 def build(quick: bool = False) -> list[Case]:
     from posembed._convert import convert_file
 
@@ -32,9 +37,11 @@ def build(quick: bool = False) -> list[Case]:
     out_bytes = _out_bytes(data.tokens.shape[0], data.lengths.shape[0])
 
     def ours(src: Path, **options: Any) -> object:
-        return convert_file(
-            src, work / "converted", append_eod=EOD, force=True, quiet=True, **options
-        )
+        # the last run's output removed first (as the chunk case removes its
+        # folder, and the roofline its file): its pages are not written back
+        # while this run writes
+        _remove(work / "converted")
+        return convert_file(src, work / "converted", append_eod=EOD, quiet=True, **options)
 
     def from_npy() -> object:
         return ours(work / "convert-tokens.npy", offsets_path=work / "convert-offsets.npy")
@@ -42,7 +49,8 @@ def build(quick: bool = False) -> list[Case]:
     def reference_way() -> None:  # both arrays loaded, written whole by the NumPy twin
         tokens = np.load(work / "convert-tokens.npy")
         offsets = np.load(work / "convert-offsets.npy")
-        reference.write_indexed(work / "reference", tokens, offsets, append_eod=EOD, force=True)
+        _remove(work / "reference")
+        reference.write_indexed(work / "reference", tokens, offsets, append_eod=EOD)
 
     def check(prefix: Path) -> bool:
         got = posembed.IndexedCorpus(prefix)
@@ -84,7 +92,8 @@ def build(quick: bool = False) -> list[Case]:
     def reference_parquet() -> None:  # the whole column read, written by the NumPy twin
         column = pq.read_table(src).column(0).combine_chunks()
         tokens, offsets = column.values.to_numpy(), column.offsets.to_numpy()
-        reference.write_indexed(work / "reference", tokens, offsets, append_eod=EOD, force=True)
+        _remove(work / "reference")
+        reference.write_indexed(work / "reference", tokens, offsets, append_eod=EOD)
 
     def check_parquet() -> bool:
         from_parquet()
