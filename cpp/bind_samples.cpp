@@ -5,8 +5,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <type_traits>
-#include <vector>
 
 #include "bind.hpp"
 #include "samples.hpp"
@@ -54,13 +52,13 @@ int64_t document_tokens(const py::array& lengths, const py::object& documents_ob
       documents_obj.is_none() ? std::nullopt : std::optional<I64>(documents_obj.cast<I64>());
   const bool wide = wide_ints(lengths, "lengths");
   const auto n = static_cast<int64_t>(lengths.size());
-  std::vector<int64_t> ids;  // private: another thread may rewrite the caller's
-  if (documents) {
-    if (documents->ndim() != 1) throw py::value_error("documents: expected a 1-D array");
-    ids.assign(documents->data(), documents->data() + documents->size());
+  if (documents && documents->ndim() != 1) {
+    throw py::value_error("documents: expected a 1-D array");
   }
-  const int64_t count = documents ? static_cast<int64_t>(ids.size()) : n;
-  const int64_t* ids_data = documents ? ids.data() : nullptr;
+  // The kernel reads each id (and the length it names) once and checks it:
+  // another thread may rewrite the caller's arrays meanwhile.
+  const int64_t count = documents ? static_cast<int64_t>(documents->size()) : n;
+  const int64_t* ids_data = documents ? documents->data() : nullptr;
   int64_t total = 0;
   SampleIndexFault fault;
   {
@@ -169,20 +167,10 @@ py::tuple gpt_indices(const py::array& lengths, const py::object& documents_obj,
   const bool wide_lengths = wide_ints(lengths, "lengths");
   const auto nlengths = static_cast<int64_t>(lengths.size());
   LegacyState state = legacy_state(key, pos);
-  std::vector<int64_t> ids;  // private copy, checked below
-  if (documents) {
-    if (documents->ndim() != 1) throw py::value_error("documents: expected a 1-D array");
-    ids.assign(documents->data(), documents->data() + documents->size());
-    for (size_t k = 0; k < ids.size(); ++k) {
-      if (ids[k] < 0 || ids[k] >= nlengths) {
-        SampleIndexFault fault;
-        fault.position = static_cast<int64_t>(k);
-        fault.document = ids[k];
-        raise_fault(fault, "documents", nlengths);
-      }
-    }
+  if (documents && documents->ndim() != 1) {
+    throw py::value_error("documents: expected a 1-D array");
   }
-  const int64_t ndocs = documents ? static_cast<int64_t>(ids.size()) : nlengths;
+  const int64_t ndocs = documents ? static_cast<int64_t>(documents->size()) : nlengths;
   constexpr int64_t limit = int64_t{1} << 62;
   const bool split = separate && epochs > 1;
   if (ndocs < 1 || epochs < 1 || epochs > limit / ndocs || samples_before_final < 0 ||
@@ -191,7 +179,7 @@ py::tuple gpt_indices(const py::array& lengths, const py::object& documents_obj,
   }
   const int64_t ndoc = ndocs * epochs;
   check_sample_arguments(ndoc, seq_len, extra, num_samples);
-  const int64_t* ids_data = documents ? ids.data() : nullptr;
+  const int64_t* ids_data = documents ? documents->data() : nullptr;
   // Megatron's two shuffle ranges: [0, before) and [before, num_samples),
   // the second empty unless split (and when before >= num_samples).
   const int64_t first = split ? samples_before_final : num_samples;
@@ -205,7 +193,14 @@ py::tuple gpt_indices(const py::array& lengths, const py::object& documents_obj,
   {
     py::gil_scoped_release nogil;
     const auto build_documents = [&](auto* docs) {
-      posembed::tile_documents(ids_data, ndocs, epochs, docs);
+      // the caller's ids are read once, into the first epoch, and checked there
+      SampleIndexFault bad_id;
+      bad_id.position = posembed::tile_documents(ids_data, ndocs, nlengths, epochs, docs);
+      if (bad_id.position >= 0) {
+        // read again for the message only
+        bad_id.document = ids_data != nullptr ? ids_data[bad_id.position] : bad_id.position;
+        return bad_id;
+      }
       if (split) {
         shuffle_range(docs, ndoc - ndocs, state);
         shuffle_range(docs + (ndoc - ndocs), ndocs, state);
@@ -216,14 +211,8 @@ py::tuple gpt_indices(const py::array& lengths, const py::object& documents_obj,
                               wide_samples, samples);
     };
     const auto build_shuffle = [&](auto* order) {
+      // arange(0, before) then arange(before, num_samples): one iota
       posembed::iota(order, first + second);
-      if (split) {
-        // the second range counts from samples_before_final, as Megatron's arange does
-        for (int64_t i = 0; i < second; ++i) {
-          order[first + i] = static_cast<std::remove_pointer_t<decltype(order)>>(
-              samples_before_final + i);
-        }
-      }
       shuffle_range(order, first, state);
       if (split) shuffle_range(order + first, second, state);
     };

@@ -1,6 +1,8 @@
 #include "samples.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <limits>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -261,7 +263,7 @@ SampleIndexFault document_tokens(const Len* lengths, int64_t nlengths, const int
                    SampleIndexFault& fault = faults[static_cast<size_t>(c)];
                    int64_t sum = 0;
                    for (int64_t k = k0; k < k1; ++k) {
-                     const int64_t d = documents != nullptr ? documents[k] : k;
+                     const int64_t d = documents != nullptr ? load_once(documents + k) : k;
                      const int64_t n = (d >= 0 && d < nlengths) ? load_once(lengths + d) : -1;
                      if (n < 0 || __builtin_add_overflow(sum, n, &sum) || sum >= kMaxTokens) {
                        fault.position = n < 0 ? k : -1;
@@ -288,16 +290,30 @@ SampleIndexFault document_tokens(const Len* lengths, int64_t nlengths, const int
 }
 
 template <class Doc>
-void tile_documents(const int64_t* documents, int64_t ndocs, int64_t epochs, Doc* out) {
-  const int64_t n = ndocs * epochs;
-  parallel_for(n, threads_for_bytes(n * static_cast<int64_t>(sizeof(Doc))),
-               [&](int64_t lo, int64_t hi, int) {
-                 int64_t k = lo % ndocs;
-                 for (int64_t i = lo; i < hi; ++i) {
-                   out[i] = static_cast<Doc>(documents != nullptr ? documents[k] : k);
-                   if (++k == ndocs) k = 0;
-                 }
-               });
+int64_t tile_documents(const int64_t* documents, int64_t ndocs, int64_t nlengths, int64_t epochs,
+                       Doc* out) {
+  // The first epoch from the caller's ids (each read once, checked), the
+  // others copied from it: what was checked is what every epoch holds.
+  std::atomic<int64_t> first_bad{-1};
+  const auto bytes = static_cast<int64_t>(sizeof(Doc));
+  parallel_for(ndocs, threads_for_bytes(ndocs * bytes), [&](int64_t lo, int64_t hi, int) {
+    for (int64_t k = lo; k < hi; ++k) {
+      const int64_t d = documents != nullptr ? load_once(documents + k) : k;
+      if (d < 0 || d >= nlengths || d > static_cast<int64_t>(std::numeric_limits<Doc>::max())) {
+        int64_t seen = first_bad.load();
+        while ((seen < 0 || k < seen) && !first_bad.compare_exchange_weak(seen, k)) {
+        }
+        return;  // later ids of this range cannot come first
+      }
+      out[k] = static_cast<Doc>(d);
+    }
+  });
+  if (first_bad.load() >= 0) return first_bad.load();
+  const int64_t rest = ndocs * (epochs - 1);
+  parallel_for(rest, threads_for_bytes(rest * bytes), [&](int64_t lo, int64_t hi, int) {
+    for (int64_t i = lo; i < hi; ++i) out[ndocs + i] = out[i % ndocs];
+  });
+  return -1;
 }
 
 template <class T>
@@ -311,8 +327,8 @@ void iota(T* out, int64_t n) {
 template void legacy_shuffle<int32_t>(int32_t*, int64_t, LegacyState&);
 template void legacy_shuffle<int64_t>(int64_t*, int64_t, LegacyState&);
 template void legacy_shuffle<uint32_t>(uint32_t*, int64_t, LegacyState&);
-template void tile_documents<int32_t>(const int64_t*, int64_t, int64_t, int32_t*);
-template void tile_documents<int64_t>(const int64_t*, int64_t, int64_t, int64_t*);
+template int64_t tile_documents<int32_t>(const int64_t*, int64_t, int64_t, int64_t, int32_t*);
+template int64_t tile_documents<int64_t>(const int64_t*, int64_t, int64_t, int64_t, int64_t*);
 template SampleIndexFault document_tokens<int32_t>(const int32_t*, int64_t, const int64_t*,
                                                    int64_t, int64_t*);
 template SampleIndexFault document_tokens<int64_t>(const int64_t*, int64_t, const int64_t*,

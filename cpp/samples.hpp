@@ -61,15 +61,19 @@ SampleIndexFault sample_index(const Len* lengths, int64_t nlengths, const Doc* d
                               Out* out);
 
 // The tokens of documents[0..count) (of documents 0..count-1 when null),
-// checked as sample_index checks them; *total is written when no fault.
+// checked as sample_index checks them (each id and length read once);
+// *total is written when no fault.
 template <class Len>
 SampleIndexFault document_tokens(const Len* lengths, int64_t nlengths, const int64_t* documents,
                                  int64_t count, int64_t* total);
 
 // The document index: `documents` (ndocs ids, or 0..ndocs-1 when null) laid
-// out `epochs` times in out (epochs * ndocs entries).
+// out `epochs` times in out (epochs * ndocs entries). Returns the first
+// position whose id is outside 0..nlengths-1 (or past Doc's range), or -1.
+// Each of the caller's ids is read once.
 template <class Doc>
-void tile_documents(const int64_t* documents, int64_t ndocs, int64_t epochs, Doc* out);
+int64_t tile_documents(const int64_t* documents, int64_t ndocs, int64_t nlengths, int64_t epochs,
+                       Doc* out);
 
 // 0..n-1 into out.
 template <class T>

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import types
 import warnings
 from pathlib import Path
@@ -480,3 +481,38 @@ def test_the_separate_final_epoch_equals_megatrons(tmp_path: Path, seed: int):
         )
         ours = posembed.gpt_samples(lengths, seq, num_samples=wanted, seed=seed)
         same_samples(ours, theirs)
+
+
+def test_arrays_rewritten_during_the_call_never_crash_it(restore_threads, tiny_thresholds):
+    """Another thread rewrites the lengths and the document index while the
+    kernel runs without the GIL: each value is read once and checked, so the
+    call returns (what it read) or refuses a bad value, and never reads
+    outside the arrays."""
+    rng = np.random.default_rng(4)
+    lengths = rng.integers(1, 50, 300_000).astype(np.int32)
+    doc_index = rng.permutation(300_000).astype(np.int32)
+    tokens = int(lengths.sum())
+    stop = threading.Event()
+
+    def scribble() -> None:
+        bad = np.array([-5, 2**31 - 1, 0, 7], dtype=np.int32)
+        while not stop.is_set():
+            at = rng.integers(0, 300_000, 64)
+            lengths[at] = bad[at % 4]
+            doc_index[at] = np.where(at % 3 == 0, -1, at).astype(np.int32)
+
+    writer = threading.Thread(target=scribble)
+    writer.start()
+    try:
+        for threads in (1, 2):
+            posembed.set_num_threads(threads)
+            for _ in range(20):
+                try:
+                    index = posembed.gpt_sample_index(lengths, doc_index, 64, 1, tokens)
+                except ValueError as exc:
+                    assert "is not a sequence of lengths" in str(exc) or "negative" in str(exc)  # noqa: PT017 (either refusal may come first)
+                else:
+                    assert index.shape[1] == 2
+    finally:
+        stop.set()
+        writer.join()
