@@ -17,6 +17,7 @@ another's names.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import os
 import sys
@@ -220,38 +221,48 @@ def _chunk_ranges(
     total = int(window_offsets[-1])
     plan = _plan(job.size, tokens.dtype.itemsize, MEMORY_BYTES)
 
-    tmp = _outdir.new_temp(out)
-    sink: Any = None
     try:
-        sink = sink_type(tmp, tokens.dtype, job.size, total)
-        tokens.open()
-        batches = _batches(job, window_offsets, plan)
-        bar = _progress(tokens.count, quiet)
-        _run_pipeline(batches, job, sink, pad_value, plan, bar)
-        sink.finish(total)
-        meta = {
-            "input": str(job.source),
-            **input_meta,
-            "tokens": int(tokens.shape[0]),
-            "documents": int(job.doc_offsets.shape[0] - 1),
-            "windows": total,
-            "size": job.size,
-            "step": job.step,
-            "tail": job.tail,
-            "dtype": tokens.dtype.name,
-            "pad_value": pad_value,
-            "format": format,
-        }
-        write_meta(tmp, meta)
-        sink_type.commit(tmp, out, force)
-    except BaseException as exc:
-        if sink is not None:
-            sink.close()
-        _outdir.discard(tmp, exc)
-        raise
+        with _outdir.temporary(out) as tmp:
+            with contextlib.closing(sink_type(tmp, tokens.dtype, job.size, total)) as sink:
+                tokens.open()
+                batches = _batches(job, window_offsets, plan)
+                bar = _progress(tokens.count, quiet)
+                _run_pipeline(batches, job, sink, pad_value, plan, bar)
+                sink.finish(total)
+            counts = {
+                "tokens": int(tokens.shape[0]),
+                "documents": int(job.doc_offsets.shape[0] - 1),
+                "windows": total,
+            }
+            meta = _meta(job.source, input_meta, counts, job, tokens.dtype, pad_value, format)
+            write_meta(tmp, meta)
+            sink_type.commit(tmp, out, force)
     finally:
         tokens.close()
     return meta
+
+
+def _meta(
+    src: Path,
+    input_meta: dict[str, Any],
+    counts: dict[str, int],
+    job: Any,
+    dtype: np.dtype[Any],
+    pad_value: int,
+    format: str,
+) -> dict[str, Any]:
+    """What meta.json records of a run (``job``: its size, step and tail)."""
+    return {
+        "input": str(src),
+        **input_meta,
+        **counts,
+        "size": job.size,
+        "step": job.step,
+        "tail": job.tail,
+        "dtype": dtype.name,
+        "pad_value": pad_value,
+        "format": format,
+    }
 
 
 def write_meta(folder: Path, meta: dict[str, Any]) -> None:
@@ -557,32 +568,22 @@ def _chunk_stream(
     # half the budget; reading the other half (see _source_arrow.BATCH_BYTES)
     plan = _plan(size, given.dtype.itemsize, MEMORY_BYTES // 2)
     sink_type = _sink_type(format)
-    tmp = _outdir.new_temp(out)
-    sink: Any = None
-    try:
-        sink = sink_type(tmp, given.dtype, size, None)
-        bar = _progress(None, quiet)  # the token count is not known before the end
-        counts = _run_stream(given, size, step, tail, pad_value, plan, sink, bar)
-        sink.finish(counts["windows"])
-        meta = {
-            "input": str(src),
-            **given.meta,
-            **counts,
-            "size": size,
-            "step": step,
-            "tail": tail,
-            "dtype": given.dtype.name,
-            "pad_value": pad_value,
-            "format": format,
-        }
+    with _outdir.temporary(out) as tmp:
+        with contextlib.closing(sink_type(tmp, given.dtype, size, None)) as sink:
+            bar = _progress(None, quiet)  # the token count is not known before the end
+            counts = _run_stream(given, size, step, tail, pad_value, plan, sink, bar)
+            sink.finish(counts["windows"])
+        window = _Window(size, step, tail)
+        meta = _meta(src, given.meta, counts, window, given.dtype, pad_value, format)
         write_meta(tmp, meta)
         sink_type.commit(tmp, out, force)
-    except BaseException as exc:
-        if sink is not None:
-            sink.close()
-        _outdir.discard(tmp, exc)
-        raise
     return meta
+
+
+class _Window(NamedTuple):
+    size: int
+    step: int
+    tail: str
 
 
 def _run_stream(

@@ -36,22 +36,13 @@ from posembed._source import (
     RangeInput,
     SourceOptions,
     StreamInput,
+    option_int,
 )
 
 # Largest id uint16 keeps under Megatron's rule (a vocabulary of 65,500 ids or
 # more is written as int32).
 UINT16_TOP = _indexed.UINT16_VOCAB - 2
 INT32_TOP = 2**31 - 1
-
-
-def _optional_id(value: Any, option: str, low: int) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ChunkError(f"{option} must be an integer >= {low}; got {value!r}")
-    if value < low:
-        raise ChunkError(f"{option} must be an integer >= {low}; got {value}")
-    return int(value)
 
 
 def convert_file(
@@ -119,8 +110,8 @@ def convert_file(
     quiet = v.flag(quiet, "quiet")
     force = v.flag(force, "force")
     src, prefix = Path(input_path), Path(output_prefix)
-    eod = _optional_id(append_eod, "--append-eod", 0)
-    vocab = _optional_id(vocab_size, "--vocab-size", 1)
+    eod = option_int(append_eod, "--append-eod", 0)
+    vocab = option_int(vocab_size, "--vocab-size", 1)
     fixed = None
     if output_dtype is not None:
         try:
@@ -139,23 +130,17 @@ def convert_file(
     start = fixed if fixed is not None else _indexed.optimal_dtype(vocab or UINT16_TOP + 1)
     ids = _Ids(eod, vocab, fixed)
 
-    tmp = _outdir.new_temp(prefix)
-    writer: _indexed.IndexedWriter | None = None
     try:
-        writer = _indexed.IndexedWriter(tmp / BIN_NAME, tmp / IDX_NAME, start)
-        if eod is not None:
-            ids.check(writer, np.array([eod]), lambda i: "--append-eod")
-        if isinstance(given, RangeInput):
-            counts = _convert_ranges(given, writer, ids, quiet)
-        else:
-            counts = _convert_stream(given, writer, ids, quiet)
-        writer.finish()
-        _outdir.commit_pair(tmp, prefix, force)
-    except BaseException as exc:
-        if writer is not None:
-            writer.close()
-        _outdir.discard(tmp, exc)
-        raise
+        with _outdir.temporary(prefix) as tmp:
+            with _indexed.IndexedWriter(tmp / BIN_NAME, tmp / IDX_NAME, start) as writer:
+                if eod is not None:
+                    ids.check(writer, np.array([eod]), lambda i: "--append-eod")
+                if isinstance(given, RangeInput):
+                    counts = _convert_ranges(given, writer, ids, quiet)
+                else:
+                    counts = _convert_stream(given, writer, ids, quiet)
+                writer.finish()
+            _outdir.commit_pair(tmp, prefix, force)
     finally:
         if isinstance(given, RangeInput):
             given.tokens.close()

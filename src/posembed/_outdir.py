@@ -14,11 +14,12 @@ the path. The safetensors writer takes its short temporary names
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from posembed import _json
@@ -157,6 +158,19 @@ def new_temp(out: Path) -> Path:
         return tmp
 
 
+@contextlib.contextmanager
+def temporary(out: Path) -> Iterator[Path]:
+    """A new temporary folder next to ``out`` (see :func:`new_temp`) for the
+    block to write into and commit; removed if the block raises (see
+    :func:`discard`)."""
+    tmp = new_temp(out)
+    try:
+        yield tmp
+    except BaseException as exc:
+        discard(tmp, exc)
+        raise
+
+
 def discard(tmp: Path, error: BaseException) -> None:
     """Remove the temporary folder of a run that raised ``error``."""
     if not isinstance(error, Stranded):  # there it holds what was at the output
@@ -275,8 +289,16 @@ class FolderOutput:
     """The output rules of a sink that writes a folder: :func:`problem` before
     any work, :func:`commit` at the end."""
 
-    problem = staticmethod(problem)
-    commit = staticmethod(commit)
+    # looked up when called, so that a test can replace the module's functions
+    @staticmethod
+    def problem(
+        out: Path, inputs: Iterable[str | os.PathLike[str] | None], force: bool
+    ) -> str | None:
+        return problem(out, inputs, force)
+
+    @staticmethod
+    def commit(new: Path, out: Path, force: bool) -> None:
+        commit(new, out, force)
 
 
 # The first bytes of a Megatron indexed dataset's .idx: what marks a pair of

@@ -15,28 +15,16 @@ from posembed import _outdir
 from posembed._chunk import write_meta
 from posembed._indexed import IndexedCorpus
 from posembed._samples import gpt_samples
-from posembed._source import ChunkError
+from posembed._source import ChunkError, option_int
 from posembed._source_indexed import DOCUMENTS, prefix_of
 
 ARRAYS = ("document_index", "sample_index", "shuffle_index")
 
 
-def _count(value: Any, option: str, low: int, high: int | None = None) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ChunkError(f"{option} must be an integer >= {low}; got {value!r}")
-    if value < low or (high is not None and value > high):
-        allowed = f">= {low}" if high is None else f"in {low}..{high}"
-        raise ChunkError(f"{option} must be an integer {allowed}; got {value}")
-    return int(value)
-
-
 def _required(value: Any, option: str, low: int, high: int | None = None) -> int:
-    if value is None:
+    checked = option_int(value, option, low, high)
+    if checked is None:
         raise ChunkError(f"{option} is required")
-    checked = _count(value, option, low, high)
-    assert checked is not None
     return checked
 
 
@@ -87,8 +75,8 @@ def write_samples(
     """
     src, out = Path(input_path), Path(output_dir)
     length = _required(sequence_length, "--sequence-length", 1)
-    samples_wanted = _count(num_samples, "--num-samples", 0)
-    epochs = _count(num_epochs, "--epochs", 1)
+    samples_wanted = option_int(num_samples, "--num-samples", 0)
+    epochs = option_int(num_epochs, "--epochs", 1)
     seed_value = _required(seed, "--seed", 0, 2**32 - 1)
     if samples_wanted is not None and epochs is not None:
         raise ChunkError("give --num-samples or --epochs, not both")
@@ -126,13 +114,9 @@ def write_samples(
         "add_extra_token_to_sequence": bool(add_extra_token_to_sequence),
         **{f"{name}_dtype": getattr(result, name).dtype.name for name in ARRAYS},
     }
-    tmp = _outdir.new_temp(out)
-    try:
+    with _outdir.temporary(out) as tmp:
         for name in ARRAYS:
             np.save(tmp / f"{name}.npy", getattr(result, name), allow_pickle=False)
         write_meta(tmp, meta)
         _outdir.commit(tmp, out, bool(force))
-    except BaseException as exc:
-        _outdir.discard(tmp, exc)
-        raise
     return meta

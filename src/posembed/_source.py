@@ -31,6 +31,19 @@ class ChunkError(ValueError):
     """
 
 
+def option_int(value: Any, option: str, low: int, high: int | None = None) -> int | None:
+    """``value`` (None: not given) as an int in ``low..high``, or ChunkError
+    naming ``option``, the value and what is allowed."""
+    if value is None:
+        return None
+    allowed = f">= {low}" if high is None else f"in {low}..{high}"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ChunkError(f"{option} must be an integer {allowed}; got {value!r}")
+    if value < low or (high is not None and value > high):
+        raise ChunkError(f"{option} must be an integer {allowed}; got {value}")
+    return int(value)
+
+
 def _changed(path: Path, how: str) -> ChunkError:
     return ChunkError(f"{path}: input changed while reading ({how}); run again on a stable file")
 
