@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from posembed._source import ChunkError, TokenFile, _open_regular, _stamp
+from posembed._source import ChunkError, TokenFile, _open_regular, _stamp, pwritev_all
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -619,7 +619,7 @@ class IndexedWriter:
                 views += (whole[start:cut], mark)
                 start = cut
             views.append(whole[start:])
-        _pwritev_all(self._file.fileno(), views, self.token_count * self.dtype.itemsize)
+        pwritev_all(self._file.fileno(), views, self.token_count * self.dtype.itemsize)
         self.token_count += count
 
     def widen(self, dtype: Any) -> None:
@@ -712,26 +712,6 @@ def sequence_pointers(lengths: np.ndarray, dtype: np.dtype[Any]) -> npt.NDArray[
     ends = np.cumsum(lengths, dtype=np.int64)
     starts: npt.NDArray[np.int64] = (ends - lengths) * np.int64(dtype.itemsize)
     return starts
-
-
-# Buffers one pwritev takes (the system's IOV_MAX, 1024 on Linux).
-IOV_MAX = 1024
-
-
-def _pwritev_all(fd: int, views: list[memoryview], at: int) -> None:
-    """Write the byte views back to back at byte ``at`` (partial writes resumed)."""
-    first = 0
-    while first < len(views):
-        batch = views[first : first + IOV_MAX]
-        done = os.pwritev(fd, batch, at)  # the GIL is released
-        at += done
-        if done == sum(map(len, batch)):
-            first += len(batch)
-            continue
-        while done >= len(views[first]):  # a partial write: resume inside it
-            done -= len(views[first])
-            first += 1
-        views[first] = views[first][done:]
 
 
 def _write_all(fd: int, data: bytes, at: int) -> None:
