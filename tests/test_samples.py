@@ -172,6 +172,21 @@ def test_the_result_does_not_depend_on_the_thread_count(restore_threads, tiny_th
         same_samples(other, results[0])
 
 
+def test_the_shuffles_draw_as_randomstate_does_past_2_32():
+    """The kernels' shuffles draw NumPy's random_interval: 32-bit masked draws up
+    to 2^32 - 1, 64-bit ones (first draw high) above, which only a shuffle of
+    more than 2^32 elements reaches; RandomState.randint draws the same way."""
+    from posembed._core import _probes
+
+    for seed in (0, 7, 2**32 - 1):
+        state = np.random.RandomState(seed)
+        key, pos = state.get_state()[1:3]
+        maxes = [2**40 - 1, 5, 2**33 + 7, 2**63 - 2, 1000, 2**32 - 1, 2**32, 1, 0] * 7
+        got = _probes.legacy_intervals(key, pos, np.array(maxes, dtype=np.uint64))
+        want = [state.randint(0, m + 1, dtype=np.uint64) if m else 0 for m in maxes]
+        same(got, np.array(want, dtype=np.uint64))
+
+
 # -- counts and dtypes -----------------------------------------------------------------
 
 
