@@ -1,12 +1,14 @@
 // posembed._core._probes: what the benchmark and the tests measure the
 // kernels against (memory rooflines, an ALU loop) and how they look inside
 // the thread pool. Not part of the API.
+#include <algorithm>
 #include <atomic>
 
 #include "bind.hpp"
 #include "parallel.hpp"
 #include "roofline.hpp"
 #include "runtime.hpp"
+#include "samples.hpp"
 
 namespace posembed::bind {
 namespace {
@@ -73,9 +75,28 @@ int team_sizes_in_openmp_team(int outer, int64_t n) {
   return largest.load();
 }
 
+// NumPy's random_interval(max) for each of `maxes`, drawn in turn from the
+// MT19937 state (key, pos), as the samples kernels' shuffles draw them.
+py::array legacy_intervals(const py::array_t<uint32_t, py::array::c_style>& key, int pos,
+                           const py::array_t<uint64_t, py::array::c_style>& maxes) {
+  if (key.ndim() != 1 || key.size() != 624 || pos < 0 || pos > 624 || maxes.ndim() != 1) {
+    throw py::value_error("legacy_intervals: not an MT19937 state and a 1-D array of maxima");
+  }
+  LegacyState state{};
+  std::copy(key.data(), key.data() + 624, state.key);
+  state.pos = pos;
+  py::array_t<uint64_t> out(maxes.size());
+  for (py::ssize_t i = 0; i < maxes.size(); ++i) {
+    out.mutable_data()[i] = legacy_interval(state, maxes.data()[i]);
+  }
+  return out;
+}
+
 }  // namespace
 
 void bind_probes(py::module_& m) {
+  m.def("legacy_intervals", &legacy_intervals, "key"_a, "pos"_a, "maxes"_a,
+        "NumPy's random_interval of each maximum, drawn from an MT19937 state in turn.");
   m.def("set_thresholds", &set_thresholds, "parallel_min_bytes"_a, "stream_min_bytes"_a,
         "Override the work thresholds (-1 restores a default).");
   m.def("last_team_size", &last_team_size,

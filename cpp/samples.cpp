@@ -100,6 +100,20 @@ void legacy_shuffle(T* x, int64_t n, LegacyState& s) {
   // swaps, each one's far element prefetched well before it is swapped.
   constexpr int64_t kBlock = 4096;
   std::unique_ptr<uint64_t[]> far(new uint64_t[kBlock]);
+  // The generator's words tempered all at once when they are made (a loop
+  // the compiler vectorises), so that a draw is one load.
+  uint32_t words[kWords];
+  const auto temper_all = [&]() {
+    for (int i = 0; i < kWords; ++i) words[i] = temper(s.key[i]);
+  };
+  if (s.pos < kWords) temper_all();
+  const auto next = [&]() -> uint64_t {
+    if (s.pos >= kWords) {
+      regenerate(s);
+      temper_all();
+    }
+    return words[s.pos++];
+  };
   uint64_t mask = n > 1 ? mask_of(static_cast<uint64_t>(n - 1)) : 0;
   for (int64_t top = n - 1; top >= 1; top -= kBlock) {
     const int64_t m = std::min(kBlock, top);  // i = top, top - 1, ..., top - m + 1
@@ -107,7 +121,19 @@ void legacy_shuffle(T* x, int64_t n, LegacyState& s) {
     for (size_t t = 0; t < count; ++t) {
       const auto max = static_cast<uint64_t>(top) - t;
       while ((mask >> 1) >= max) mask >>= 1;  // i falls: its mask narrows
-      far[t] = interval(s, max, mask);
+      // random_interval(max), as interval() draws it
+      uint64_t value;
+      if (max <= 0xffffffffu) {
+        do {
+          value = next() & mask;
+        } while (value > max);
+      } else {
+        do {
+          const uint64_t high = next();  // NumPy's next_uint64: the first draw is high
+          value = ((high << 32) | next()) & mask;
+        } while (value > max);
+      }
+      far[t] = value;
     }
     for (size_t t = 0; t < count; ++t) {
       if (t + kAhead < count) __builtin_prefetch(x + far[t + kAhead], 1);

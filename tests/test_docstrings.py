@@ -209,6 +209,7 @@ ARGUMENT_TYPES = {
     "numpy.ndarray[numpy.int64]": {"npt.ArrayLike"},
     "typing.Annotated[numpy.typing.ArrayLike, numpy.int64]": {"npt.ArrayLike"},
     "typing.Annotated[numpy.typing.ArrayLike, numpy.uint32]": {"npt.ArrayLike"},
+    "typing.Annotated[numpy.typing.ArrayLike, numpy.uint64]": {"npt.ArrayLike"},
     "object": {"np.ndarray | None", "npt.ArrayLike | None", "SupportsFloat | SupportsIndex"},
     **{f"posembed._core.{name}": {name} for name in ENUMS},
 }

@@ -4,9 +4,13 @@
 from typing import SupportsIndex
 
 import numpy as np
+import numpy.typing as npt
 
 def set_thresholds(parallel_min_bytes: SupportsIndex, stream_min_bytes: SupportsIndex) -> None:
     """Override the work thresholds (-1 restores a default)."""
+
+def legacy_intervals(key: npt.ArrayLike, pos: SupportsIndex, maxes: npt.ArrayLike) -> np.ndarray:
+    """NumPy's random_interval of each maximum, drawn from an MT19937 state in turn."""
 
 def last_team_size() -> int:
     """Threads that ran the most recent parallel section (1 if it stayed serial)."""
