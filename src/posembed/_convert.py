@@ -174,7 +174,9 @@ class _Ids:
         in flight done). Returns the tokens' (min, max)."""
         if not tokens.shape[0]:
             return (0, 0)
-        low, high = int(tokens.min()), int(tokens.max())
+        # unsigned ids are never negative: one pass over them, not two
+        low = 0 if tokens.dtype.kind == "u" else int(tokens.min())
+        high = int(tokens.max())
         bad = None
         if low < 0:
             bad, allowed = low, "token ids are >= 0"
