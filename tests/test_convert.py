@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import json
 import os
 import subprocess
 import sys
+import textwrap
 import warnings
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from posembed import _convert, reference
 from posembed._convert import convert_file
 from posembed._source import ChunkError
 
-from .conftest import megatron_or_skip
+from .conftest import megatron_or_skip, skip_if_sanitized
 
 
 def corpus(seed: int, documents: int = 40, high: int = 50_000) -> tuple[np.ndarray, np.ndarray]:
@@ -255,3 +257,55 @@ def test_convert_writes_what_megatrons_builder_writes(tmp_path, megatron, dtype)
         ds = megatron.IndexedDataset(str(tmp_path / "c"))
     assert files(tmp_path / "c") == files(tmp_path / "m")
     assert len(ds) == int((np.diff(offsets) > 0).sum())
+
+
+# ---- bounded memory --------------------------------------------------------------------
+
+PEAK_CHILD = textwrap.dedent(
+    """
+    import json, resource, sys
+    import numpy
+    import posembed, posembed._convert
+    from posembed.cli import main
+    code = main(sys.argv[1:]) if len(sys.argv) > 1 else 0
+    print(json.dumps([code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]))
+    """
+)
+# Beyond MEMORY_BYTES: the threads' stacks, the interpreter's and the allocator's own.
+ALLOWANCE = 16 << 20
+
+
+def _peak(*args: object) -> int:
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_CHILD, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    code, peak_kib = json.loads(done.stdout.splitlines()[-1])
+    assert code == 0, done.stderr
+    return int(peak_kib) << 10
+
+
+@skip_if_sanitized
+def test_memory_is_bounded_whatever_the_corpus_size(tmp_path):
+    # 96 Mi tokens (192 MB) in 3 documents, the last widened past uint16 near
+    # its end: the run holds its buffers, never the corpus
+    n = 96 << 20
+    tokens = np.arange(n, dtype=np.uint32) % 60_000
+    tokens[-5] = 70_000
+    tokens.tofile(tmp_path / "t.raw")
+    del tokens
+    np.save(tmp_path / "o.npy", np.array([0, 1000, n // 2, n]))
+    idle = _peak()
+    args = ["convert", tmp_path / "t.raw", "--dtype", "uint32", "--offsets", tmp_path / "o.npy"]
+    extra = _peak(*args, "-o", tmp_path / "c", "--append-eod", 7, "--quiet") - idle
+    assert extra < _convert.MEMORY_BYTES + ALLOWANCE, extra >> 20
+    got = posembed.IndexedCorpus(tmp_path / "c")
+    assert got.dtype == np.int32
+    assert got.sequence_lengths.tolist() == [1001, n // 2 - 999, n // 2 + 1]
+    tail = (np.arange(n - 6, n) % 60_000).tolist()
+    tail[1] = 70_000
+    assert got.read(got.token_count - 7, got.token_count).tolist() == [*tail, 7]
