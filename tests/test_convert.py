@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import itertools
-import json
 import os
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from posembed import _convert, reference
 from posembed._convert import convert_file
 from posembed._source import ChunkError
 
-from .conftest import megatron_or_skip, skip_if_sanitized
+from .conftest import megatron_or_skip, run_peak_rss, skip_if_sanitized
 
 
 def corpus(seed: int, documents: int = 40, high: int = 50_000) -> tuple[np.ndarray, np.ndarray]:
@@ -263,12 +262,11 @@ def test_convert_writes_what_megatrons_builder_writes(tmp_path, megatron, dtype)
 
 PEAK_CHILD = textwrap.dedent(
     """
-    import json, resource, sys
+    import sys
     import numpy
     import posembed, posembed._convert
     from posembed.cli import main
-    code = main(sys.argv[1:]) if len(sys.argv) > 1 else 0
-    print(json.dumps([code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]))
+    sys.exit(main(sys.argv[1:]) if len(sys.argv) > 1 else 0)
     """
 )
 # Beyond MEMORY_BYTES: the threads' stacks, the interpreter's and the allocator's own.
@@ -276,17 +274,11 @@ ALLOWANCE = 16 << 20
 
 
 def _peak(*args: object) -> int:
-    done = subprocess.run(
-        [sys.executable, "-c", PEAK_CHILD, *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    # measured from a fresh parent (see conftest): a child forked from this
+    # test process would start from its memory
+    done, peak_kib = run_peak_rss([sys.executable, "-c", PEAK_CHILD, *map(str, args)])
     assert done.returncode == 0, done.stderr
-    code, peak_kib = json.loads(done.stdout.splitlines()[-1])
-    assert code == 0, done.stderr
-    return int(peak_kib) << 10
+    return peak_kib << 10
 
 
 @skip_if_sanitized

@@ -224,7 +224,9 @@ def _convert_ranges(
     filled = lengths > 0
     _check_lengths(seq_lengths, 0, filled)
     eod_at = offsets[1:][filled]  # where an EOD follows (non-empty documents' ends)
-    step = max(1, MEMORY_BYTES // 4 // max(1, tokens.dtype.itemsize))
+    # ranges of an eighth of the budget: three buffers, and the copy each
+    # write in flight may make to convert the tokens to the output's dtype
+    step = max(1, MEMORY_BYTES // 8 // max(1, tokens.dtype.itemsize))
     bar = _chunk._progress(tokens.count, quiet)
     tokens.open()
 
