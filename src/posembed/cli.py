@@ -395,10 +395,11 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser(
         "chunk",
-        help="cut a token file, Parquet or Arrow corpus into overlapping windows on disk "
-        "(bounded memory)",
-        description="Cut a token file, or a list column of Parquet, Arrow IPC or a saved "
-        "Hugging Face dataset, into overlapping windows on disk. The run holds about "
+        help="cut a token file, Parquet or Arrow corpus or Megatron indexed dataset into "
+        "overlapping windows on disk (bounded memory)",
+        description="Cut a token file, a list column of Parquet, Arrow IPC or a saved "
+        "Hugging Face dataset, or a Megatron-LM indexed dataset, into overlapping windows on "
+        "disk. The run holds about "
         "64 MiB at a time, whatever --size, beyond a token file's document offsets (16 bytes "
         "per document; Arrow input is cut a batch of rows at a time, its offsets never all "
         "held). The input is read, never mapped: one that changes while it is read "
