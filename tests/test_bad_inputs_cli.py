@@ -246,18 +246,47 @@ def saved(name: str, array: np.ndarray, key: str = "input") -> From:
     return From(build)
 
 
+def token_file_input_cases(add: Any) -> None:
+    """The cases of a command whose input is a token file (chunk, convert)."""
+    add(
+        "input",
+        "dtype",
+        saved("floats.npy", np.zeros(10)),
+        CommandError,
+        r"floats\.npy: tokens must be a 1-D integer array; got float64 of shape \(10,\)",
+        named="floats.npy",
+    )
+    add(
+        "input",
+        "rank",
+        saved("square.npy", np.zeros((10, 10), np.int32)),
+        CommandError,
+        r"square\.npy: tokens must be a 1-D integer array; got int32 of shape \(10, 10\)",
+        named="square.npy",
+    )
+    add(
+        "input",
+        "empty",
+        From(lambda a: (a["input"].write_bytes(b""), a["input"])[1]),
+        CommandError,
+        r"tokens\.npy: not a readable \.npy file \(it is empty\)",
+        named="tokens.npy",
+    )
+    add(
+        "input",
+        "file",
+        From(lambda a: a["input"].parent / "missing.npy"),
+        CommandError,
+        r"missing\.npy: no such file",
+        named="missing.npy",
+    )
+
+
+token_file_input_cases(add)
 add("--size", "type", "x", UsageError, r"argument --size: invalid int value: 'x'")
 add("--size", "type", 1.5, UsageError, r"argument --size: invalid int value: '1\.5'")
 add("--pad-value", "type", "x", UsageError, r"argument --pad-value: invalid int value: 'x'")
 add("--threads", "type", "x", UsageError, r"argument --threads: invalid _positive value: 'x'")
-add(
-    "input",
-    "dtype",
-    saved("floats.npy", np.zeros(10)),
-    CommandError,
-    r"floats\.npy: tokens must be a 1-D integer array; got float64 of shape \(10,\)",
-    named="floats.npy",
-)
 add(
     "--dtype",
     "dtype",
@@ -272,22 +301,6 @@ add(
     saved("offsets.npy", np.array([0.0, 100.0])),
     CommandError,
     r"--offsets .*offsets\.npy: offsets must be a 1-D integer array; got float64",
-)
-add(
-    "input",
-    "rank",
-    saved("square.npy", np.zeros((10, 10), np.int32)),
-    CommandError,
-    r"square\.npy: tokens must be a 1-D integer array; got int32 of shape \(10, 10\)",
-    named="square.npy",
-)
-add(
-    "input",
-    "empty",
-    From(lambda a: (a["input"].write_bytes(b""), a["input"])[1]),
-    CommandError,
-    r"tokens\.npy: not a readable \.npy file \(it is empty\)",
-    named="tokens.npy",
 )
 add(
     "--offsets",
@@ -414,14 +427,6 @@ add(
     r"tokens\.bin: a raw token file needs --dtype \(e\.g\. uint16\)",
     also=RAW,
 )
-add(
-    "input",
-    "file",
-    From(lambda a: a["input"].parent / "missing.npy"),
-    CommandError,
-    r"missing\.npy: no such file",
-    named="missing.npy",
-)
 
 
 def posembed_folder(args: dict[str, Any], meta: str = "{}") -> Path:
@@ -535,33 +540,10 @@ add("--bogus", "unknown", True, UsageError, r"unrecognized arguments: --bogus")
 
 # ---- posembed convert -------------------------------------------------------------------
 add = FAMILY.cases_for("cli convert")
+token_file_input_cases(add)
 add("--append-eod", "type", "x", UsageError, r"argument --append-eod: invalid int value: 'x'")
 add("--vocab-size", "type", 1.5, UsageError, r"argument --vocab-size: invalid int value: '1\.5'")
-add(
-    "input",
-    "dtype",
-    saved("floats.npy", np.zeros(10)),
-    CommandError,
-    r"floats\.npy: tokens must be a 1-D integer array; got float64 of shape \(10,\)",
-    named="floats.npy",
-)
 add("--output-dtype", "dtype", "float32", UsageError, r"argument --output-dtype: invalid choice")
-add(
-    "input",
-    "rank",
-    saved("square.npy", np.zeros((10, 10), np.int32)),
-    CommandError,
-    r"square\.npy: tokens must be a 1-D integer array; got int32 of shape \(10, 10\)",
-    named="square.npy",
-)
-add(
-    "input",
-    "empty",
-    From(lambda a: (a["input"].write_bytes(b""), a["input"])[1]),
-    CommandError,
-    r"tokens\.npy: not a readable \.npy file \(it is empty\)",
-    named="tokens.npy",
-)
 add("--vocab-size", "nan", "nan", UsageError, r"argument --vocab-size: invalid int value: 'nan'")
 add("--vocab-size", "size", 0, CommandError, r"--vocab-size must be an integer >= 1; got 0")
 add("--append-eod", "size", -1, CommandError, r"--append-eod must be an integer >= 0; got -1")
@@ -609,14 +591,6 @@ add(
     "uint16",
     CommandError,
     r"--dtype applies to raw token files; a \.npy file names its own",
-)
-add(
-    "input",
-    "file",
-    From(lambda a: a["input"].parent / "missing.npy"),
-    CommandError,
-    r"missing\.npy: no such file",
-    named="missing.npy",
 )
 add(
     "--output",
