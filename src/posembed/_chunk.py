@@ -81,7 +81,7 @@ def chunk_file(
     format: str = "npy",
     documents: str | None = None,
 ) -> dict[str, Any]:
-    """Window a token file into ``output_dir``, streaming: the engine of ``posembed chunk``.
+    """Window a corpus on disk into ``output_dir``, streaming: the engine of ``posembed chunk``.
 
     The input is read and the outputs are written batch by batch, so
     files larger than memory work. The outputs appear only when complete
@@ -104,6 +104,11 @@ def chunk_file(
     the outputs equal those of the token file with its offsets, byte for
     byte. A single row larger than the budget is read whole.
 
+    A Megatron-LM indexed dataset (``PREFIX.bin`` and ``PREFIX.idx``) is
+    read as a token file is, its ``.idx`` checked whole first
+    (:class:`posembed.IndexedCorpus`); its windows equal those of the same
+    tokens and offsets as a ``.npy`` file, byte for byte.
+
     Parameters
     ----------
     input_path : path
@@ -111,11 +116,13 @@ def chunk_file(
         ``.parquet`` file or a folder of them (read in name order), an Arrow
         IPC file or stream (``.arrow``), or a folder that
         ``datasets.Dataset.save_to_disk`` wrote (its ``state.json`` lists its
-        files, which must lie in the folder).
+        files, which must lie in the folder), or an indexed dataset
+        (``PREFIX``, ``PREFIX.idx``, or ``PREFIX.bin`` beside its ``.idx``).
     output_dir : path
         Folder to create, holding windows.npy, starts.npy, lengths.npy,
         documents.npy (the arrays of :class:`posembed.Windows`), or
-        windows.parquet with ``format="parquet"``, and meta.json.
+        windows.parquet with ``format="parquet"``, and meta.json; with
+        ``format="megatron"``, the prefix of ``PREFIX.bin`` and ``PREFIX.idx``.
     size : int
         Window length, >= 1.
     step : int, optional
@@ -142,19 +149,29 @@ def chunk_file(
     column : str, optional
         Arrow and Parquet input: the column of token id lists (default
         ``input_ids``); refused for a token file.
-    format : {"npy", "parquet"}
+    format : {"npy", "parquet", "megatron"}
         ``"parquet"``: the windows as one Parquet file, windows.parquet, a
         row group per batch, with the columns of
         :meth:`posembed.Windows.to_arrow` (``input_ids``,
         ``attention_mask``, ``document``, ``start``, ``length``), which
         ``datasets.load_dataset("parquet", data_files=...)`` loads.
+        ``"megatron"``: an indexed dataset at the prefix ``output_dir``, each
+        window one sequence of its tokens (no padding), the windows of each
+        input document one Megatron document; uint32 and uint64 tokens are
+        written as int32 and int64, each checked to fit. ``force`` then
+        replaces only an indexed dataset.
+    documents : {"documents", "sequences"}, optional
+        Indexed-dataset input: what a document is, Megatron's documents (one
+        or more sequences each; the default) or its sequences; refused for
+        other input.
 
     Returns
     -------
     dict of str to Any
         What meta.json holds: ``input``, ``tokens``, ``documents``,
         ``windows``, ``size``, ``step``, ``tail``, ``dtype``, ``pad_value``
-        and ``format`` (and ``column`` for Arrow input).
+        and ``format`` (and ``column`` for Arrow input, ``documents_are``
+        for an indexed dataset).
 
     Raises
     ------
@@ -172,7 +189,11 @@ def chunk_file(
         list of integers, a null row or token (the error names the row), a
         file that is not Parquet or Arrow IPC, a state.json that is not a
         saved dataset's or names a file outside its folder, ``dtype`` or
-        ``offsets_path`` given. A ChunkError is a ValueError.
+        ``offsets_path`` given. For an indexed dataset: any field of its
+        ``.idx`` that does not fit the others or the files (the error names
+        it), ``dtype``, ``offsets_path`` or ``column`` given; with
+        ``format="megatron"``, a token the output cannot hold. A ChunkError
+        is a ValueError.
     ImportError
         Arrow input or ``format="parquet"`` without pyarrow (the error names
         the ``arrow`` extra).
