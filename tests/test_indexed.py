@@ -4,6 +4,7 @@ that change while they are read, and both directions against megatron-core."""
 
 from __future__ import annotations
 
+import errno
 import importlib
 import itertools
 import json
@@ -24,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posembed
-from posembed import _indexed, reference
+from posembed import _core, _indexed, reference
 from posembed._indexed import IndexedWriter
 from posembed._source import TokenFile
 
@@ -688,6 +689,74 @@ def test_write_indexed_leaves_nothing_when_the_write_fails(tmp_path, monkeypatch
     with pytest.raises(OSError, match="No space left"):
         posembed.write_indexed(tmp_path / "c", [1, 2], [0, 2])
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- the token writes: tokens with end-of-document ids, in vectored writes ------------
+
+
+def marked(tokens: np.ndarray, cuts: np.ndarray, mark: int) -> bytes:
+    """What write_marked must write: ``mark`` before each of ``cuts``."""
+    return np.insert(tokens, cuts, mark).astype(tokens.dtype).tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int32, np.int64])
+@pytest.mark.parametrize("count", [0, 1, 7, 5000])
+def test_write_marked_writes_the_tokens_with_a_mark_before_each_cut(tmp_path, rng, dtype, count):
+    tokens = rng.integers(0, 100, count).astype(dtype)
+    # duplicates, both ends and, with 5000 tokens, far more pieces than one
+    # vectored write takes (1024)
+    cuts = np.sort(rng.integers(0, count + 1, 3 * count + 2))
+    path = tmp_path / "t.bin"
+    path.write_bytes(b"head")
+    with open(path, "r+b") as f:
+        _core.write_marked(f.fileno(), tokens, cuts, np.array([101], dtype), 4)
+    assert path.read_bytes() == b"head" + marked(tokens, cuts, 101)
+
+
+@pytest.mark.parametrize("cuts", [[3, 2], [-1], [8]], ids=["backwards", "negative", "past"])
+def test_write_marked_refuses_bad_cuts_and_writes_nothing(tmp_path, cuts):
+    path = tmp_path / "t.bin"
+    with open(path, "wb") as f, pytest.raises(ValueError, match=r"cuts\[\d\] is out of order"):
+        _core.write_marked(
+            f.fileno(), np.arange(7, dtype=np.uint16), cuts, np.zeros(1, np.uint16), 0
+        )
+    assert path.read_bytes() == b""
+
+
+def test_write_marked_raises_the_systems_error(tmp_path):
+    fd = os.open(tmp_path / "t.bin", os.O_RDONLY | os.O_CREAT)
+    try:
+        with pytest.raises(OSError, match="Bad file descriptor") as caught:
+            _core.write_marked(fd, np.arange(3, dtype=np.uint16), [1], np.zeros(1, np.uint16), 0)
+        assert caught.value.errno == errno.EBADF
+    finally:
+        os.close(fd)
+
+
+def test_write_marked_resumes_a_short_write_and_reports_the_limit(tmp_path):
+    # A file-size limit makes the kernel write part of a request, then refuse
+    # the rest: the part written must be exactly the first bytes, the rest an
+    # OSError (EFBIG), never a signal.
+    script = textwrap.dedent(
+        f"""
+        import errno, os, resource, signal
+        import numpy as np
+        from posembed import _core
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1001, 1001))
+        fd = os.open({str(tmp_path / "t.bin")!r}, os.O_WRONLY | os.O_CREAT)
+        try:
+            _core.write_marked(fd, np.arange(1000, dtype=np.uint16), [10, 500],
+                               np.array([7], np.uint16), 0)
+        except OSError as exc:
+            print("errno", exc.errno == errno.EFBIG)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["errno", "True"]
+    expected = marked(np.arange(1000, dtype=np.uint16), np.array([10, 500]), 7)
+    assert (tmp_path / "t.bin").read_bytes() == expected[:1001]
 
 
 # ---- megatron-core: its files read here, ours read there -------------------------------

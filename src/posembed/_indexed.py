@@ -30,7 +30,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from posembed._source import ChunkError, TokenFile, _open_regular, _stamp, pwritev_all
+from posembed import _core
+from posembed._source import ChunkError, TokenFile, _open_regular, _stamp
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -608,18 +609,14 @@ class IndexedWriter:
         if (self.token_count + count) * self.dtype.itemsize >= MAX_BYTES:
             raise ValueError(f"{self.bin_path}: the tokens would pass {MAX_BYTES} bytes")
         little = self.dtype.newbyteorder("<")
-        data = np.ascontiguousarray(toks.astype(little, copy=False))
-        whole = data.data.cast("B") if data.nbytes else memoryview(b"")
-        views = [whole]
-        if at is not None and len(at):  # the EOD ids between views of the tokens, no copy
-            mark = memoryview(np.array([eod], little).tobytes())
-            views = []
-            start = 0
-            for cut in (at * self.dtype.itemsize).tolist():
-                views += (whole[start:cut], mark)
-                start = cut
-            views.append(whole[start:])
-        pwritev_all(self._file.fileno(), views, self.token_count * self.dtype.itemsize)
+        data = np.ascontiguousarray(toks.astype(little, copy=False)).reshape(-1)
+        cuts = np.zeros(0, np.int64) if at is None or eod is None else at
+        mark = np.array([0 if eod is None else eod], little)
+        # the EOD ids between runs of the tokens, written with them in one
+        # vectored write each IOV_MAX pieces, without a copy
+        _core.write_marked(
+            self._file.fileno(), data, cuts, mark, self.token_count * self.dtype.itemsize
+        )
         self.token_count += count
 
     def widen(self, dtype: Any) -> None:

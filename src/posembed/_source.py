@@ -279,23 +279,3 @@ class StreamInput(NamedTuple):
     dtype: np.dtype[Any]
     documents: Callable[[], Generator[Documents, None, None]]
     meta: dict[str, Any]
-
-
-# Buffers one pwritev takes (the system's IOV_MAX, 1024 on Linux).
-IOV_MAX = 1024
-
-
-def pwritev_all(fd: int, views: list[memoryview], at: int) -> None:
-    """Write the byte views back to back at byte ``at`` (partial writes resumed)."""
-    first = 0
-    while first < len(views):
-        batch = views[first : first + IOV_MAX]
-        done = os.pwritev(fd, batch, at)  # the GIL is released
-        at += done
-        if done == sum(map(len, batch)):
-            first += len(batch)
-            continue
-        while done >= len(views[first]):  # a partial write: resume inside it
-            done -= len(views[first])
-            first += 1
-        views[first] = views[first][done:]
