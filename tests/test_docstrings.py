@@ -29,6 +29,8 @@ NO_RAISES = {
     "posembed.Windows": "a dataclass: __init__ stores the fields as given; windows() builds it",
     "posembed.WindowLayout": "a dataclass: __init__ stores the fields as given; "
     "window_layout() builds it",
+    "posembed.PackedRows": "a dataclass: __init__ stores the fields as given; PackPlan.cut() "
+    "builds it",
 }
 
 
@@ -222,6 +224,8 @@ RETURN_TYPES = {
         "tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], "
         "npt.NDArray[np.int64]]",
         "tuple[np.ndarray, np.ndarray, np.ndarray]",
+        "tuple[np.ndarray, np.ndarray, np.ndarray | None]",
+        "tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]",
     },
 }
 

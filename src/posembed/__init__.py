@@ -16,6 +16,7 @@ from posembed._extend import extend
 from posembed._gather import gather, gather_backward
 from posembed._indexed import IndexedCorpus, write_indexed
 from posembed._interpolate import interpolate, lerp
+from posembed._pack import PackedRows, PackPlan, pack
 from posembed._resample_grid import resample_grid
 from posembed._runtime import config, get_num_threads, set_num_threads, show_config
 from posembed._samples import GPTSamples, gpt_sample_index, gpt_samples
@@ -31,6 +32,8 @@ __all__ = [
     "GPTSamples",
     "IndexedCorpus",
     "LearnedPositionEmbedding",
+    "PackPlan",
+    "PackedRows",
     "WindowLayout",
     "Windows",
     "__version__",
@@ -46,6 +49,7 @@ __all__ = [
     "interpolate",
     "last_seed",
     "lerp",
+    "pack",
     "reference",
     "resample_grid",
     "resize_checkpoint",

@@ -234,6 +234,23 @@ def write_marked(
     mark: np.ndarray,
     offset: SupportsIndex,
 ) -> None: ...
+def pack_plan(
+    lengths: npt.ArrayLike, capacity: SupportsIndex, strategy: SupportsIndex, split: SupportsIndex
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
+def pack_cut(
+    tokens: np.ndarray,
+    doc_offsets: npt.ArrayLike,
+    row_offsets: npt.ArrayLike,
+    document: npt.ArrayLike,
+    start: npt.ArrayLike,
+    length: npt.ArrayLike,
+    r0: SupportsIndex,
+    r1: SupportsIndex,
+    capacity: SupportsIndex,
+    pad: SupportsIndex,
+    wide: bool,
+    labels: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]: ...
 def set_num_threads(threads: SupportsIndex) -> None: ...
 def get_num_threads() -> int: ...
 def config() -> _Config: ...

@@ -9,7 +9,8 @@ gather_backward), ``interpolate`` (interpolate, lerp), ``extend``,
 gpt_sample_index: Megatron-LM's GPT sample indices), ``windows`` (windows, Windows,
 window_layout, WindowLayout, stitch), ``random`` (uniform_bits,
 dropout_mask), ``embed``, ``embedding`` (the LearnedPositionEmbedding class),
-``checkpoint`` (resize_checkpoint) and ``indexed`` (IndexedCorpus,
+``checkpoint`` (resize_checkpoint), ``pack`` (pack: sequence packing plans and
+their cut) and ``indexed`` (IndexedCorpus,
 write_indexed: Megatron indexed datasets, whole files at a time).
 Where a module shares its name with a function (``gather``, ``interpolate``,
 ...), ``posembed.reference.<name>`` is the function; ``from
@@ -36,6 +37,7 @@ from posembed.reference.extend import extend
 from posembed.reference.gather import gather, gather_backward
 from posembed.reference.indexed import IndexedCorpus, write_indexed
 from posembed.reference.interpolate import interpolate, lerp
+from posembed.reference.pack import pack
 from posembed.reference.random import dropout_mask, uniform_bits
 from posembed.reference.resample_grid import resample_grid
 from posembed.reference.samples import GPTSamples as GPTSamples
@@ -57,6 +59,7 @@ __all__ = [
     "gpt_samples",
     "interpolate",
     "lerp",
+    "pack",
     "resample_grid",
     "similarity",
     "stitch",

@@ -1,0 +1,322 @@
+#include "pack.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+
+#include "parallel.hpp"
+#include "runtime.hpp"
+
+namespace posembed {
+
+namespace {
+
+// The smallest member >= v of a set of values 0..n-1, in a few word steps: a
+// bit per value, and above it a bit per non-zero word, up to one word.
+class NextSet {
+ public:
+  explicit NextSet(int64_t n) {
+    int64_t words = std::max<int64_t>(1, (n + 63) / 64);
+    for (;;) {
+      levels_.emplace_back(static_cast<size_t>(words), 0);
+      if (words == 1) break;
+      words = (words + 63) / 64;
+    }
+  }
+
+  void insert(int64_t v) {
+    for (auto& level : levels_) {
+      uint64_t& word = level[static_cast<size_t>(v >> 6)];
+      const bool was_empty = word == 0;
+      word |= uint64_t{1} << (v & 63);
+      if (!was_empty) return;
+      v >>= 6;
+    }
+  }
+
+  void erase(int64_t v) {
+    for (auto& level : levels_) {
+      uint64_t& word = level[static_cast<size_t>(v >> 6)];
+      word &= ~(uint64_t{1} << (v & 63));
+      if (word != 0) return;
+      v >>= 6;
+    }
+  }
+
+  // The smallest member >= v, or -1.
+  int64_t next(int64_t v) const {
+    size_t lvl = 0;
+    int64_t i = v;
+    for (;;) {  // up: the first word at or after i's with a bit at or after i's
+      if (lvl >= levels_.size()) return -1;
+      const int64_t w = i >> 6;
+      if (w >= static_cast<int64_t>(levels_[lvl].size())) return -1;
+      const uint64_t bits = levels_[lvl][static_cast<size_t>(w)] & (~uint64_t{0} << (i & 63));
+      if (bits != 0) {
+        i = (w << 6) | __builtin_ctzll(bits);
+        break;
+      }
+      i = w + 1;  // the next word, one level up
+      ++lvl;
+    }
+    while (lvl > 0) {  // down: the first bit of each word on the way
+      --lvl;
+      i = (i << 6) | __builtin_ctzll(levels_[lvl][static_cast<size_t>(i)]);
+    }
+    return i;
+  }
+
+ private:
+  std::vector<std::vector<uint64_t>> levels_;
+};
+
+// The pieces of every document, longest first (ties: document order, then
+// piece order), by a counting sort over the lengths 1..capacity.
+struct Pieces {
+  std::vector<int64_t> document;
+  std::vector<int64_t> start;
+  std::vector<int32_t> length;
+};
+
+Pieces sorted_pieces(const std::vector<int64_t>& lengths, int64_t capacity, PackSplit split) {
+  const auto cap = static_cast<size_t>(capacity);
+  std::vector<int64_t> at(cap + 2, 0);  // pieces of length l counted at at[l]
+  const auto each = [&](auto&& piece) {
+    for (size_t d = 0; d < lengths.size(); ++d) {
+      const int64_t n = lengths[d];
+      if (split == PackSplit::truncate || n <= capacity) {
+        if (n > 0) piece(d, int64_t{0}, std::min(n, capacity));
+        continue;
+      }
+      int64_t s = 0;
+      for (; s + capacity <= n; s += capacity) piece(d, s, capacity);
+      if (s < n) piece(d, s, n - s);
+    }
+  };
+  each([&](size_t, int64_t, int64_t l) { ++at[static_cast<size_t>(l)]; });
+  // where the pieces of each length start, the longest first
+  int64_t total = 0;
+  for (size_t l = cap; l >= 1; --l) {
+    const int64_t count = at[l];
+    at[l] = total;
+    total += count;
+  }
+  Pieces p;
+  p.document.resize(static_cast<size_t>(total));
+  p.start.resize(static_cast<size_t>(total));
+  p.length.resize(static_cast<size_t>(total));
+  each([&](size_t d, int64_t s, int64_t l) {
+    const auto i = static_cast<size_t>(at[static_cast<size_t>(l)]++);
+    p.document[i] = static_cast<int64_t>(d);
+    p.start[i] = s;
+    p.length[i] = static_cast<int32_t>(l);
+  });
+  return p;
+}
+
+// Best fit: rows with room r < capacity wait in a first-in first-out queue
+// per r; the smallest r that holds a piece comes from the set of non-empty
+// queues.
+std::vector<int64_t> best_fit(const Pieces& p, int64_t capacity, int64_t* rows) {
+  const auto cap = static_cast<size_t>(capacity);
+  std::vector<int64_t> head(cap, -1), tail(cap, -1), next;
+  std::vector<int64_t> row_of(p.length.size());
+  NextSet rooms(capacity);
+  int64_t count = 0;
+  for (size_t i = 0; i < p.length.size(); ++i) {
+    const int64_t len = p.length[i];
+    const int64_t room = len < capacity ? rooms.next(len) : -1;
+    int64_t row;
+    int64_t left;
+    if (room >= 0) {
+      const auto r = static_cast<size_t>(room);
+      row = head[r];
+      head[r] = next[static_cast<size_t>(row)];
+      if (head[r] < 0) {
+        tail[r] = -1;
+        rooms.erase(room);
+      }
+      left = room - len;
+    } else {
+      row = count++;
+      next.push_back(-1);
+      left = capacity - len;
+    }
+    row_of[i] = row;
+    if (left > 0) {
+      const auto r = static_cast<size_t>(left);
+      next[static_cast<size_t>(row)] = -1;
+      if (tail[r] < 0) {
+        head[r] = row;
+        rooms.insert(left);
+      } else {
+        next[static_cast<size_t>(tail[r])] = row;
+      }
+      tail[r] = row;
+    }
+  }
+  *rows = count;
+  return row_of;
+}
+
+// First fit: a tree of the rows' largest room, searched for the first row
+// whose room holds the piece.
+std::vector<int64_t> first_fit(const Pieces& p, int64_t capacity, int64_t* rows) {
+  size_t leaves = 1;
+  while (leaves < std::max<size_t>(1, p.length.size())) leaves *= 2;
+  std::vector<int32_t> tree(2 * leaves, 0);
+  std::vector<int64_t> row_of(p.length.size());
+  int64_t count = 0;
+  for (size_t i = 0; i < p.length.size(); ++i) {
+    const int32_t len = p.length[i];
+    size_t node = 1;
+    if (tree[1] >= len) {
+      while (node < leaves) node = tree[2 * node] >= len ? 2 * node : 2 * node + 1;
+    } else {
+      node = leaves + static_cast<size_t>(count++);
+      tree[node] = static_cast<int32_t>(capacity);
+    }
+    row_of[i] = static_cast<int64_t>(node - leaves);
+    tree[node] -= len;
+    for (node /= 2; node >= 1; node /= 2) tree[node] = std::max(tree[2 * node], tree[2 * node + 1]);
+  }
+  *rows = count;
+  return row_of;
+}
+
+void wrapped(const std::vector<int64_t>& lengths, int64_t capacity, PackSplit split,
+             PackPlan* plan) {
+  plan->row_offsets.assign(1, 0);
+  int64_t used = 0;  // tokens in the open row
+  for (size_t d = 0; d < lengths.size(); ++d) {
+    const int64_t n = split == PackSplit::truncate ? std::min(lengths[d], capacity) : lengths[d];
+    for (int64_t s = 0; s < n;) {
+      const int64_t take = std::min(n - s, capacity - used);
+      plan->document.push_back(static_cast<int64_t>(d));
+      plan->start.push_back(s);
+      plan->length.push_back(take);
+      plan->offset.push_back(used);
+      s += take;
+      used += take;
+      if (used == capacity) {
+        plan->row_offsets.push_back(static_cast<int64_t>(plan->document.size()));
+        used = 0;
+      }
+    }
+  }
+  if (used > 0) plan->row_offsets.push_back(static_cast<int64_t>(plan->document.size()));
+}
+
+}  // namespace
+
+void pack_plan(const int64_t* lengths, int64_t n, int64_t capacity, PackStrategy strategy,
+               PackSplit split, PackPlan* plan) {
+  // each length read once: the caller's array may change meanwhile
+  std::vector<int64_t> own(static_cast<size_t>(n));
+  for (int64_t d = 0; d < n; ++d) {
+    own[static_cast<size_t>(d)] = std::max<int64_t>(0, read_once(lengths + d));
+  }
+  *plan = PackPlan{};
+  if (strategy == PackStrategy::wrapped) {
+    wrapped(own, capacity, split, plan);
+    return;
+  }
+  const Pieces p = sorted_pieces(own, capacity, split);
+  int64_t rows = 0;
+  const std::vector<int64_t> row_of =
+      strategy == PackStrategy::bfd ? best_fit(p, capacity, &rows) : first_fit(p, capacity, &rows);
+  // rows in the order they opened, each row's entries in the order placed
+  plan->row_offsets.assign(static_cast<size_t>(rows) + 1, 0);
+  for (const int64_t r : row_of) ++plan->row_offsets[static_cast<size_t>(r) + 1];
+  for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
+    plan->row_offsets[r + 1] += plan->row_offsets[r];
+  }
+  const size_t entries = row_of.size();
+  plan->document.resize(entries);
+  plan->start.resize(entries);
+  plan->length.resize(entries);
+  plan->offset.resize(entries);
+  std::vector<int64_t> cursor(plan->row_offsets.begin(), plan->row_offsets.end() - 1);
+  std::vector<int64_t> filled(static_cast<size_t>(rows), 0);
+  for (size_t i = 0; i < entries; ++i) {
+    const auto r = static_cast<size_t>(row_of[i]);
+    const auto e = static_cast<size_t>(cursor[r]++);
+    plan->document[e] = p.document[i];
+    plan->start[e] = p.start[i];
+    plan->length[e] = p.length[i];
+    plan->offset[e] = filled[r];
+    filled[r] += p.length[i];
+  }
+}
+
+template <class T, class P>
+PackCutFault pack_cut(const T* tokens, int64_t ntokens, const int64_t* doc_offsets, int64_t ndocs,
+                      const int64_t* row_offsets, int64_t nentries, const int64_t* document,
+                      const int64_t* start, const int64_t* length, int64_t r0, int64_t r1,
+                      int64_t capacity, T pad, P ignore, T* ids, P* positions, P* labels) {
+  std::atomic<int64_t> first_bad{-1};
+  const int64_t rows = r1 - r0;
+  const int64_t bytes = rows * capacity * static_cast<int64_t>(sizeof(T) + 2 * sizeof(P));
+  parallel_for(rows, threads_for_bytes(bytes), [&](int64_t lo, int64_t hi, int) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t r = r0 + i;
+      T* row_ids = ids + i * capacity;
+      P* row_pos = positions + i * capacity;
+      P* row_labels = labels != nullptr ? labels + i * capacity : nullptr;
+      const int64_t e0 = read_once(row_offsets + r), e1 = read_once(row_offsets + r + 1);
+      bool ok = 0 <= e0 && e0 <= e1 && e1 <= nentries;
+      int64_t used = 0;
+      for (int64_t e = e0; ok && e < e1; ++e) {
+        const int64_t d = read_once(document + e), s = read_once(start + e);
+        const int64_t n = read_once(length + e);
+        ok = 0 <= d && d < ndocs && n >= 1 && n <= capacity - used;
+        if (!ok) break;
+        const int64_t a = doc_offsets[d], b = doc_offsets[d + 1];
+        ok = 0 <= s && s <= b - a - n && b <= ntokens;
+        if (!ok) break;
+        const T* src = tokens + a + s;
+        std::memcpy(row_ids + used, src, static_cast<size_t>(n) * sizeof(T));
+        for (int64_t j = 0; j < n; ++j) row_pos[used + j] = static_cast<P>(j);
+        if (row_labels != nullptr) {
+          row_labels[used] = ignore;
+          for (int64_t j = 1; j < n; ++j) row_labels[used + j] = static_cast<P>(src[j]);
+        }
+        used += n;
+      }
+      if (!ok) {
+        int64_t seen = first_bad.load();
+        while ((seen < 0 || r < seen) && !first_bad.compare_exchange_weak(seen, r)) {
+        }
+        continue;
+      }
+      for (int64_t j = used; j < capacity; ++j) {
+        row_ids[j] = pad;
+        row_pos[j] = static_cast<P>(j - used);
+      }
+      if (row_labels != nullptr) std::fill(row_labels + used, row_labels + capacity, ignore);
+    }
+  });
+  PackCutFault fault;
+  fault.row = first_bad.load();
+  return fault;
+}
+
+#define POSEMBED_PACK_CUT(T, P)                                                                 \
+  template PackCutFault pack_cut<T, P>(const T*, int64_t, const int64_t*, int64_t,              \
+                                       const int64_t*, int64_t, const int64_t*, const int64_t*, \
+                                       const int64_t*, int64_t, int64_t, int64_t, T, P, T*, P*, \
+                                       P*);
+#define POSEMBED_PACK_CUT_BOTH(T) POSEMBED_PACK_CUT(T, int32_t) POSEMBED_PACK_CUT(T, int64_t)
+POSEMBED_PACK_CUT_BOTH(int8_t)
+POSEMBED_PACK_CUT_BOTH(uint8_t)
+POSEMBED_PACK_CUT_BOTH(int16_t)
+POSEMBED_PACK_CUT_BOTH(uint16_t)
+POSEMBED_PACK_CUT_BOTH(int32_t)
+POSEMBED_PACK_CUT_BOTH(uint32_t)
+POSEMBED_PACK_CUT_BOTH(int64_t)
+POSEMBED_PACK_CUT_BOTH(uint64_t)
+#undef POSEMBED_PACK_CUT_BOTH
+#undef POSEMBED_PACK_CUT
+
+}  // namespace posembed

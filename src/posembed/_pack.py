@@ -1,0 +1,450 @@
+"""Sequence packing: documents placed into rows of a fixed capacity, and the
+rows cut into ``input_ids``, ``position_ids`` that restart at every document,
+``cu_seqlens`` and labels."""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from posembed import _core
+from posembed import _validate as v
+
+STRATEGIES = {"bfd": 0, "ffd": 1, "wrapped": 2}
+SPLITS = {"pieces": 0, "truncate": 1, "refuse": 0}
+INT32_MAX = 2**31 - 1
+IGNORE_INDEX = -100
+
+
+def _document_lengths(lengths: Any) -> np.ndarray:
+    a = v.as_array(lengths, "lengths")
+    empty_list = a.size == 0 and isinstance(lengths, (list, tuple))  # [] reads as floats
+    if (a.dtype.kind == "b" or a.dtype.kind not in "iu") and not empty_list:
+        raise TypeError(f"lengths must be integers; got dtype {a.dtype}")
+    if a.ndim != 1:
+        raise ValueError(f"lengths must be 1-D; got shape {a.shape}")
+    if a.dtype.kind == "u" and a.size and int(a.max()) > 2**62:
+        raise ValueError(f"lengths: {int(a.max())} passes 2^62")
+    own = np.array(a, dtype=np.int64, copy=True)  # the plan keeps what it was made from
+    if own.size and int(own.min()) < 0:
+        d = int(np.argmax(own < 0))
+        raise ValueError(f"lengths[{d}] = {int(own[d])} is negative; lengths must be >= 0")
+    own.setflags(write=False)
+    return own
+
+
+def pack(lengths: Any, capacity: int, *, strategy: str = "bfd", split: str = "pieces") -> PackPlan:
+    """Plan rows of ``capacity`` tokens holding every document, from the lengths alone.
+
+    Parameters
+    ----------
+    lengths : array_like of int, shape (N,)
+        Every document's length in tokens (>= 0; an empty document takes no
+        place and is counted in :attr:`PackPlan.empty_documents`).
+    capacity : int
+        Tokens per row, 1..2^31 - 1.
+    strategy : {"bfd", "ffd", "wrapped"}
+        ``"bfd"``, best-fit decreasing: the pieces longest first (ties in
+        document order, then piece order), each into the row with the least
+        room that holds it (ties: the row that came to that room first, as
+        TRL's ``pack_dataset(strategy="bfd")`` breaks them), a new row when
+        none does; O(N log capacity). ``"ffd"``, first-fit decreasing: the
+        same order, each into the first row that holds it. ``"wrapped"``: the
+        documents end to end in their order, cut every ``capacity`` tokens
+        (what ``group_texts`` does, but the last, shorter row is kept).
+    split : {"pieces", "refuse", "truncate"}
+        A document longer than ``capacity``: cut into pieces of ``capacity``
+        tokens and a shorter last one, each its own sequence (``"pieces"``,
+        nothing lost); a ValueError (``"refuse"``); or cut to its first
+        ``capacity`` tokens (``"truncate"``, the rest counted in
+        :attr:`PackPlan.truncated_tokens`). ``"wrapped"`` cuts documents at
+        row ends whatever ``split`` says, after refusing or truncating as
+        asked.
+
+    Returns
+    -------
+    PackPlan
+        The same lengths give the same plan on any machine and thread count.
+
+    Raises
+    ------
+    TypeError
+        ``lengths`` not integers, ``capacity`` not an integer.
+    ValueError
+        A negative length, ``capacity`` out of range, an unknown ``strategy``
+        or ``split``, or a document longer than ``capacity`` with
+        ``split="refuse"``.
+    """
+    cap = v.positive_int(capacity, "capacity")
+    if cap > INT32_MAX:
+        raise ValueError(f"capacity must be at most 2^31 - 1; got {cap}")
+    how = v.choice(strategy, "strategy", tuple(STRATEGIES))
+    cut = v.choice(split, "split", tuple(SPLITS))
+    own = _document_lengths(lengths)
+    if cut == "refuse" and own.size and int(own.max()) > cap:
+        d = int(np.argmax(own > cap))
+        raise ValueError(
+            f"document {d} has {int(own[d])} tokens, more than the capacity of {cap} "
+            "(split='refuse'; 'pieces' cuts it, 'truncate' keeps its first tokens)"
+        )
+    rows, documents, starts, pieces, offsets = _core.pack_plan(
+        own, cap, STRATEGIES[how], SPLITS[cut]
+    )
+    return PackPlan(own, cap, how, cut, rows, documents, starts, pieces, offsets)
+
+
+@dataclass(frozen=True)
+class PackedRows:
+    """Rows of a plan cut from the tokens (see :meth:`PackPlan.cut`).
+
+    Attributes
+    ----------
+    input_ids : ndarray (rows, capacity)
+        The tokens, in their dtype; a row's end padded with ``pad_value``.
+    position_ids : ndarray (rows, capacity), int64 or int32
+        0, 1, 2, ... from each sequence's first token; the padding of a row
+        counts 0, 1, 2, ... from its first pad, as one more sequence, so
+        every position is below ``capacity``.
+    labels : ndarray (rows, capacity) or None
+        The tokens, with -100 at every sequence's first token and on padding
+        (as transformers' ``DataCollatorWithFlattening`` sets them).
+    seq_lengths : ndarray, int32
+        Every sequence's length, row after row; a row's padding is a sequence
+        of its own, last in its row.
+    row_segments : ndarray (rows + 1,), int64
+        Row r's sequences are ``seq_lengths[row_segments[r]:row_segments[r + 1]]``.
+    cu_seqlens : ndarray (len(seq_lengths) + 1,), int32
+        Prefix sums of ``seq_lengths`` over the rows flattened into one
+        sequence of ``rows * capacity`` tokens: flash-attention's varlen
+        ``cu_seqlens`` for the batch as one packed sequence. Row r's own:
+        ``cu_seqlens[row_segments[r]:row_segments[r + 1] + 1] - r * capacity``.
+    documents, starts : ndarray, int64
+        Each sequence's document and its first token there (-1 and 0 for
+        padding).
+    """
+
+    input_ids: np.ndarray
+    position_ids: np.ndarray
+    labels: np.ndarray | None
+    seq_lengths: np.ndarray
+    row_segments: np.ndarray
+    cu_seqlens: np.ndarray
+    documents: np.ndarray
+    starts: np.ndarray
+
+
+class PackPlan:
+    """Which documents, or pieces of them, go into which row: made by :func:`pack`.
+
+    Attributes
+    ----------
+    document_lengths : ndarray (N,), int64
+        The lengths the plan was made from.
+    capacity : int
+        Tokens per row.
+    strategy, split : str
+        As given to :func:`pack`.
+    row_offsets : ndarray (rows + 1,), int64
+        Row r's entries are ``row_offsets[r]:row_offsets[r + 1]``, in the
+        order they were placed.
+    documents, starts, lengths, offsets : ndarray, int64
+        Each entry's document, its first token in the document, its length
+        and where it starts in its row.
+
+    Raises
+    ------
+    ValueError
+        From :meth:`cut` (the plan itself comes from :func:`pack`, which
+        checks its arguments).
+    """
+
+    def __init__(
+        self,
+        document_lengths: np.ndarray,
+        capacity: int,
+        strategy: str,
+        split: str,
+        row_offsets: np.ndarray,
+        documents: np.ndarray,
+        starts: np.ndarray,
+        lengths: np.ndarray,
+        offsets: np.ndarray,
+    ) -> None:
+        self.document_lengths = document_lengths
+        self.capacity, self.strategy, self.split = capacity, strategy, split
+        for a in (row_offsets, documents, starts, lengths, offsets):
+            a.setflags(write=False)
+        self.row_offsets, self.documents, self.starts = row_offsets, documents, starts
+        self.lengths, self.offsets = lengths, offsets
+
+    @property
+    def rows(self) -> int:
+        """Rows of ``capacity`` tokens."""
+        return int(self.row_offsets.shape[0]) - 1
+
+    @property
+    def tokens(self) -> int:
+        """Tokens placed in rows."""
+        return int(self.lengths.sum())
+
+    @property
+    def fill(self) -> float:
+        """Tokens placed / (rows x capacity): 1.0 is no padding at all."""
+        return self.tokens / (self.rows * self.capacity) if self.rows else 1.0
+
+    @property
+    def padding(self) -> int:
+        """Pad tokens the rows need (rows x capacity - tokens)."""
+        return self.rows * self.capacity - self.tokens
+
+    @property
+    def truncated_tokens(self) -> int:
+        """Tokens left out by ``split="truncate"`` (0 otherwise)."""
+        return int(self.document_lengths.sum()) - self.tokens
+
+    @property
+    def split_documents(self) -> int:
+        """Documents placed as more than one piece (their later pieces start at position 0)."""
+        if not self.documents.shape[0]:
+            return 0
+        return int(np.count_nonzero(np.bincount(self.documents) > 1))
+
+    @property
+    def empty_documents(self) -> int:
+        """Documents of no tokens (they take no place in any row)."""
+        return int(np.count_nonzero(self.document_lengths == 0))
+
+    def summary(self) -> dict[str, Any]:
+        """The plan's figures as one dict.
+
+        Returns
+        -------
+        dict
+            strategy, split, capacity, documents, rows, tokens, fill,
+            padding, split_documents, truncated_tokens, empty_documents.
+        """
+        return {
+            "strategy": self.strategy,
+            "split": self.split,
+            "capacity": self.capacity,
+            "documents": int(self.document_lengths.shape[0]),
+            "rows": self.rows,
+            "tokens": self.tokens,
+            "fill": self.fill,
+            "padding": self.padding,
+            "split_documents": self.split_documents,
+            "truncated_tokens": self.truncated_tokens,
+            "empty_documents": self.empty_documents,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"PackPlan({self.strategy}, capacity={self.capacity}, rows={self.rows}, "
+            f"documents={self.document_lengths.shape[0]}, fill={self.fill:.4f})"
+        )
+
+    def row(self, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Row ``r``'s entries.
+
+        Parameters
+        ----------
+        r : int
+            The row (negative counts from the end).
+
+        Returns
+        -------
+        (documents, starts, lengths) : tuple of ndarray
+            Read-only views of the plan's entries in that row.
+
+        Raises
+        ------
+        IndexError
+            ``r`` outside the plan's rows.
+        """
+        k = operator.index(r)
+        if not -self.rows <= k < self.rows:
+            raise IndexError(f"row {k} is out of range for a plan of {self.rows} rows")
+        k %= self.rows
+        a, b = int(self.row_offsets[k]), int(self.row_offsets[k + 1])
+        return self.documents[a:b], self.starts[a:b], self.lengths[a:b]
+
+    def _row_range(self, rows: Any) -> tuple[int, int]:
+        if rows is None:
+            return 0, self.rows
+        if isinstance(rows, range):
+            rows = slice(rows.start, rows.stop, rows.step)
+        if not isinstance(rows, slice):
+            raise TypeError(f"rows must be a slice or a range; got {type(rows).__name__}")
+        start, stop, step = rows.indices(self.rows)
+        if step != 1:
+            raise ValueError(f"rows must be consecutive (step 1); got step {step}")
+        return start, max(start, stop)
+
+    def _own_offsets(self, offsets: Any, ntokens: int) -> np.ndarray:
+        a = v.as_array(offsets, "offsets")
+        if a.dtype.kind not in "iu" or a.dtype.kind == "b":
+            raise TypeError(f"offsets must be integers; got dtype {a.dtype}")
+        n = self.document_lengths.shape[0]
+        if a.shape != (n + 1,):
+            raise ValueError(f"offsets must have shape ({n + 1},) for {n} documents; got {a.shape}")
+        own = np.array(a, dtype=np.int64, copy=True)  # trusted while the kernel runs
+        if int(own[0]) < 0 or int(own[-1]) > ntokens:
+            raise ValueError(
+                f"offsets must lie in 0..{ntokens} (the tokens given); "
+                f"got {int(own[0])}..{int(own[-1])}"
+            )
+        diff = np.diff(own)
+        if not np.array_equal(diff, self.document_lengths):
+            d = int(np.argmax(diff != self.document_lengths))
+            raise ValueError(
+                f"offsets give document {d} {int(diff[d])} tokens; the plan was made with "
+                f"{int(self.document_lengths[d])}"
+            )
+        return own
+
+    def cut(
+        self,
+        tokens: Any,
+        offsets: Any = None,
+        *,
+        rows: slice | range | None = None,
+        pad_value: int = 0,
+        labels: bool = False,
+        position_dtype: Any = np.int64,
+    ) -> PackedRows:
+        """The plan's rows (or ``rows=slice(a, b)`` of them) filled with the tokens.
+
+        Parameters
+        ----------
+        tokens : array_like of int, 1-D, or IndexedCorpus
+            Every document's tokens back to back (with ``offsets``), or a
+            :class:`posembed.IndexedCorpus`, whose offsets are used (only
+            the documents of the rows asked for are read).
+        offsets : array_like of int, shape (N + 1,)
+            Where each document starts in ``tokens``; its lengths must be the
+            plan's.
+        rows : slice or range, optional
+            Consecutive rows to cut (a batch), all by default.
+        pad_value : int
+            The id that fills a row's end; it must fit the tokens' dtype.
+        labels : bool
+            Also return labels (-100 at each sequence's first token and on
+            padding).
+        position_dtype : int64 or int32
+            The dtype of ``position_ids`` and ``labels``.
+
+        Returns
+        -------
+        PackedRows
+
+        Raises
+        ------
+        TypeError
+            Tokens or offsets not integers, a bad ``rows`` or ``position_dtype``.
+        ValueError
+            Offsets that do not match the plan's lengths or the tokens, a
+            ``pad_value`` the dtype cannot hold, a batch whose ``cu_seqlens``
+            would pass 2^31 - 1.
+        """
+        r0, r1 = self._row_range(rows)
+        try:
+            pdt = np.dtype(position_dtype)
+        except TypeError:
+            pdt = None
+        if pdt not in (np.dtype(np.int32), np.dtype(np.int64)):
+            raise TypeError(f"position_dtype must be int64 or int32; got {position_dtype!r}")
+        with_labels = v.flag(labels, "labels")
+        if (r1 - r0) * self.capacity > INT32_MAX:
+            raise ValueError(
+                f"{r1 - r0} rows of {self.capacity} tokens pass the 2^31 - 1 of int32 "
+                "cu_seqlens; cut fewer rows at a time (rows=slice(a, b))"
+            )
+        e0, e1 = int(self.row_offsets[r0]), int(self.row_offsets[r1])
+        documents = self.documents
+        if hasattr(tokens, "offsets") and hasattr(tokens, "read"):
+            flat, doc_offsets, documents = self._read_corpus(tokens, e0, e1)
+        else:
+            if offsets is None:
+                raise TypeError("offsets is required with a tokens array")
+            flat = v.as_array(tokens, "tokens")
+            if flat.dtype.kind not in "iu" or flat.dtype.kind == "b":
+                raise TypeError(f"tokens must be integers; got dtype {flat.dtype}")
+            if flat.ndim != 1:
+                raise ValueError(f"tokens must be 1-D; got shape {flat.shape}")
+            flat = v.kernel_array(flat, flat.dtype.newbyteorder("="))
+            doc_offsets = self._own_offsets(offsets, int(flat.shape[0]))
+        pad = _pad(pad_value, flat.dtype)
+        ids, positions, label_rows = _core.pack_cut(
+            flat,
+            doc_offsets,
+            self.row_offsets,
+            documents,
+            self.starts,
+            self.lengths,
+            r0,
+            r1,
+            self.capacity,
+            pad,
+            pdt == np.int64,
+            with_labels,
+        )
+        return self._segments(r0, r1, ids, positions, label_rows)
+
+    def _read_corpus(
+        self, corpus: Any, e0: int, e1: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The tokens of the documents of entries e0..e1 only, with offsets
+        and the entries' documents renumbered into them."""
+        doc_offsets = np.asarray(corpus.offsets, np.int64)
+        if not np.array_equal(np.diff(doc_offsets), self.document_lengths):
+            raise ValueError(
+                "the corpus's document lengths are not the ones the plan was made with"
+            )
+        used, inverse = np.unique(self.documents[e0:e1], return_inverse=True)
+        parts = [corpus.read(int(doc_offsets[d]), int(doc_offsets[d + 1])) for d in used.tolist()]
+        flat = np.concatenate(parts) if parts else np.zeros(0, corpus.dtype)
+        local = np.zeros(used.shape[0] + 1, np.int64)
+        np.cumsum(self.document_lengths[used], out=local[1:])
+        documents = np.zeros(self.documents.shape[0], np.int64)
+        documents[e0:e1] = inverse
+        return v.kernel_array(flat, flat.dtype.newbyteorder("=")), local, documents
+
+    def _segments(
+        self, r0: int, r1: int, ids: np.ndarray, positions: np.ndarray, labels: np.ndarray | None
+    ) -> PackedRows:
+        ro = self.row_offsets[r0 : r1 + 1]
+        e0, e1 = int(ro[0]), int(ro[-1])
+        lengths = self.lengths[e0:e1]
+        last = ro[1:] - 1  # each row's last entry (every row has one)
+        used = self.offsets[last] + self.lengths[last]
+        pads = self.capacity - used
+        where = (ro[1:] - e0)[pads > 0]
+        seq = np.insert(lengths, where, pads[pads > 0]).astype(np.int32)
+        documents = np.insert(self.documents[e0:e1], where, -1)
+        starts = np.insert(self.starts[e0:e1], where, 0)
+        counts = np.diff(ro) + (pads > 0)
+        row_segments = np.zeros(r1 - r0 + 1, np.int64)
+        np.cumsum(counts, out=row_segments[1:])
+        cu = np.zeros(seq.shape[0] + 1, np.int32)
+        np.cumsum(seq, out=cu[1:])
+        return PackedRows(ids, positions, labels, seq, row_segments, cu, documents, starts)
+
+
+def _pad(pad_value: Any, dtype: np.dtype[Any]) -> int:
+    if isinstance(pad_value, (bool, np.bool_)):
+        raise TypeError(f"pad_value must be an integer; got bool {pad_value!r}")
+    try:
+        pad = operator.index(pad_value)
+    except TypeError:
+        raise TypeError(
+            f"pad_value must be an integer; got {type(pad_value).__name__} {pad_value!r}"
+        ) from None
+    info = np.iinfo(dtype)
+    if not info.min <= pad <= min(info.max, 2**63 - 1):
+        raise ValueError(
+            f"pad_value {pad} does not fit the tokens' dtype {dtype} ({info.min}..{info.max})"
+        )
+    return pad

@@ -1,0 +1,193 @@
+"""Twin of posembed.pack: the packing plans and the cut, in plain Python and NumPy.
+
+Each strategy is written as its definition reads, searching every row for
+each piece (quadratic, for test sizes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from posembed.reference._common import _array, _count, _flag
+
+STRATEGIES = ("bfd", "ffd", "wrapped")
+SPLITS = ("pieces", "refuse", "truncate")
+
+
+@dataclass
+class PackPlan:
+    document_lengths: np.ndarray
+    capacity: int
+    strategy: str
+    split: str
+    row_offsets: np.ndarray
+    documents: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def rows(self) -> int:
+        return len(self.row_offsets) - 1
+
+    def cut(
+        self,
+        tokens: Any,
+        offsets: Any,
+        *,
+        rows: slice | None = None,
+        pad_value: int = 0,
+        labels: bool = False,
+        position_dtype: Any = np.int64,
+    ) -> dict[str, Any]:
+        """The rows filled: a dict of PackedRows' fields."""
+        toks = _array(tokens, "tokens")
+        offs = np.asarray(offsets, np.int64)
+        if not np.array_equal(np.diff(offs), self.document_lengths):
+            raise ValueError("offsets do not match the plan's lengths")
+        r0, r1, _ = (rows or slice(None)).indices(self.rows)
+        out: dict[str, list[Any]] = {k: [] for k in ("ids", "pos", "lab", "seq", "doc", "start")}
+        row_segments = [0]
+        for r in range(r0, r1):
+            ids, pos, lab = [], [], []
+            for e in range(self.row_offsets[r], self.row_offsets[r + 1]):
+                d, s, n = int(self.documents[e]), int(self.starts[e]), int(self.lengths[e])
+                piece = toks[offs[d] + s : offs[d] + s + n].tolist()
+                ids += piece
+                pos += list(range(n))
+                lab += [-100, *piece[1:]]
+                out["seq"].append(n)
+                out["doc"].append(d)
+                out["start"].append(s)
+            pad = self.capacity - len(ids)
+            if pad:
+                ids += [pad_value] * pad
+                pos += list(range(pad))
+                lab += [-100] * pad
+                out["seq"].append(pad)
+                out["doc"].append(-1)
+                out["start"].append(0)
+            row_segments.append(len(out["seq"]))
+            out["ids"].append(ids)
+            out["pos"].append(pos)
+            out["lab"].append(lab)
+        shape = (r1 - r0, self.capacity)
+        seq = np.array(out["seq"], np.int32)
+        return {
+            "input_ids": np.array(out["ids"], toks.dtype).reshape(shape),
+            "position_ids": np.array(out["pos"], position_dtype).reshape(shape),
+            "labels": np.array(out["lab"], position_dtype).reshape(shape)
+            if _flag(labels, "labels")
+            else None,
+            "seq_lengths": seq,
+            "row_segments": np.array(row_segments, np.int64),
+            "cu_seqlens": np.concatenate([[0], np.cumsum(seq)]).astype(np.int32),
+            "documents": np.array(out["doc"], np.int64),
+            "starts": np.array(out["start"], np.int64),
+        }
+
+
+def _pieces(lengths: list[int], capacity: int, split: str) -> list[tuple[int, int, int]]:
+    pieces = []
+    for d, n in enumerate(lengths):
+        if split == "truncate":
+            n = min(n, capacity)
+        for s in range(0, n, capacity):
+            pieces.append((d, s, min(capacity, n - s)))
+    return pieces
+
+
+def pack(lengths: Any, capacity: int, *, strategy: str = "bfd", split: str = "pieces") -> PackPlan:
+    """posembed.pack's plan, by the definitions.
+
+    Parameters
+    ----------
+    lengths : array_like of int
+        Every document's length.
+    capacity : int
+        Tokens per row.
+    strategy : {"bfd", "ffd", "wrapped"}
+    split : {"pieces", "refuse", "truncate"}
+
+    Returns
+    -------
+    PackPlan
+
+    Raises
+    ------
+    TypeError
+        Lengths or capacity not integers.
+    ValueError
+        A negative length, a bad capacity, strategy or split, a document too
+        long with split="refuse".
+    """
+    cap = _count(capacity, "capacity", 1)
+    if cap > 2**31 - 1:
+        raise ValueError("capacity must be at most 2^31 - 1")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}")
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}")
+    a = _array(lengths, "lengths")
+    if a.dtype.kind == "b" or (a.dtype.kind not in "iu" and a.size):
+        raise TypeError("lengths must be integers")
+    if a.ndim != 1:
+        raise ValueError("lengths must be 1-D")
+    own = [int(x) for x in a.tolist()]
+    if any(n < 0 for n in own):
+        raise ValueError("a length is negative")
+    if split == "refuse" and any(n > cap for n in own):
+        raise ValueError("a document is longer than the capacity")
+    rows: list[list[tuple[int, int, int]]] = []
+    if strategy == "wrapped":
+        row: list[tuple[int, int, int]] = []
+        used = 0
+        for d, n in enumerate(own):
+            n = min(n, cap) if split == "truncate" else n
+            s = 0
+            while s < n:
+                take = min(n - s, cap - used)
+                row.append((d, s, take))
+                s += take
+                used += take
+                if used == cap:
+                    rows.append(row)
+                    row, used = [], 0
+        if row:
+            rows.append(row)
+    else:
+        pieces = sorted(_pieces(own, cap, split), key=lambda p: (-p[2], p[0], p[1]))
+        room: list[int] = []
+        since: list[int] = []  # when each row came to its room (bfd's tie rule)
+        for t, piece in enumerate(pieces):
+            fits = [r for r in range(len(rows)) if room[r] >= piece[2]]
+            if not fits:
+                rows.append([])
+                room.append(cap)
+                since.append(t)
+                fits = [len(rows) - 1]
+            r = min(fits, key=lambda r: (room[r], since[r])) if strategy == "bfd" else fits[0]
+            rows[r].append(piece)
+            room[r] -= piece[2]
+            since[r] = t
+    entries = [
+        (d, s, n, sum(p[2] for p in row[:i])) for row in rows for i, (d, s, n) in enumerate(row)
+    ]
+
+    def column(k: int) -> np.ndarray:
+        return np.array([e[k] for e in entries], np.int64)
+
+    return PackPlan(
+        np.array(own, np.int64),
+        cap,
+        strategy,
+        split,
+        np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64),
+        column(0),
+        column(1),
+        column(2),
+        column(3),
+    )
