@@ -194,3 +194,20 @@ def quick_bench(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
     with contextlib.redirect_stdout(out):
         assert cli.main([*argv, "--plot", str(png)]) == 0
     return BenchRun(out.getvalue(), json.loads(path.read_text()), path, png)
+
+
+def trl_or_skip() -> Any:
+    """TRL's ``pack_dataset``, or a skip; with POSEMBED_REQUIRE_TRL=1 set, a
+    missing TRL fails instead of skipping (it needs PyTorch, so .ci/run installs
+    it after the CPU build rather than the test extra). Its import warns, which
+    this suite would turn into errors: the warnings are ignored while it imports."""
+    import os
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if os.environ.get("POSEMBED_REQUIRE_TRL") == "1":
+            from trl import pack_dataset
+        else:
+            pack_dataset = pytest.importorskip("trl").pack_dataset
+    return pack_dataset

@@ -1,0 +1,293 @@
+"""Sequence packing: plans against their twin and against the properties that
+define them, the cut against the twin, transformers' DataCollatorWithFlattening
+and TRL's pack_dataset, the positions through embed, and bad input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import posembed
+from posembed import reference
+
+from .conftest import trl_or_skip
+
+STRATEGIES = ["bfd", "ffd", "wrapped"]
+SPLITS = ["pieces", "truncate"]
+PLAN_FIELDS = ("row_offsets", "documents", "starts", "lengths", "offsets")
+
+
+def corpus(lengths: Any, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = np.random.default_rng(seed).integers(0, 50_000, int(offsets[-1])).astype(np.int32)
+    return tokens, offsets
+
+
+@given(
+    lengths=st.lists(st.integers(0, 90), max_size=60),
+    capacity=st.integers(1, 40),
+    strategy=st.sampled_from(STRATEGIES),
+    split=st.sampled_from(SPLITS),
+)
+@settings(max_examples=60, deadline=None)
+def test_plan_and_cut_equal_the_twins(lengths, capacity, strategy, split):
+    ours = posembed.pack(lengths, capacity, strategy=strategy, split=split)
+    twin = reference.pack(lengths, capacity, strategy=strategy, split=split)
+    for field in PLAN_FIELDS:
+        assert np.array_equal(getattr(ours, field), getattr(twin, field)), field
+    tokens, offsets = corpus(lengths)
+    got = ours.cut(tokens, offsets, labels=True, pad_value=7)
+    want = twin.cut(tokens, offsets, labels=True, pad_value=7)
+    for field, value in want.items():
+        assert np.array_equal(getattr(got, field), value), field
+        assert getattr(got, field).dtype == value.dtype, field
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_token_is_placed_once_within_capacity_positions_restarting(rng, strategy):
+    lengths = rng.integers(0, 300, 400)
+    plan = posembed.pack(lengths, 128, strategy=strategy)
+    # every document's tokens exactly once: its pieces tile 0..n
+    order = np.lexsort((plan.starts, plan.documents))
+    docs, starts, lens = plan.documents[order], plan.starts[order], plan.lengths[order]
+    ends = np.zeros(lengths.shape[0], np.int64)
+    for d, s, n in zip(docs.tolist(), starts.tolist(), lens.tolist(), strict=True):
+        assert s == ends[d]
+        ends[d] += n
+    assert np.array_equal(ends, lengths)
+    assert plan.tokens == int(lengths.sum())
+    assert plan.truncated_tokens == 0
+    used = np.add.reduceat(plan.lengths, plan.row_offsets[:-1])
+    assert (used <= 128).all()
+    assert (used >= 1).all()
+    tokens, offsets = corpus(lengths)
+    cut = plan.cut(tokens, offsets)
+    # positions restart at 0 at each sequence's start, padding included
+    flat_pos = cut.position_ids.reshape(-1)
+    firsts = np.zeros(flat_pos.shape[0], bool)
+    firsts[cut.cu_seqlens[:-1]] = True
+    assert np.array_equal(flat_pos == 0, firsts)
+    assert cut.cu_seqlens[-1] == plan.rows * 128
+    # every placed token is the document's own
+    for r in (0, plan.rows // 2, plan.rows - 1):
+        for d, s, n, at in zip(*plan.row(r), plan.offsets[plan.row_offsets[r] :], strict=False):
+            piece = tokens[offsets[d] + s : offsets[d] + s + n]
+            assert np.array_equal(cut.input_ids[r, at : at + n], piece)
+
+
+def test_the_plan_and_the_cut_are_the_same_on_any_thread_count(rng):
+    lengths = rng.integers(1, 5000, 3000)
+    tokens, offsets = corpus(lengths)
+    before = posembed.get_num_threads()
+    results = []
+    try:
+        for threads in (1, max(2, before)):
+            posembed.set_num_threads(threads)
+            plan = posembed.pack(lengths, 1024)
+            results.append((plan, plan.cut(tokens, offsets, labels=True)))
+    finally:
+        posembed.set_num_threads(before)
+    (p1, c1), (p2, c2) = results
+    for field in PLAN_FIELDS:
+        assert np.array_equal(getattr(p1, field), getattr(p2, field))
+    for field in ("input_ids", "position_ids", "labels", "cu_seqlens"):
+        assert np.array_equal(getattr(c1, field), getattr(c2, field))
+
+
+def test_best_fit_fills_at_least_as_well_as_first_fit_on_a_corpus_like_shape():
+    rng = np.random.default_rng(3)
+    lengths = np.maximum(1, rng.lognormal(np.log(600) - 0.5, 1.0, 50_000)).astype(np.int64)
+    bfd = posembed.pack(lengths, 4096)
+    ffd = posembed.pack(lengths, 4096, strategy="ffd")
+    assert bfd.fill >= ffd.fill
+    assert bfd.fill > 0.99
+    assert bfd.split_documents == int(np.count_nonzero(lengths > 4096))
+
+
+def test_split_choices_say_what_they_cost():
+    lengths = [10, 3, 0, 25]
+    pieces = posembed.pack(lengths, 8)
+    assert pieces.split_documents == 2
+    assert pieces.truncated_tokens == 0
+    assert pieces.empty_documents == 1
+    cut = posembed.pack(lengths, 8, split="truncate")
+    assert cut.truncated_tokens == (10 - 8) + (25 - 8)
+    assert cut.split_documents == 0
+    with pytest.raises(ValueError, match=r"document 0 has 10 tokens, more than the capacity of 8"):
+        posembed.pack(lengths, 8, split="refuse")
+    summary = pieces.summary()
+    assert summary["rows"] == pieces.rows
+    assert summary["padding"] == pieces.padding
+
+
+def test_a_batch_of_rows_is_the_same_as_those_rows_of_the_whole(rng):
+    lengths = rng.integers(1, 100, 200)
+    tokens, offsets = corpus(lengths)
+    plan = posembed.pack(lengths, 64)
+    whole = plan.cut(tokens, offsets, labels=True)
+    part = plan.cut(tokens, offsets, rows=slice(3, 9), labels=True, position_dtype=np.int32)
+    assert np.array_equal(part.input_ids, whole.input_ids[3:9])
+    assert np.array_equal(part.position_ids, whole.position_ids[3:9])
+    assert part.position_ids.dtype == np.int32
+    assert part.labels is not None
+    a, b = whole.row_segments[3], whole.row_segments[9]
+    assert np.array_equal(part.seq_lengths, whole.seq_lengths[a:b])
+    assert np.array_equal(part.cu_seqlens, whole.cu_seqlens[a : b + 1] - 3 * 64)
+
+
+def test_an_indexed_corpus_is_cut_as_its_arrays_are(tmp_path, rng):
+    lengths = rng.integers(1, 300, 120)
+    tokens, offsets = corpus(lengths)
+    posembed.write_indexed(tmp_path / "c", tokens.astype(np.uint16), offsets)
+    source = posembed.IndexedCorpus(tmp_path / "c")
+    plan = posembed.pack(lengths, 256)
+    got = plan.cut(source, rows=slice(2, 7))
+    want = plan.cut(tokens.astype(np.uint16), offsets, rows=slice(2, 7))
+    assert np.array_equal(got.input_ids, want.input_ids)
+    assert np.array_equal(got.documents, want.documents)
+
+
+def test_packed_positions_feed_embed_as_each_document_alone(rng):
+    lengths = rng.integers(1, 40, 30)
+    tokens, offsets = corpus(lengths)
+    tokens %= 100
+    tok_table = rng.standard_normal((100, 8)).astype(np.float32)
+    pos_table = rng.standard_normal((64, 8)).astype(np.float32)
+    plan = posembed.pack(lengths, 64)
+    cut = plan.cut(tokens, offsets)
+    packed = posembed.embed(tok_table, cut.input_ids, pos_table, positions=cut.position_ids)
+    assert np.array_equal(
+        posembed.gather(pos_table, cut.position_ids)[0], pos_table[cut.position_ids[0]]
+    )
+    for r in range(plan.rows):
+        for d, s, n, at in zip(*plan.row(r), plan.offsets[plan.row_offsets[r] :], strict=False):
+            alone = posembed.embed(
+                tok_table, tokens[offsets[d] + s : offsets[d] + s + n][None], pos_table
+            )
+            assert np.array_equal(packed[r, at : at + n], alone[0])
+
+
+# ---- the real libraries ----------------------------------------------------------------
+
+
+def test_position_ids_labels_and_cu_seqlens_equal_data_collator_with_flattening(rng):
+    transformers = pytest.importorskip("transformers")
+    lengths = rng.integers(1, 200, 80)
+    tokens, offsets = corpus(lengths)
+    plan = posembed.pack(lengths, 256)
+    cut = plan.cut(tokens, offsets, labels=True)
+    collate = transformers.DataCollatorWithFlattening(
+        return_flash_attn_kwargs=True, return_tensors="np"
+    )
+    for r in range(plan.rows):
+        docs, starts, lens = plan.row(r)
+        features = [
+            {"input_ids": tokens[offsets[d] + s : offsets[d] + s + n].tolist()}
+            for d, s, n in zip(docs.tolist(), starts.tolist(), lens.tolist(), strict=True)
+        ]
+        batch = collate(features)
+        used = int(lens.sum())
+        assert np.array_equal(batch["input_ids"][0], cut.input_ids[r, :used])
+        assert np.array_equal(batch["position_ids"][0], cut.position_ids[r, :used])
+        assert np.array_equal(batch["labels"][0], cut.labels[r, :used])
+        a, b = cut.row_segments[r], cut.row_segments[r + 1]
+        row_cu = cut.cu_seqlens[a : b + 1] - r * 256
+        assert np.array_equal(np.asarray(batch["cu_seq_lens_q"]), row_cu[: len(docs) + 1])
+
+
+@pytest.mark.parametrize(("trl_strategy", "split"), [("bfd_split", "pieces"), ("bfd", "truncate")])
+def test_the_rows_equal_trls_pack_dataset(rng, trl_strategy, split):
+    pack_dataset = trl_or_skip()
+    datasets = pytest.importorskip("datasets")
+    lengths = rng.integers(1, 150, 300)
+    tokens, offsets = corpus(lengths)
+    docs = [tokens[offsets[d] : offsets[d + 1]].tolist() for d in range(len(lengths))]
+    theirs = pack_dataset(
+        datasets.Dataset.from_dict({"input_ids": docs}), 64, strategy=trl_strategy
+    )
+    plan = posembed.pack(lengths, 64, split=split)
+    cut = plan.cut(tokens, offsets)
+    assert plan.rows == len(theirs)
+    for r in range(plan.rows):
+        _, _, lens = plan.row(r)
+        assert cut.input_ids[r, : int(lens.sum())].tolist() == theirs[r]["input_ids"]
+        assert lens.tolist() == theirs[r]["seq_lengths"]
+
+
+# ---- bad input ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"lengths": [3, -1]}, ValueError, r"lengths\[1\] = -1 is negative"),
+        ({"lengths": [1.5]}, TypeError, "lengths must be integers"),
+        ({"lengths": [[1]]}, ValueError, "lengths must be 1-D"),
+        ({"capacity": 0}, ValueError, "capacity must be a positive integer; got 0"),
+        ({"capacity": True}, TypeError, "capacity must be a positive integer; got bool"),
+        ({"capacity": 2**31}, ValueError, "capacity must be at most 2"),
+        ({"strategy": "best"}, ValueError, "strategy must be one of 'bfd', 'ffd', 'wrapped'"),
+        ({"split": "drop"}, ValueError, "split must be one of"),
+    ],
+)
+def test_bad_plan_arguments_are_refused_naming_them(kwargs, error, message):
+    args: dict[str, Any] = {"lengths": [3, 4], "capacity": 8, **kwargs}
+    lengths, capacity = args.pop("lengths"), args.pop("capacity")
+    with pytest.raises(error, match=message):
+        posembed.pack(lengths, capacity, **args)
+    with pytest.raises(error):
+        reference.pack(lengths, capacity, **args)
+
+
+def test_bad_cut_arguments_are_refused_and_the_inputs_kept():
+    plan = posembed.pack([3, 4], 8)
+    tokens, offsets = corpus([3, 4])
+    kept = tokens.copy(), offsets.copy()
+    with pytest.raises(
+        ValueError, match="offsets give document 0 2 tokens; the plan was made with 3"
+    ):
+        plan.cut(tokens, [0, 2, 7])
+    with pytest.raises(ValueError, match=r"offsets must have shape \(3,\)"):
+        plan.cut(tokens, [0, 3])
+    with pytest.raises(ValueError, match=r"offsets must lie in 0\.\.6"):
+        plan.cut(tokens[:6], offsets)
+    with pytest.raises(ValueError, match="pad_value 300 does not fit the tokens' dtype uint8"):
+        plan.cut(tokens.astype(np.uint8), offsets, pad_value=300)
+    with pytest.raises(TypeError, match="offsets is required"):
+        plan.cut(tokens)
+    with pytest.raises(TypeError, match="position_dtype must be int64 or int32"):
+        plan.cut(tokens, offsets, position_dtype=np.float32)
+    with pytest.raises(ValueError, match="rows must be consecutive"):
+        plan.cut(tokens, offsets, rows=slice(0, 1, 2))
+    with pytest.raises(IndexError, match="row 5 is out of range for a plan of 1 rows"):
+        plan.row(5)
+    assert np.array_equal(tokens, kept[0])
+    assert np.array_equal(offsets, kept[1])
+
+
+def test_a_plan_changed_behind_its_back_is_refused_not_read_out_of_bounds():
+    plan = posembed.pack([3, 4], 8)
+    tokens, offsets = corpus([3, 4])
+    # the plan's own arrays are read-only; one built from altered ones is
+    # checked where the kernel reads it
+    lengths = plan.lengths.copy()
+    lengths[0] = 10**9
+    altered = posembed.PackPlan(
+        plan.document_lengths,
+        8,
+        "bfd",
+        "pieces",
+        plan.row_offsets.copy(),
+        plan.documents.copy(),
+        plan.starts.copy(),
+        lengths,
+        plan.offsets.copy(),
+    )
+    with pytest.raises(ValueError, match="the plan's row 0 does not fit"):
+        altered.cut(tokens, offsets)
+    with pytest.raises(ValueError, match="read-only"):
+        plan.lengths[0] = 1
