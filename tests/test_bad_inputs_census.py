@@ -30,6 +30,7 @@ from . import (
     test_bad_inputs_gather,
     test_bad_inputs_indexed,
     test_bad_inputs_interpolate,
+    test_bad_inputs_pack,
     test_bad_inputs_resample_grid,
     test_bad_inputs_runtime,
     test_bad_inputs_samples,
@@ -45,6 +46,7 @@ FAMILY_MODULES = [
     test_bad_inputs_gather,
     test_bad_inputs_indexed,
     test_bad_inputs_interpolate,
+    test_bad_inputs_pack,
     test_bad_inputs_resample_grid,
     test_bad_inputs_runtime,
     test_bad_inputs_samples,
@@ -66,6 +68,9 @@ NO_ARGUMENTS = {
     "GPTSamples": "a frozen dataclass holding what gpt_samples() returns; its fields are "
     "read where they are used (GPTSamples.sample and samples, whose cases use one that "
     "gpt_samples built)",
+    "PackPlan": "what pack() returns; its arrays are read-only and checked where the kernel "
+    "reads them (PackPlan.cut, whose tests include a plan built by hand from altered arrays)",
+    "PackedRows": "a frozen dataclass holding what PackPlan.cut() returns",
     "WindowLayout": "a frozen dataclass holding what window_layout() returns; its fields "
     "are checked where they are used (WindowLayout.cut, which has cases for a layout "
     "built by hand)",

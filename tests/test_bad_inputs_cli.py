@@ -74,6 +74,27 @@ def _convert_valid(tmp: Path) -> dict[str, Any]:
     }
 
 
+def _pack_valid(tmp: Path) -> dict[str, Any]:
+    np.save(tmp / "tokens.npy", np.arange(100, dtype=np.int32))
+    np.save(tmp / "offsets.npy", np.array([0, 30, 30, 100]))
+    (tmp / "tokens.bin").write_bytes(np.arange(100, dtype=np.uint16).tobytes())
+    return {
+        "input": tmp / "tokens.npy",
+        "--output": tmp / "out",
+        "--size": 64,
+        "--strategy": None,
+        "--split": None,
+        "--shard-tokens": None,
+        "--format": None,
+        "--dtype": None,
+        "--offsets": tmp / "offsets.npy",
+        "--documents": None,
+        "--pad-value": None,
+        "--force": False,
+        "--quiet": True,
+    }
+
+
 def _samples_valid(tmp: Path) -> dict[str, Any]:
     posembed.write_indexed(tmp / "ds", np.arange(100) % 7, [0, 30, 30, 100])
     return {
@@ -143,6 +164,7 @@ FAMILY = Family(
         ),
         "cli chunk": command("chunk", valid=_chunk_valid),
         "cli convert": command("convert", valid=_convert_valid),
+        "cli pack": command("pack", valid=_pack_valid),
         "cli samples": command("samples", valid=_samples_valid),
         "cli resize": command("resize", valid=_resize_valid),
         "cli plot similarity": command("plot", "similarity", valid=_plot_valid),
@@ -155,6 +177,7 @@ FAMILY = Family(
         },
         "cli chunk": {**CLI_OUT},
         "cli convert": {**CLI_OUT},
+        "cli pack": {**CLI_OUT},
         "cli samples": {
             **CLI_OUT,
             "rank": "reads an indexed dataset, whose arrays are 1-D by its format",
@@ -629,6 +652,54 @@ add(
     },
 )
 add("--output", "unknown", OMIT, UsageError, r"the following arguments are required: -o/--output")
+add("--bogus", "unknown", True, UsageError, r"unrecognized arguments: --bogus")
+
+# ---- posembed pack ----------------------------------------------------------------------
+add = FAMILY.cases_for("cli pack")
+token_file_input_cases(add)
+add("--size", "type", "x", UsageError, r"argument --size: invalid int value: 'x'")
+add("--size", "nan", "nan", UsageError, r"argument --size: invalid int value: 'nan'")
+add("--size", "size", 0, CommandError, r"--size must be an integer in 1\.\.2147483647; got 0")
+add("--shard-tokens", "size", 0, CommandError, r"--shard-tokens must be an integer >= 1; got 0")
+add("--strategy", "range", "best", UsageError, r"argument --strategy: invalid choice: 'best'")
+add("--format", "range", "csv", UsageError, r"argument --format: invalid choice: 'csv'")
+add(
+    "--split",
+    "range",
+    "refuse",
+    CommandError,
+    r"document 2 has 70 tokens, more than --size 64 \(--split refuse",
+)
+add(
+    "--offsets",
+    "shape",
+    saved("offsets.npy", np.array([0, 50, 101])),
+    CommandError,
+    r"--offsets .*offsets must start at 0 and end at len\(tokens\) = 100; got \[0\]\.\.\[101\]",
+)
+add(
+    "--pad-value",
+    "range",
+    2**40,
+    CommandError,
+    r"--pad-value 1099511627776 does not fit int32",
+)
+add(
+    "--documents",
+    "combination",
+    "sequences",
+    CommandError,
+    r"--documents applies to indexed datasets \(PREFIX\.bin and PREFIX\.idx\); .* is a token",
+)
+add(
+    "--output",
+    "file",
+    From(lambda a: (a["--output"].write_bytes(b"precious"), a["--output"])[1]),
+    CommandError,
+    r"output .*out is a file, not a folder posembed wrote",
+    also={"--force": True},
+)
+add("--size", "unknown", OMIT, UsageError, r"the following arguments are required: --size")
 add("--bogus", "unknown", True, UsageError, r"unrecognized arguments: --bogus")
 
 # ---- posembed samples -------------------------------------------------------------------

@@ -4,6 +4,11 @@ and TRL's pack_dataset, the positions through embed, and bad input."""
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,8 +18,10 @@ from hypothesis import strategies as st
 
 import posembed
 from posembed import reference
+from posembed._pack_output import NPY_ARRAYS, pack_file, shard_fill
+from posembed._source import MEMORY_BYTES, ChunkError
 
-from .conftest import trl_or_skip
+from .conftest import run_peak_rss, skip_if_sanitized, trl_or_skip
 
 STRATEGIES = ["bfd", "ffd", "wrapped"]
 SPLITS = ["pieces", "truncate"]
@@ -119,7 +126,7 @@ def test_split_choices_say_what_they_cost():
     assert cut.split_documents == 0
     with pytest.raises(ValueError, match=r"document 0 has 10 tokens, more than the capacity of 8"):
         posembed.pack(lengths, 8, split="refuse")
-    summary = pieces.summary()
+    summary = pieces.summary
     assert summary["rows"] == pieces.rows
     assert summary["padding"] == pieces.padding
 
@@ -291,3 +298,211 @@ def test_a_plan_changed_behind_its_back_is_refused_not_read_out_of_bounds():
         altered.cut(tokens, offsets)
     with pytest.raises(ValueError, match="read-only"):
         plan.lengths[0] = 1
+
+
+# ---- posembed pack: the corpus on disk, shard by shard -----------------------------------
+
+
+def saved_corpus(
+    tmp_path: Path, lengths: Any, dtype: Any = np.uint16
+) -> tuple[np.ndarray, np.ndarray]:
+    tokens, offsets = corpus(lengths)
+    tokens = tokens.astype(dtype)
+    np.save(tmp_path / "t.npy", tokens)
+    np.save(tmp_path / "o.npy", offsets)
+    return tokens, offsets
+
+
+def read_npy_output(folder: Path) -> dict[str, np.ndarray]:
+    return {name: np.load(folder / f"{name}.npy") for name in NPY_ARRAYS}
+
+
+def placed_tokens(
+    out: dict[str, np.ndarray], tokens: np.ndarray, offsets: np.ndarray
+) -> np.ndarray:
+    """Each document's tokens as the output places them (asserting each piece is its own)."""
+    flat, at = out["input_ids"].reshape(-1), 0
+    seen = np.zeros(offsets.shape[0] - 1, np.int64)
+    for n, d, s in zip(
+        out["seq_lengths"].tolist(), out["documents"].tolist(), out["starts"].tolist(), strict=True
+    ):
+        if d >= 0:
+            assert np.array_equal(flat[at : at + n], tokens[offsets[d] + s : offsets[d] + s + n])
+            seen[d] += n
+        at += n
+    return seen
+
+
+def test_the_command_writes_what_the_plan_of_the_whole_corpus_cuts(tmp_path, rng):
+    lengths = rng.integers(0, 700, 300)
+    tokens, offsets = saved_corpus(tmp_path, lengths)
+    meta = pack_file(
+        tmp_path / "t.npy", tmp_path / "out", size=512, offsets_path=tmp_path / "o.npy", quiet=True
+    )
+    plan = posembed.pack(lengths, 512)
+    want = plan.cut(tokens, offsets, position_dtype=np.int32)
+    got = read_npy_output(tmp_path / "out")
+    for name in ("input_ids", "position_ids", "seq_lengths", "row_segments", "documents", "starts"):
+        assert np.array_equal(got[name], getattr(want, name)), name
+    assert got["position_ids"].dtype == np.int32
+    assert got["input_ids"].dtype == np.uint16
+    assert meta["rows"] == plan.rows
+    assert meta["fill"] == plan.fill
+    assert meta["split_documents"] == plan.split_documents
+    assert json.loads((tmp_path / "out" / "meta.json").read_text()) == meta
+
+
+@pytest.mark.parametrize("split", ["pieces", "truncate"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_shards_place_every_token_once_long_documents_included(tmp_path, rng, split, strategy):
+    lengths = rng.integers(0, 900, 200)
+    lengths[[3, 50, 51, 199]] = [5000, 3 * 256, 4321, 2600]  # longer than a shard of 2000
+    tokens, offsets = saved_corpus(tmp_path, lengths)
+    meta = pack_file(
+        tmp_path / "t.npy",
+        tmp_path / "out",
+        size=256,
+        strategy=strategy,
+        split=split,
+        shard_tokens=2000,
+        offsets_path=tmp_path / "o.npy",
+        quiet=True,
+    )
+    out = read_npy_output(tmp_path / "out")
+    seen = placed_tokens(out, tokens, offsets)
+    kept = lengths if split == "pieces" else np.minimum(lengths, 256)
+    assert np.array_equal(seen, kept)
+    assert meta["truncated_tokens"] == int(lengths.sum() - kept.sum())
+    assert out["input_ids"].shape == (meta["rows"], 256)
+    assert meta["fill"] == pytest.approx(
+        shard_fill(lengths, 256, 2000, strategy=strategy, split=split)
+    )
+    firsts = np.zeros(out["input_ids"].size, bool)
+    firsts[np.concatenate([[0], np.cumsum(out["seq_lengths"])[:-1]])] = True
+    assert np.array_equal(out["position_ids"].reshape(-1) == 0, firsts)
+
+
+def test_parquet_output_loads_with_datasets_and_megatron_output_reads_back(tmp_path, rng):
+    datasets = pytest.importorskip("datasets")
+    lengths = rng.integers(1, 400, 100)
+    tokens, offsets = saved_corpus(tmp_path, lengths)
+    common = {"size": 256, "offsets_path": tmp_path / "o.npy", "quiet": True, "shard_tokens": 5000}
+    pack_file(tmp_path / "t.npy", tmp_path / "npy", **common)
+    pack_file(tmp_path / "t.npy", tmp_path / "pq", format="parquet", **common)
+    pack_file(tmp_path / "t.npy", tmp_path / "mg", format="megatron", **common)
+    out = read_npy_output(tmp_path / "npy")
+    loaded = datasets.load_dataset(
+        "parquet", data_files=str(tmp_path / "pq" / "packed.parquet"), split="train"
+    )
+    assert np.array_equal(np.array(loaded["input_ids"]), out["input_ids"])
+    assert np.array_equal(np.array(loaded["position_ids"]), out["position_ids"])
+    segments = out["row_segments"]
+    for r in (0, len(loaded) - 1):
+        assert (
+            loaded[r]["seq_lengths"] == out["seq_lengths"][segments[r] : segments[r + 1]].tolist()
+        )
+    assert np.array_equal(placed_tokens(out, tokens, offsets), lengths)
+    mg = posembed.IndexedCorpus(tmp_path / "mg")
+    real = out["documents"] >= 0
+    assert np.array_equal(mg.sequence_lengths, out["seq_lengths"][real])
+    assert mg.offsets.shape[0] - 1 == out["input_ids"].shape[0]  # one document per row
+    for r in (0, 7, len(loaded) - 1):
+        seq = slice(segments[r], segments[r + 1])
+        used = int(out["seq_lengths"][seq][real[seq]].sum())
+        assert np.array_equal(mg[r], out["input_ids"][r, :used])
+
+
+def test_an_indexed_dataset_is_packed_as_its_arrays_are(tmp_path, rng):
+    lengths = rng.integers(1, 400, 80)
+    tokens, offsets = saved_corpus(tmp_path, lengths)
+    posembed.write_indexed(tmp_path / "ds", tokens, offsets)
+    pack_file(tmp_path / "ds", tmp_path / "a", size=128, quiet=True)
+    pack_file(
+        tmp_path / "t.npy", tmp_path / "b", size=128, offsets_path=tmp_path / "o.npy", quiet=True
+    )
+    a, b = read_npy_output(tmp_path / "a"), read_npy_output(tmp_path / "b")
+    for name in NPY_ARRAYS:
+        assert np.array_equal(a[name], b[name]), name
+
+
+def test_force_replaces_only_its_own_output_and_errors_leave_nothing(tmp_path, rng):
+    lengths = rng.integers(1, 400, 30)
+    saved_corpus(tmp_path, lengths)
+    args = {"size": 128, "offsets_path": tmp_path / "o.npy", "quiet": True}
+    pack_file(tmp_path / "t.npy", tmp_path / "out", **args)
+    with pytest.raises(ChunkError, match="exists; pass --force"):
+        pack_file(tmp_path / "t.npy", tmp_path / "out", **args)
+    pack_file(tmp_path / "t.npy", tmp_path / "out", force=True, **args)
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(ChunkError, match="is a folder posembed did not write"):
+        pack_file(tmp_path / "t.npy", tmp_path / "mine", force=True, **args)
+    with pytest.raises(ChunkError, match="more than --size 8"):
+        pack_file(tmp_path / "t.npy", tmp_path / "new", split="refuse", **{**args, "size": 8})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "o.npy", "out", "t.npy"]
+
+
+def test_a_token_file_that_shrinks_while_packed_is_refused(tmp_path, rng, monkeypatch):
+    lengths = rng.integers(1, 400, 200)
+    saved_corpus(tmp_path, lengths)
+    from posembed import _pack_output
+
+    real = _pack_output.pack
+
+    def shrink_then_plan(*args: Any, **kwargs: Any) -> Any:
+        os.truncate(tmp_path / "t.npy", 1000)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_pack_output, "pack", shrink_then_plan)
+    with pytest.raises(ChunkError, match=r"changed|shorter|truncated|shrank"):
+        pack_file(
+            tmp_path / "t.npy",
+            tmp_path / "out",
+            size=128,
+            offsets_path=tmp_path / "o.npy",
+            quiet=True,
+            shard_tokens=3000,
+        )
+    assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.npy", "t.npy"]
+
+
+PEAK_CHILD = textwrap.dedent(
+    """
+    import sys
+    import numpy
+    import posembed, posembed._pack_output
+    from posembed.cli import main
+    sys.exit(main(sys.argv[1:]) if len(sys.argv) > 1 else 0)
+    """
+)
+
+
+@skip_if_sanitized
+def test_memory_is_bounded_whatever_the_corpus_size(tmp_path):
+    # 64 Mi uint16 tokens (128 MB) in documents of up to 8000 tokens and one
+    # of 20 M: the run holds a shard, never the corpus
+    rng = np.random.default_rng(9)
+    lengths = rng.integers(1, 8000, 6000)
+    lengths[100] = 20_000_000
+    n = int(lengths.sum())
+    (np.arange(n, dtype=np.uint16) % 50_000).tofile(tmp_path / "t.raw")
+    np.save(tmp_path / "o.npy", np.concatenate([[0], np.cumsum(lengths)]))
+    _, idle = run_peak_rss([sys.executable, "-c", PEAK_CHILD])
+    args = ["pack", tmp_path / "t.raw", "--dtype", "uint16", "--offsets", tmp_path / "o.npy"]
+    done, peak = run_peak_rss(
+        [
+            sys.executable,
+            "-c",
+            PEAK_CHILD,
+            *map(str, args),
+            "--size",
+            "4096",
+            "-o",
+            str(tmp_path / "out"),
+            "--quiet",
+        ]
+    )
+    assert done.returncode == 0, done.stderr
+    extra = (peak - idle) << 10
+    assert extra < MEMORY_BYTES + (16 << 20), extra >> 20
+    assert json.loads((tmp_path / "out" / "meta.json").read_text())["tokens"] == n

@@ -217,14 +217,12 @@ class PackPlan:
         """Documents of no tokens (they take no place in any row)."""
         return int(np.count_nonzero(self.document_lengths == 0))
 
+    @property
     def summary(self) -> dict[str, Any]:
         """The plan's figures as one dict.
 
-        Returns
-        -------
-        dict
-            strategy, split, capacity, documents, rows, tokens, fill,
-            padding, split_documents, truncated_tokens, empty_documents.
+        strategy, split, capacity, documents, rows, tokens, fill, padding,
+        split_documents, truncated_tokens, empty_documents.
         """
         return {
             "strategy": self.strategy,
@@ -264,7 +262,12 @@ class PackPlan:
         IndexError
             ``r`` outside the plan's rows.
         """
-        k = operator.index(r)
+        if isinstance(r, (bool, np.bool_)):
+            raise TypeError(f"r must be an integer; got bool {r!r}")
+        try:
+            k = operator.index(r)
+        except TypeError:
+            raise TypeError(f"r must be an integer; got {type(r).__name__} {r!r}") from None
         if not -self.rows <= k < self.rows:
             raise IndexError(f"row {k} is out of range for a plan of {self.rows} rows")
         k %= self.rows

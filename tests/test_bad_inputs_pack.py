@@ -1,0 +1,177 @@
+"""The bad-input matrix for pack, PackPlan.cut and PackPlan.row.
+
+The cases, the checks they go through and the census that holds the families
+together: see ``tests/badinput_harness.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import posembed
+
+from .badinput_harness import ALL_OUT, RAGGED, Case, Family, function, method
+
+LENGTHS = np.array([5, 9, 0, 12])  # 26 tokens
+OFFSETS = np.array([0, 5, 14, 14, 26])
+TOKENS = np.arange(100, 126, dtype=np.int32)
+PLAN = posembed.pack(LENGTHS, 8)
+
+
+FAMILY = Family(
+    targets={
+        "pack": function(
+            "pack",
+            lambda tmp: {
+                "lengths": LENGTHS.copy(),
+                "capacity": 8,
+                "strategy": "bfd",
+                "split": "pieces",
+            },
+        ),
+        "PackPlan.cut": method(
+            posembed.PackPlan,
+            "cut",
+            lambda tmp: {
+                "self": PLAN,
+                "tokens": TOKENS.copy(),
+                "offsets": OFFSETS.copy(),
+                "rows": None,
+                "pad_value": 0,
+                "labels": True,
+                "position_dtype": np.int64,
+            },
+            twin=False,
+        ),
+        "PackPlan.row": method(
+            posembed.PackPlan, "row", lambda tmp: {"self": PLAN, "r": 1}, twin=False
+        ),
+    },
+    not_applicable={
+        "pack": {
+            **ALL_OUT,
+            "empty": "no documents is a valid plan of no rows",
+            "shape": "one array: nothing to fit together (a length past the capacity is range)",
+        },
+        "PackPlan.cut": {**ALL_OUT},
+        "PackPlan.row": {
+            **ALL_OUT,
+            "empty": "a row number is a scalar",
+            "size": "a row number is an index (range)",
+            "shape": "one scalar argument",
+        },
+    },
+)
+
+# ---- pack -------------------------------------------------------------------------------
+add = FAMILY.cases_for("pack")
+add("lengths", "type", RAGGED, TypeError, r"lengths must be an array NumPy can read")
+add("lengths", "type", "12", TypeError, r"lengths must be integers; got dtype <U2")
+add("capacity", "type", "8", TypeError, r"capacity must be a positive integer; got str '8'")
+add("capacity", "type", True, TypeError, r"capacity must be a positive integer; got bool")
+add("strategy", "type", 1, ValueError, r"strategy must be one of 'bfd', 'ffd', 'wrapped'; got 1")
+add("lengths", "dtype", LENGTHS * 1.0, TypeError, r"lengths must be integers; got dtype float64")
+add("lengths", "dtype", LENGTHS > 0, TypeError, r"lengths must be integers; got dtype bool")
+add("lengths", "rank", LENGTHS[None], ValueError, r"lengths must be 1-D; got shape \(1, 4\)")
+add("capacity", "nan", float("nan"), TypeError, r"capacity must be a positive integer; got float")
+add("capacity", "size", 0, ValueError, r"capacity must be a positive integer; got 0")
+add("capacity", "size", 2**31, ValueError, r"capacity must be at most 2\^31 - 1; got 2147483648")
+add(
+    "lengths",
+    "range",
+    np.array([5, -1]),
+    ValueError,
+    r"lengths\[1\] = -1 is negative; lengths must be >= 0",
+)
+add("strategy", "range", "best", ValueError, r"strategy must be one of 'bfd', 'ffd', 'wrapped'")
+add("split", "range", "drop", ValueError, r"split must be one of 'pieces', 'truncate', 'refuse'")
+add(
+    "split",
+    "range",
+    "refuse",
+    ValueError,
+    r"document 1 has 9 tokens, more than the capacity of 8 \(split='refuse'",
+)
+
+# ---- PackPlan.cut -----------------------------------------------------------------------
+add = FAMILY.cases_for("PackPlan.cut")
+add("tokens", "type", RAGGED, TypeError, r"tokens must be an array NumPy can read")
+add("offsets", "type", RAGGED, TypeError, r"offsets must be an array NumPy can read")
+add("rows", "type", 3, TypeError, r"rows must be a slice or a range; got int")
+add("pad_value", "type", "0", TypeError, r"pad_value must be an integer; got str '0'")
+add("labels", "type", 1, TypeError, r"labels must be True or False; got 1")
+add("position_dtype", "dtype", np.float32, TypeError, r"position_dtype must be int64 or int32")
+add("tokens", "dtype", TOKENS * 1.0, TypeError, r"tokens must be integers; got dtype float64")
+add("offsets", "dtype", OFFSETS * 1.0, TypeError, r"offsets must be integers; got dtype float64")
+add("tokens", "rank", TOKENS.reshape(2, 13), ValueError, r"tokens must be 1-D; got shape \(2, 13\)")
+add(
+    "offsets",
+    "rank",
+    OFFSETS[None],
+    ValueError,
+    r"offsets must have shape \(5,\) for 4 documents; got \(1, 5\)",
+)
+add(
+    "tokens",
+    "empty",
+    TOKENS[:0],
+    ValueError,
+    r"offsets must lie in 0\.\.0 \(the tokens given\); got 0\.\.26",
+)
+add("pad_value", "nan", float("nan"), TypeError, r"pad_value must be an integer; got float nan")
+add(
+    "pad_value",
+    "size",
+    2**70,
+    ValueError,
+    r"pad_value 1180591620717411303424 does not fit the tokens' dtype int32",
+)
+add("pad_value", "range", -(2**40), ValueError, r"pad_value -1099511627776 does not fit")
+add("rows", "range", slice(0, 3, 2), ValueError, r"rows must be consecutive \(step 1\); got step 2")
+add(
+    "offsets",
+    "shape",
+    np.array([0, 5, 13, 13, 26]),
+    ValueError,
+    r"offsets give document 1 8 tokens; the plan was made with 9",
+)
+add(
+    "tokens",
+    "shape",
+    TOKENS[:20],
+    ValueError,
+    r"offsets must lie in 0\.\.20 \(the tokens given\); got 0\.\.26",
+)
+
+# ---- PackPlan.row -----------------------------------------------------------------------
+add = FAMILY.cases_for("PackPlan.row")
+add("r", "type", "0", TypeError, r"r must be an integer; got str '0'")
+add("r", "type", True, TypeError, r"r must be an integer; got bool True")
+add("r", "dtype", np.float32(1), TypeError, r"r must be an integer; got float32")
+add("r", "rank", np.array([1]), TypeError, r"r must be an integer; got ndarray")
+add("r", "nan", np.nan, TypeError, r"r must be an integer; got float nan")
+add("r", "range", 99, IndexError, r"row 99 is out of range for a plan of \d+ rows")
+add("r", "range", -99, IndexError, r"row -99 is out of range for a plan of \d+ rows")
+del add
+
+# == the tests ==========================================================================
+
+pytestmark = pytest.mark.usefixtures("restore_threads")
+
+
+@pytest.mark.parametrize("case", FAMILY.cases, ids=FAMILY.case_id)
+def test_bad_input_is_refused_and_nothing_is_modified(case: Case, tmp_path: Path):
+    FAMILY.check_refused(case, tmp_path)
+
+
+@pytest.mark.parametrize("case", FAMILY.twin_cases(), ids=FAMILY.case_id)
+def test_the_twin_raises_the_same_exception_type(case: Case, tmp_path: Path):
+    FAMILY.check_twin(case, tmp_path)
+
+
+@pytest.mark.parametrize("name", list(FAMILY.targets))
+def test_valid_arguments_succeed_and_modify_no_input(name: str, tmp_path: Path):
+    FAMILY.check_valid(name, tmp_path)
