@@ -87,6 +87,11 @@ TARGETS = (
         threads=1,
     ),
     Target("samples", "whole build", "numpy", 2.0, ">= 2x the indices of megatron's GPTDataset"),
+    # the pack plan's "numpy" column is TRL's best-fit decreasing
+    Target("pack", "plan vs TRL", "numpy", 50.0, ">= 50x TRL's bfd on the same documents"),
+    # 10M documents' lengths are 80 MB: 0.04 GB/s of them is 2 s
+    Target("pack", "plan at scale", "input GB/s", 0.04, "10M documents planned in under 2 s"),
+    Target("pack", "cut", "roofline", 0.8, ">= 0.8x the fresh copy roofline"),
 )
 
 # Thread scaling, from the first to the second count of --threads: every

@@ -257,6 +257,10 @@ PackCutFault pack_cut(const T* tokens, int64_t ntokens, const int64_t* doc_offse
                       int64_t capacity, T pad, P ignore, T* ids, P* positions, P* labels) {
   std::atomic<int64_t> first_bad{-1};
   const int64_t rows = r1 - r0;
+  // 0, 1, 2, ...: every sequence's positions are a copy of its first n
+  std::vector<P> iota(static_cast<size_t>(capacity));
+  for (size_t j = 0; j < iota.size(); ++j) iota[j] = static_cast<P>(j);
+  const P* counting = iota.data();
   const int64_t bytes = rows * capacity * static_cast<int64_t>(sizeof(T) + 2 * sizeof(P));
   parallel_for(rows, threads_for_bytes(bytes), [&](int64_t lo, int64_t hi, int) {
     for (int64_t i = lo; i < hi; ++i) {
@@ -277,7 +281,7 @@ PackCutFault pack_cut(const T* tokens, int64_t ntokens, const int64_t* doc_offse
         if (!ok) break;
         const T* src = tokens + a + s;
         std::memcpy(row_ids + used, src, static_cast<size_t>(n) * sizeof(T));
-        for (int64_t j = 0; j < n; ++j) row_pos[used + j] = static_cast<P>(j);
+        std::memcpy(row_pos + used, counting, static_cast<size_t>(n) * sizeof(P));
         if (row_labels != nullptr) {
           row_labels[used] = ignore;
           for (int64_t j = 1; j < n; ++j) row_labels[used + j] = static_cast<P>(src[j]);
@@ -290,10 +294,8 @@ PackCutFault pack_cut(const T* tokens, int64_t ntokens, const int64_t* doc_offse
         }
         continue;
       }
-      for (int64_t j = used; j < capacity; ++j) {
-        row_ids[j] = pad;
-        row_pos[j] = static_cast<P>(j - used);
-      }
+      std::fill(row_ids + used, row_ids + capacity, pad);
+      std::memcpy(row_pos + used, counting, static_cast<size_t>(capacity - used) * sizeof(P));
       if (row_labels != nullptr) std::fill(row_labels + used, row_labels + capacity, ignore);
     }
   });

@@ -17,6 +17,7 @@ from posembed.bench.cases import (
     gather,
     gather_backward,
     interpolate,
+    pack,
     resample_grid,
     resize,
     samples,
@@ -37,6 +38,7 @@ BUILDERS: dict[str, Callable[[bool], list[Case]]] = {
     "gather_backward": gather_backward.build,
     "resize": resize.build,
     "samples": samples.build,
+    "pack": pack.build,
 }
 
 # The cases of each kernel, in the order its builder makes them; the bench/
@@ -63,6 +65,7 @@ CASE_NAMES = {
     "gather_backward": ("positions", "token ids", "4 rows"),
     "resize": ("checkpoint",),
     "samples": ("sample index", "whole build"),
+    "pack": ("plan vs TRL", "plan at scale", "cut"),
 }
 
 
