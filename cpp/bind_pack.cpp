@@ -122,12 +122,48 @@ py::tuple pack_cut(const py::array& tokens, const I64& doc_offsets, const I64& r
   return py::make_tuple(ids, positions, labels_obj);
 }
 
+// Per-token values of a whole plan's rows (C-contiguous, shape (rows,
+// capacity, ...)) in document order; `placed` (ndocs + 1, the caller's
+// own) says where each document's placed tokens begin.
+py::array pack_unpack(const py::array& values, const I64& row_offsets, const I64& document,
+                      const I64& start, const I64& length, const I64& offset, const I64& placed) {
+  const auto rows = static_cast<int64_t>(row_offsets.size()) - 1;
+  if (values.ndim() < 2 || !c_contiguous(values) || values.shape(0) != rows || rows < 0 ||
+      placed.size() < 1) {
+    throw py::value_error("pack_unpack: values must be C-contiguous (rows, capacity, ...)");
+  }
+  const auto capacity = static_cast<int64_t>(values.shape(1));
+  int64_t item = static_cast<int64_t>(values.itemsize());
+  Shape shape{static_cast<py::ssize_t>(placed.data()[placed.size() - 1])};
+  for (py::ssize_t k = 2; k < values.ndim(); ++k) {
+    item *= static_cast<int64_t>(values.shape(k));
+    shape.push_back(values.shape(k));
+  }
+  py::array out(values.dtype(), shape);
+  PackCutFault fault;
+  {
+    py::gil_scoped_release nogil;
+    fault = posembed::pack_unpack(
+        static_cast<const uint8_t*>(values.data()), item, row_offsets.data(),
+        static_cast<int64_t>(document.size()), document.data(), start.data(), length.data(),
+        offset.data(), rows, capacity, placed.data(), static_cast<int64_t>(placed.size()) - 1,
+        static_cast<uint8_t*>(out.mutable_data()));
+  }
+  if (fault.row >= 0) {
+    throw py::value_error("the plan's row " + std::to_string(fault.row) +
+                          " does not fit its documents or its capacity (was the plan changed?)");
+  }
+  return out;
+}
+
 }  // namespace
 
 void bind_pack(py::module_& m) {
   m.def("pack_plan", &pack_plan, "lengths"_a, "capacity"_a, "strategy"_a, "split"_a);
   m.def("pack_cut", &pack_cut, "tokens"_a, "doc_offsets"_a, "row_offsets"_a, "document"_a,
         "start"_a, "length"_a, "r0"_a, "r1"_a, "capacity"_a, "pad"_a, "wide"_a, "labels"_a);
+  m.def("pack_unpack", &pack_unpack, "values"_a, "row_offsets"_a, "document"_a, "start"_a,
+        "length"_a, "offset"_a, "placed"_a);
 }
 
 }  // namespace posembed::bind

@@ -304,6 +304,37 @@ PackCutFault pack_cut(const T* tokens, int64_t ntokens, const int64_t* doc_offse
   return fault;
 }
 
+PackCutFault pack_unpack(const uint8_t* values, int64_t item, const int64_t* row_offsets,
+                         int64_t nentries, const int64_t* document, const int64_t* start,
+                         const int64_t* length, const int64_t* offset, int64_t rows,
+                         int64_t capacity, const int64_t* placed, int64_t ndocs, uint8_t* out) {
+  std::atomic<int64_t> first_bad{-1};
+  const int64_t bytes = rows * capacity * item;
+  parallel_for(rows, threads_for_bytes(bytes), [&](int64_t lo, int64_t hi, int) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t e0 = read_once(row_offsets + r), e1 = read_once(row_offsets + r + 1);
+      bool ok = 0 <= e0 && e0 <= e1 && e1 <= nentries;
+      for (int64_t e = e0; ok && e < e1; ++e) {
+        const int64_t d = read_once(document + e), s = read_once(start + e);
+        const int64_t n = read_once(length + e), at = read_once(offset + e);
+        ok = 0 <= d && d < ndocs && 0 <= at && n >= 0 && n <= capacity - at && 0 <= s &&
+             s <= placed[d + 1] - placed[d] - n;
+        if (!ok) break;
+        std::memcpy(out + (placed[d] + s) * item, values + (r * capacity + at) * item,
+                    static_cast<size_t>(n * item));
+      }
+      if (!ok) {
+        int64_t seen = first_bad.load();
+        while ((seen < 0 || r < seen) && !first_bad.compare_exchange_weak(seen, r)) {
+        }
+      }
+    }
+  });
+  PackCutFault fault;
+  fault.row = first_bad.load();
+  return fault;
+}
+
 #define POSEMBED_PACK_CUT(T, P)                                                                 \
   template PackCutFault pack_cut<T, P>(const T*, int64_t, const int64_t*, int64_t,              \
                                        const int64_t*, int64_t, const int64_t*, const int64_t*, \

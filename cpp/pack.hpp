@@ -54,4 +54,15 @@ PackCutFault pack_cut(const T* tokens, int64_t ntokens, const int64_t* doc_offse
                       const int64_t* start, const int64_t* length, int64_t r0, int64_t r1,
                       int64_t capacity, T pad, P ignore, T* ids, P* positions, P* labels);
 
+// Per-token values of a plan's rows (rows x capacity items of `item` bytes,
+// values[0..rows)) back in document order: out[placed[d] + start + j] =
+// values[row, offset + j] for every entry (document d, start, length,
+// offset) of the rows, placed[d] being where document d's placed tokens
+// begin in out (placed[ndocs] = out_tokens). Every plan value is read once
+// and checked; a bad one ends with its row in the fault.
+PackCutFault pack_unpack(const uint8_t* values, int64_t item, const int64_t* row_offsets,
+                         int64_t nentries, const int64_t* document, const int64_t* start,
+                         const int64_t* length, const int64_t* offset, int64_t rows,
+                         int64_t capacity, const int64_t* placed, int64_t ndocs, uint8_t* out);
+
 }  // namespace posembed

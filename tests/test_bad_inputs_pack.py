@@ -46,6 +46,12 @@ FAMILY = Family(
             },
             twin=False,
         ),
+        "PackPlan.unpack": method(
+            posembed.PackPlan,
+            "unpack",
+            lambda tmp: {"self": PLAN, "values": np.zeros((PLAN.rows, 8, 2), np.float32)},
+            twin=False,
+        ),
         "PackPlan.row": method(
             posembed.PackPlan, "row", lambda tmp: {"self": PLAN, "r": 1}, twin=False
         ),
@@ -57,6 +63,12 @@ FAMILY = Family(
             "shape": "one array: nothing to fit together (a length past the capacity is range)",
         },
         "PackPlan.cut": {**ALL_OUT},
+        "PackPlan.unpack": {
+            **ALL_OUT,
+            "nan": "values are copied as they are: NaN is a value",
+            "size": "no count is given: the plan sets the sizes (shape)",
+            "range": "values are copied as they are: any value is allowed",
+        },
         "PackPlan.row": {
             **ALL_OUT,
             "empty": "a row number is a scalar",
@@ -144,6 +156,32 @@ add(
     TOKENS[:20],
     ValueError,
     r"offsets must lie in 0\.\.20 \(the tokens given\); got 0\.\.26",
+)
+
+# ---- PackPlan.unpack --------------------------------------------------------------------
+add = FAMILY.cases_for("PackPlan.unpack")
+add("values", "type", RAGGED, TypeError, r"values must be an array NumPy can read")
+add(
+    "values",
+    "dtype",
+    np.empty((PLAN.rows, 8), object),
+    TypeError,
+    r"values must be an array of numbers, not of Python objects",
+)
+add("values", "rank", np.zeros(8), ValueError, r"values must have shape \(\d+, 8, \.\.\.\)")
+add(
+    "values",
+    "empty",
+    np.zeros((0, 8)),
+    ValueError,
+    r"values must have shape \(\d+, 8, \.\.\.\) for this plan; got \(0, 8\)",
+)
+add(
+    "values",
+    "shape",
+    np.zeros((PLAN.rows, 9)),
+    ValueError,
+    r"values must have shape .*; got \(\d+, 9\)",
 )
 
 # ---- PackPlan.row -----------------------------------------------------------------------

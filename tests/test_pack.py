@@ -158,6 +158,29 @@ def test_an_indexed_corpus_is_cut_as_its_arrays_are(tmp_path, rng):
     assert np.array_equal(got.documents, want.documents)
 
 
+@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_unpack_gives_each_document_its_tokens_values_back(rng, strategy, split):
+    lengths = rng.integers(0, 200, 60)
+    tokens, offsets = corpus(lengths)
+    plan = posembed.pack(lengths, 64, strategy=strategy, split=split)
+    cut = plan.cut(tokens, offsets)
+    features = rng.standard_normal((plan.rows, 64, 3)).astype(np.float32)
+    ids, placed = plan.unpack(cut.input_ids)
+    kept = np.minimum(lengths, 64) if split == "truncate" else lengths
+    assert np.array_equal(np.diff(placed), kept)
+    for d in range(len(lengths)):
+        assert np.array_equal(
+            ids[placed[d] : placed[d + 1]], tokens[offsets[d] : offsets[d] + kept[d]]
+        )
+    got = plan.unpack(features)
+    want = reference.pack(lengths, 64, strategy=strategy, split=split).unpack(features)
+    assert np.array_equal(got[0], want[0])
+    assert np.array_equal(got[1], want[1])
+    with pytest.raises(ValueError, match=r"values must have shape \(\d+, 64, \.\.\.\)"):
+        plan.unpack(features[:, :10])
+
+
 def test_packed_positions_feed_embed_as_each_document_alone(rng):
     lengths = rng.integers(1, 40, 30)
     tokens, offsets = corpus(lengths)

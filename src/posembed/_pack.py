@@ -396,6 +396,62 @@ class PackPlan:
         )
         return self._segments(r0, r1, ids, positions, label_rows)
 
+    @property
+    def placed_offsets(self) -> np.ndarray:
+        """CSR offsets (N + 1,) of each document's placed tokens.
+
+        A document's length, or its first ``capacity`` tokens with
+        ``split="truncate"``.
+        """
+        placed = np.bincount(self.documents, self.lengths, self.document_lengths.shape[0])
+        out = np.zeros(self.document_lengths.shape[0] + 1, np.int64)
+        np.cumsum(placed.astype(np.int64), out=out[1:])
+        return out
+
+    def unpack(self, values: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Per-token values of every row (say the model's outputs) back in document order.
+
+        What :func:`posembed.stitch` does for windows, for packed rows: each
+        placed token's value goes back to its document, padding dropped.
+
+        Parameters
+        ----------
+        values : ndarray, shape (rows, capacity, ...)
+            One value (or vector) per slot of every row of the plan.
+
+        Returns
+        -------
+        (values, offsets) : (ndarray (tokens, ...), ndarray (N + 1,) of int64)
+            The values of document d's placed tokens at ``offsets[d]:offsets[d + 1]``,
+            in their order in the document (:attr:`placed_offsets`).
+
+        Raises
+        ------
+        TypeError
+            ``values`` not an array.
+        ValueError
+            ``values`` not of shape (rows, capacity, ...).
+        """
+        a = v.as_array(values, "values")
+        if a.ndim < 2 or a.shape[:2] != (self.rows, self.capacity):
+            raise ValueError(
+                f"values must have shape ({self.rows}, {self.capacity}, ...) for this plan; "
+                f"got {a.shape}"
+            )
+        if a.dtype.hasobject:
+            raise TypeError("values must be an array of numbers, not of Python objects")
+        placed = self.placed_offsets
+        out = _core.pack_unpack(
+            np.ascontiguousarray(a),
+            self.row_offsets,
+            self.documents,
+            self.starts,
+            self.lengths,
+            self.offsets,
+            placed,
+        )
+        return out, placed
+
     def _read_corpus(
         self, corpus: Any, e0: int, e1: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -33,6 +33,24 @@ class PackPlan:
     def rows(self) -> int:
         return len(self.row_offsets) - 1
 
+    def unpack(self, values: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Each placed token's value back in its document, by entries."""
+        a = np.asarray(values)
+        if a.ndim < 2 or a.shape[:2] != (self.rows, self.capacity):
+            raise ValueError("values do not have the plan's shape")
+        placed = np.zeros(len(self.document_lengths), np.int64)
+        for d, n in zip(self.documents.tolist(), self.lengths.tolist(), strict=True):
+            placed[d] += n
+        offsets = np.concatenate([[0], np.cumsum(placed)]).astype(np.int64)
+        out = np.zeros((int(offsets[-1]), *a.shape[2:]), a.dtype)
+        for r in range(self.rows):
+            for e in range(self.row_offsets[r], self.row_offsets[r + 1]):
+                d, s, n, at = (
+                    int(x[e]) for x in (self.documents, self.starts, self.lengths, self.offsets)
+                )
+                out[offsets[d] + s : offsets[d] + s + n] = a[r, at : at + n]
+        return out, offsets
+
     def cut(
         self,
         tokens: Any,
