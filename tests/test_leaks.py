@@ -116,6 +116,11 @@ CASES = {
         "posembed.write_indexed(prefix, x, off, append_eod=0, force=True)",
         "posembed.write_indexed(prefix, x, off[::-1], force=True)",
     ),
+    "pack": (
+        "n = np.arange(1, 3000) % 700; off = np.cumsum(np.r_[0, n]); x = np.arange(off[-1]) % 999",
+        "p = posembed.pack(n, 512); r = p.cut(x, off, labels=True); p.unpack(r.position_ids)",
+        "posembed.pack(n, 512).cut(x, off[::-1])",  # ValueError: the offsets do not fit
+    ),
     "IndexedCorpus": (
         "import os, tempfile\n"
         "d = tempfile.mkdtemp(); prefix = os.path.join(d, 'c')\n"
@@ -201,6 +206,8 @@ def test_every_public_function_is_covered():
     not_functions = {
         "GPTSamples",
         "LearnedPositionEmbedding",
+        "PackPlan",  # made by pack and measured with it
+        "PackedRows",
         "WindowLayout",
         "Windows",
         "__version__",

@@ -14,7 +14,7 @@ and serialises the results.
 from __future__ import annotations
 
 from posembed.bench.case import COLUMNS, Case, Result
-from posembed.bench.cases import BUILDERS, CASE_NAMES, all_cases, cases_of
+from posembed.bench.cases import BUILDERS, CASE_NAMES, WITHOUT_REFERENCE, all_cases, cases_of
 from posembed.bench.report import describe, format_results, format_scaling, machine, to_dict
 from posembed.bench.rooflines import roofline
 from posembed.bench.scaling import (
@@ -32,6 +32,7 @@ __all__ = [
     "CASE_NAMES",
     "COLUMNS",
     "SCALING_NAMES",
+    "WITHOUT_REFERENCE",
     "Caches",
     "Case",
     "Result",

@@ -93,6 +93,7 @@ SCALING_NAMES = {
     ),
     "gather_backward": ("positions, out= (in cache)", "token ids (in memory)"),
     "samples": ("sample index (in cache)", "sample index (in memory)"),
+    "pack": ("cut (in cache)", "cut (in memory)"),
 }
 
 
@@ -280,6 +281,24 @@ def _samples(s: Sizes) -> list[ScalingCase]:
     return cases
 
 
+def _pack(s: Sizes) -> list[ScalingCase]:
+    def cut(tokens: int) -> Callable[[], object]:
+        # documents of about 500 tokens packed into rows of 2048, cut into
+        # uint16 ids and int32 positions (6 bytes a slot written)
+        rng = np.random.default_rng(28)
+        lengths = rng.integers(1, 1000, max(1, tokens // 500))
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        ids = (np.arange(int(offsets[-1])) % 50_000).astype(np.uint16)
+        plan = posembed.pack(lengths, 2048)
+        return partial(plan.cut, ids, offsets, position_dtype=np.int32)
+
+    cases = []
+    for size, nbytes in (("in cache", s.in_cache), ("in memory", s.in_memory)):
+        tokens = nbytes // 6
+        cases.append(ScalingCase("pack", "cut", size, tokens * 6, partial(cut, tokens)))
+    return cases
+
+
 SCALING_BUILDERS: dict[str, Callable[[Sizes], list[ScalingCase]]] = {
     "roofline": _roofline,
     "gather": _gather,
@@ -289,6 +308,7 @@ SCALING_BUILDERS: dict[str, Callable[[Sizes], list[ScalingCase]]] = {
     "embed": _embed,
     "gather_backward": _gather_backward,
     "samples": _samples,
+    "pack": _pack,
 }
 
 

@@ -6,6 +6,8 @@ each piece (quadratic, for test sizes).
 
 from __future__ import annotations
 
+import bisect
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,44 +69,44 @@ class PackPlan:
         if not np.array_equal(np.diff(offs), self.document_lengths):
             raise ValueError("offsets do not match the plan's lengths")
         r0, r1, _ = (rows or slice(None)).indices(self.rows)
-        out: dict[str, list[Any]] = {k: [] for k in ("ids", "pos", "lab", "seq", "doc", "start")}
+        with_labels = _flag(labels, "labels")
+        shape = (r1 - r0, self.capacity)
+        ids = np.full(shape, pad_value, toks.dtype)
+        pos = np.zeros(shape, position_dtype)
+        lab = np.full(shape, -100, position_dtype)
+        counting = np.arange(self.capacity)
+        seq: list[int] = []
+        docs: list[int] = []
+        starts: list[int] = []
         row_segments = [0]
-        for r in range(r0, r1):
-            ids, pos, lab = [], [], []
+        for i, r in enumerate(range(r0, r1)):
+            used = 0
             for e in range(self.row_offsets[r], self.row_offsets[r + 1]):
                 d, s, n = int(self.documents[e]), int(self.starts[e]), int(self.lengths[e])
-                piece = toks[offs[d] + s : offs[d] + s + n].tolist()
-                ids += piece
-                pos += list(range(n))
-                lab += [-100, *piece[1:]]
-                out["seq"].append(n)
-                out["doc"].append(d)
-                out["start"].append(s)
-            pad = self.capacity - len(ids)
-            if pad:
-                ids += [pad_value] * pad
-                pos += list(range(pad))
-                lab += [-100] * pad
-                out["seq"].append(pad)
-                out["doc"].append(-1)
-                out["start"].append(0)
-            row_segments.append(len(out["seq"]))
-            out["ids"].append(ids)
-            out["pos"].append(pos)
-            out["lab"].append(lab)
-        shape = (r1 - r0, self.capacity)
-        seq = np.array(out["seq"], np.int32)
+                piece = toks[offs[d] + s : offs[d] + s + n]
+                ids[i, used : used + n] = piece
+                pos[i, used : used + n] = counting[:n]
+                lab[i, used + 1 : used + n] = piece[1:]
+                seq.append(n)
+                docs.append(d)
+                starts.append(s)
+                used += n
+            if used < self.capacity:  # the padding: positions 0.. as one more sequence
+                pos[i, used:] = counting[: self.capacity - used]
+                seq.append(self.capacity - used)
+                docs.append(-1)
+                starts.append(0)
+            row_segments.append(len(seq))
+        lengths = np.array(seq, np.int32)
         return {
-            "input_ids": np.array(out["ids"], toks.dtype).reshape(shape),
-            "position_ids": np.array(out["pos"], position_dtype).reshape(shape),
-            "labels": np.array(out["lab"], position_dtype).reshape(shape)
-            if _flag(labels, "labels")
-            else None,
-            "seq_lengths": seq,
+            "input_ids": ids,
+            "position_ids": pos,
+            "labels": lab if with_labels else None,
+            "seq_lengths": lengths,
             "row_segments": np.array(row_segments, np.int64),
-            "cu_seqlens": np.concatenate([[0], np.cumsum(seq)]).astype(np.int32),
-            "documents": np.array(out["doc"], np.int64),
-            "starts": np.array(out["start"], np.int64),
+            "cu_seqlens": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32),
+            "documents": np.array(docs, np.int64),
+            "starts": np.array(starts, np.int64),
         }
 
 
@@ -176,21 +178,41 @@ def pack(lengths: Any, capacity: int, *, strategy: str = "bfd", split: str = "pi
                     row, used = [], 0
         if row:
             rows.append(row)
-    else:
-        pieces = sorted(_pieces(own, cap, split), key=lambda p: (-p[2], p[0], p[1]))
-        room: list[int] = []
-        since: list[int] = []  # when each row came to its room (bfd's tie rule)
-        for t, piece in enumerate(pieces):
-            fits = [r for r in range(len(rows)) if room[r] >= piece[2]]
-            if not fits:
+    elif strategy == "bfd":
+        # rows waiting with room r, first come first served: rooms[r]; the
+        # rooms that some row has, in order: open_rooms
+        rooms: dict[int, deque[int]] = {}
+        open_rooms: list[int] = []
+        for piece in sorted(_pieces(own, cap, split), key=lambda p: (-p[2], p[0], p[1])):
+            k = bisect.bisect_left(open_rooms, piece[2])  # the least room that holds it
+            if k < len(open_rooms):
+                room = open_rooms[k]
+                r = rooms[room].popleft()
+                if not rooms[room]:
+                    del rooms[room]
+                    open_rooms.pop(k)
+            else:
+                room, r = cap, len(rows)
                 rows.append([])
-                room.append(cap)
-                since.append(t)
-                fits = [len(rows) - 1]
-            r = min(fits, key=lambda r: (room[r], since[r])) if strategy == "bfd" else fits[0]
             rows[r].append(piece)
-            room[r] -= piece[2]
-            since[r] = t
+            left = room - piece[2]
+            if left > 0:
+                if left not in rooms:
+                    rooms[left] = deque()
+                    bisect.insort(open_rooms, left)
+                rooms[left].append(r)
+    else:  # ffd: the first row with room for it
+        room_of: list[int] = []
+        for piece in sorted(_pieces(own, cap, split), key=lambda p: (-p[2], p[0], p[1])):
+            fits = [r for r in range(len(rows)) if room_of[r] >= piece[2]]
+            if fits:
+                r = fits[0]
+            else:
+                r = len(rows)
+                rows.append([])
+                room_of.append(cap)
+            rows[r].append(piece)
+            room_of[r] -= piece[2]
     entries = [
         (d, s, n, sum(p[2] for p in row[:i])) for row in rows for i, (d, s, n) in enumerate(row)
     ]

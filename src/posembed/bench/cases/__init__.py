@@ -69,6 +69,14 @@ CASE_NAMES = {
 }
 
 
+# Cases without a "reference" column, and why: every other case times its
+# NumPy twin.
+WITHOUT_REFERENCE = {
+    ("pack", "plan at scale"): "the twin places one piece at a time in Python (about 70 s "
+    "for 10M documents here); the 'plan vs TRL' row times it on 200k",
+}
+
+
 def cases_of(kernel: str, quick: bool = False) -> list[Case]:
     """The cases of one kernel, built (their arrays allocated)."""
     cases = BUILDERS[kernel](quick)

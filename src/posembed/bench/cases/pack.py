@@ -5,7 +5,7 @@ installed (never a dependency: the column is left empty without it), run on
 the whole corpus at once: ``trl.data_utils._pack_bfd``, the function that
 ``pack_dataset(strategy="bfd_split")`` maps over batches, over a table of the
 same documents (a list column of nulls, so that only the lengths take memory).
-The plan's twin searches every row for every piece, so it has no column here.
+The plan at scale has no twin column (see ``WITHOUT_REFERENCE``).
 The cut's "numpy" column is NumPy's own way: one fancy index of the tokens and
 the position ids from a cumulative sum.
 """
@@ -20,6 +20,7 @@ from functools import partial
 import numpy as np
 
 import posembed
+from posembed import reference
 from posembed.bench.case import Case
 
 CAPACITY = 4096
@@ -73,7 +74,10 @@ def build(quick: bool = False) -> list[Case]:
     cases = []
     # -- the plan against TRL's, same documents
     small = corpus_lengths(20_000 if quick else 200_000)
-    impls: dict[str, Callable[[], object]] = {"posembed": partial(posembed.pack, small, CAPACITY)}
+    impls: dict[str, Callable[[], object]] = {
+        "reference": partial(reference.pack, small, CAPACITY),
+        "posembed": partial(posembed.pack, small, CAPACITY),
+    }
     trl = _trl_bfd(small)
     if trl is not None:
         impls["numpy"] = trl
@@ -136,7 +140,13 @@ def build(quick: bool = False) -> list[Case]:
             "cut",
             f"{plan.rows} rows of {CAPACITY} uint16 ids + int32 positions",
             out_bytes,
-            {"posembed": cut, "numpy": partial(_numpy_cut, plan, tokens, offsets)},
+            {
+                "reference": partial(
+                    reference.pack(docs, CAPACITY).cut, tokens, offsets, position_dtype=np.int32
+                ),
+                "posembed": cut,
+                "numpy": partial(_numpy_cut, plan, tokens, offsets),
+            },
             "copy fresh",
             check_cut,
         )
