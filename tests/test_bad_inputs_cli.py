@@ -89,6 +89,7 @@ def _pack_valid(tmp: Path) -> dict[str, Any]:
         "--dtype": None,
         "--offsets": tmp / "offsets.npy",
         "--documents": None,
+        "--column": None,
         "--pad-value": None,
         "--force": False,
         "--quiet": True,

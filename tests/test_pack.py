@@ -448,6 +448,54 @@ def test_an_indexed_dataset_is_packed_as_its_arrays_are(tmp_path, rng):
         assert np.array_equal(a[name], b[name]), name
 
 
+@pytest.mark.parametrize("layout", ["parquet", "save_to_disk"])
+def test_arrow_and_parquet_corpora_are_packed_as_token_files_are(tmp_path, rng, layout):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    lengths = rng.integers(0, 500, 150)
+    tokens, offsets = saved_corpus(tmp_path, lengths, np.int32)
+    column = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(tokens))
+    table = pa.table({"input_ids": column})
+    if layout == "parquet":
+        pq.write_table(table, tmp_path / "c.parquet", row_group_size=20)
+        src = tmp_path / "c.parquet"
+    else:
+        datasets = pytest.importorskip("datasets")
+        datasets.Dataset(table).save_to_disk(str(tmp_path / "ds"))
+        src = tmp_path / "ds"
+    # one shard: the plan of the whole corpus, as from the token file
+    whole = {"size": 256, "quiet": True, "shard_tokens": 10**9}
+    pack_file(src, tmp_path / "a", **whole)
+    pack_file(tmp_path / "t.npy", tmp_path / "b", offsets_path=tmp_path / "o.npy", **whole)
+    a, b = read_npy_output(tmp_path / "a"), read_npy_output(tmp_path / "b")
+    for name in NPY_ARRAYS:
+        assert np.array_equal(a[name], b[name]), name
+    # small shards: batches held together, every token still placed once
+    meta = pack_file(src, tmp_path / "c", size=256, quiet=True, shard_tokens=3000)
+    assert np.array_equal(placed_tokens(read_npy_output(tmp_path / "c"), tokens, offsets), lengths)
+    assert meta["tokens"] == int(lengths.sum())
+    assert meta["documents"] == 150
+    column_meta = json.loads((tmp_path / "c" / "meta.json").read_text())
+    assert column_meta["column"] == "input_ids"
+    with pytest.raises(ChunkError, match=r"document \d+ has \d+ tokens, more than --size 8"):
+        pack_file(src, tmp_path / "d", size=8, split="refuse", quiet=True)
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_plan_cuts_an_arrow_column_as_its_arrays():
+    pa = pytest.importorskip("pyarrow")
+    lengths = [5, 0, 9, 3]
+    tokens, offsets = corpus(lengths)
+    column = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(tokens))
+    plan = posembed.pack(lengths, 8)
+    want = plan.cut(tokens, offsets)
+    chunked = pa.chunked_array([column.slice(0, 2), column.slice(2, 2)])
+    for arrow in (column, chunked):
+        assert np.array_equal(plan.cut(arrow).input_ids, want.input_ids)
+    with pytest.raises(ValueError, match="offsets must not be given with an Arrow list column"):
+        plan.cut(column, offsets)
+
+
 def test_force_replaces_only_its_own_output_and_errors_leave_nothing(tmp_path, rng):
     lengths = rng.integers(1, 400, 30)
     saved_corpus(tmp_path, lengths)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from posembed import _core
+from posembed import _arrow, _core
 from posembed import _validate as v
 
 STRATEGIES = {"bfd": 0, "ffd": 1, "wrapped": 2}
@@ -322,13 +322,15 @@ class PackPlan:
 
         Parameters
         ----------
-        tokens : array_like of int, 1-D, or IndexedCorpus
-            Every document's tokens back to back (with ``offsets``), or a
-            :class:`posembed.IndexedCorpus`, whose offsets are used (only
-            the documents of the rows asked for are read).
+        tokens : array_like of int, 1-D, Arrow list column, or IndexedCorpus
+            Every document's tokens back to back (with ``offsets``); an Arrow
+            list column (a ``pyarrow`` list array or ChunkedArray, or a
+            ``datasets`` column such as ``ds["input_ids"]``), one document
+            per row; or a :class:`posembed.IndexedCorpus`, whose offsets are
+            used (only the documents of the rows asked for are read).
         offsets : array_like of int, shape (N + 1,)
             Where each document starts in ``tokens``; its lengths must be the
-            plan's.
+            plan's. Not given with an Arrow column or an IndexedCorpus.
         rows : slice or range, optional
             Consecutive rows to cut (a batch), all by default.
         pad_value : int
@@ -368,7 +370,15 @@ class PackPlan:
         e0, e1 = int(self.row_offsets[r0]), int(self.row_offsets[r1])
         documents = self.documents
         if hasattr(tokens, "offsets") and hasattr(tokens, "read"):
+            if offsets is not None:
+                raise ValueError(
+                    "offsets must not be given with an IndexedCorpus: its .idx holds its documents"
+                )
             flat, doc_offsets, documents = self._read_corpus(tokens, e0, e1)
+        elif (column := _arrow.corpus_column(tokens, offsets)) is not None:
+            flat, given = column  # an Arrow list column: one document per row
+            flat = v.kernel_array(flat, flat.dtype.newbyteorder("="))
+            doc_offsets = self._own_offsets(given, int(flat.shape[0]))
         else:
             if offsets is None:
                 raise TypeError("offsets is required with a tokens array")

@@ -8,9 +8,11 @@ the shard (``shard_tokens``) are planned together with :func:`posembed.pack`,
 read in one positional read, cut and written, so memory holds one shard
 whatever the corpus size. A document longer than the shard is a shard of its
 own, read a row at a time: its full pieces are rows by themselves (as
-best-fit would place them), its last piece joins the next shard. The cost of
-sharding is the partial rows each shard leaves; :func:`shard_fill` measures
-it for any lengths.
+best-fit would place them), its last piece joins the next shard. Arrow and
+Parquet input arrives a batch of whole documents at a time; batches are held
+until the next would pass the shard. The cost of sharding is the partial rows
+each shard leaves; :func:`shard_fill` measures it for any lengths (of a token
+file's shards).
 """
 
 from __future__ import annotations
@@ -23,13 +25,20 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from posembed import _chunk, _outdir, _source_arrow
+from posembed import _chunk, _outdir
 from posembed._chunk import write_meta
 from posembed._indexed import IndexedWriter
 from posembed._pack import SPLITS, STRATEGIES, PackedRows, pack
 from posembed._sink_indexed import BIN_NAME, IDX_NAME, format_dtype
 from posembed._sink_npy import NpyWriter
-from posembed._source import MEMORY_BYTES, ChunkError, RangeInput, SourceOptions, option_int
+from posembed._source import (
+    MEMORY_BYTES,
+    ChunkError,
+    Documents,
+    SourceOptions,
+    StreamInput,
+    option_int,
+)
 
 FORMATS = ("npy", "parquet", "megatron")
 NPY_ARRAYS = ("input_ids", "position_ids", "seq_lengths", "row_segments", "documents", "starts")
@@ -236,6 +245,7 @@ def pack_file(
     pad_value: int = 0,
     format: str = "npy",
     documents: str | None = None,
+    column: str | None = None,
     force: bool = False,
     quiet: bool = False,
 ) -> dict[str, Any]:
@@ -244,8 +254,11 @@ def pack_file(
     Parameters
     ----------
     input_path : path
-        A token file (raw with ``dtype``, or ``.npy``) with ``offsets_path``,
-        or a Megatron indexed dataset (``PREFIX``, ``PREFIX.idx``).
+        Any corpus ``posembed chunk`` reads: a token file (raw with
+        ``dtype``, or ``.npy``) with ``offsets_path``, a Megatron indexed
+        dataset (``PREFIX``, ``PREFIX.idx``), or Parquet, Arrow IPC or a
+        ``save_to_disk`` folder (``column``, one document per row, read a
+        batch of rows at a time; the ``arrow`` extra).
     output : path
         ``format="npy"``: a folder of input_ids.npy (rows x size, the
         tokens' dtype), position_ids.npy (rows x size, int32), seq_lengths.npy
@@ -266,7 +279,7 @@ def pack_file(
     shard_tokens : int, optional
         Tokens planned together; by default what fits the 64 MiB budget.
         Larger shards fill rows a little better and hold more memory.
-    dtype, offsets_path, documents, pad_value, force, quiet
+    dtype, offsets_path, documents, column, pad_value, force, quiet
         As for ``posembed chunk``.
     format : {"npy", "parquet", "megatron"}
 
@@ -299,22 +312,20 @@ def pack_file(
     if format == "parquet":
         _chunk._sink_type("parquet")  # ImportError naming the extra without pyarrow
     sink: Any = _chunk.SINKS["megatron" if format == "megatron" else "npy"]
-    options = SourceOptions(dtype, offsets_path, None, documents)
     source = _chunk._source_for(src)
-    if source is _source_arrow:
-        raise ChunkError(
-            f"{src}: posembed pack reads token files and indexed datasets; write Arrow or "
-            "Parquet corpora as one first (posembed convert), or plan their lengths with "
-            "posembed.pack"
-        )
+    options = SourceOptions(dtype, offsets_path, column, documents)
     source.check(src, options)
     _chunk.check_output(out, source.inputs(src, options), bool(force), sink)
     given = source.open_input(src, options)
-    assert isinstance(given, RangeInput)
-    tokens, doc_offsets = given.tokens, given.doc_offsets
-    _chunk.check_pad_value(pad_value, tokens.dtype)
+    dtype_in = given.dtype if isinstance(given, StreamInput) else given.tokens.dtype
+    _chunk.check_pad_value(pad_value, dtype_in)
     shard = option_int(shard_tokens, "--shard-tokens", 1)
-    shard = shard if shard is not None else default_shard_tokens(tokens.dtype.itemsize)
+    shard = shard if shard is not None else default_shard_tokens(dtype_in.itemsize)
+    if isinstance(given, StreamInput):
+        return _pack_streamed(
+            src, out, given, shard, capacity, strategy, split, pad_value, format, sink, force, quiet
+        )
+    tokens, doc_offsets = given.tokens, given.doc_offsets
     lengths = np.diff(doc_offsets)
     if split == "refuse" and lengths.size and int(lengths.max()) > capacity:
         d = int(np.argmax(lengths > capacity))
@@ -322,7 +333,7 @@ def pack_file(
             f"document {d} has {int(lengths[d])} tokens, more than --size {capacity} "
             "(--split refuse; 'pieces' cuts it, 'truncate' keeps its first tokens)"
         )
-    totals = {"rows": 0, "tokens": 0, "split_documents": 0}
+    totals = {"rows": 0, "tokens": 0, "split_documents": 0, "input_tokens": 0, "documents": 0}
     try:
         with _outdir.temporary(out) as tmp:
             written = _Output(tmp, format, tokens.dtype, capacity)
@@ -348,30 +359,77 @@ def pack_file(
                     bar.close()
                 tokens.check()
                 written.finish()
-            rows = totals["rows"]
-            meta = {
-                "input": str(src),
-                **given.meta,
-                "tokens": int(lengths.sum()),
-                "documents": int(lengths.shape[0]),
-                "rows": rows,
-                "size": capacity,
-                "strategy": strategy,
-                "split": split,
-                "shard_tokens": shard,
-                "fill": totals["tokens"] / (rows * capacity) if rows else 1.0,
-                "padding": rows * capacity - totals["tokens"],
-                "truncated_tokens": int(lengths.sum()) - totals["tokens"],
-                "split_documents": totals["split_documents"],
-                "dtype": tokens.dtype.name,
-                "pad_value": int(pad_value),
-                "format": format,
-            }
+            totals["input_tokens"] = int(lengths.sum())
+            totals["documents"] = int(lengths.shape[0])
+            meta = _meta(src, given.meta, totals, capacity, strategy, split, shard)
+            meta.update(dtype=tokens.dtype.name, pad_value=int(pad_value), format=format)
             if format != "megatron":
                 write_meta(tmp, meta)
             sink.commit(tmp, out, bool(force))
     finally:
         tokens.close()
+    return meta
+
+
+def _meta(
+    src: Path,
+    input_meta: dict[str, Any],
+    totals: dict[str, int],
+    capacity: int,
+    strategy: str,
+    split: str,
+    shard: int,
+) -> dict[str, Any]:
+    rows = totals["rows"]
+    return {
+        "input": str(src),
+        **input_meta,
+        "tokens": totals["input_tokens"],
+        "documents": totals["documents"],
+        "rows": rows,
+        "size": capacity,
+        "strategy": strategy,
+        "split": split,
+        "shard_tokens": shard,
+        "fill": totals["tokens"] / (rows * capacity) if rows else 1.0,
+        "padding": rows * capacity - totals["tokens"],
+        "truncated_tokens": totals["input_tokens"] - totals["tokens"],
+        "split_documents": totals["split_documents"],
+    }
+
+
+def _pack_streamed(
+    src: Path,
+    out: Path,
+    given: StreamInput,
+    shard: int,
+    capacity: int,
+    strategy: str,
+    split: str,
+    pad_value: int,
+    format: str,
+    sink: Any,
+    force: Any,
+    quiet: bool,
+) -> dict[str, Any]:
+    """pack_file for Arrow and Parquet input, whole documents a batch at a time."""
+    totals = {"rows": 0, "tokens": 0, "split_documents": 0, "input_tokens": 0, "documents": 0}
+    with _outdir.temporary(out) as tmp:
+        written = _Output(tmp, format, given.dtype, capacity)
+        with contextlib.closing(written):
+            bar = _chunk._progress(None, quiet)  # the token count is known only at the end
+            try:
+                _pack_stream(
+                    given, shard, capacity, strategy, split, pad_value, written, totals, bar
+                )
+            finally:
+                bar.close()
+            written.finish()
+        meta = _meta(src, given.meta, totals, capacity, strategy, split, shard)
+        meta.update(dtype=given.dtype.name, pad_value=int(pad_value), format=format)
+        if format != "megatron":
+            write_meta(tmp, meta)
+        sink.commit(tmp, out, bool(force))
     return meta
 
 
@@ -420,16 +478,77 @@ def _pack_step(
     part[0] -= c  # a long document's pieces written as rows above
     if split == "truncate" and b - a == 1:
         part = np.minimum(part, capacity)  # a document alone: only what is kept is read
+    start = int(doc_offsets[a]) + c
+    flat = tokens.read(start, start + int(part.sum()))
+    _write_shard(flat, part, a, c, capacity, strategy, split, pad_value, written, totals)
+
+
+def _write_shard(
+    flat: np.ndarray,
+    part: np.ndarray,
+    first: int,
+    skip: int,
+    capacity: int,
+    strategy: str,
+    split: str,
+    pad_value: int,
+    written: _Output,
+    totals: dict[str, int],
+) -> None:
+    """Plan, cut and write documents first.. of lengths ``part`` whose tokens
+    are ``flat`` (the first one's from its token ``skip``)."""
     local = np.zeros(part.shape[0] + 1, np.int64)
     np.cumsum(part, out=local[1:])
-    start = int(doc_offsets[a]) + c
-    flat = tokens.read(start, start + int(local[-1]))
     plan = pack(part, capacity, strategy=strategy, split=split)
     cut = plan.cut(flat, local, pad_value=pad_value, position_dtype=np.int32)
     real = cut.documents >= 0
-    documents = np.where(real, cut.documents + a, -1)
-    starts = cut.starts + np.where(real & (cut.documents == 0), c, 0)
+    documents = np.where(real, cut.documents + first, -1)
+    starts = cut.starts + np.where(real & (cut.documents == 0), skip, 0)
     written.write(cut, documents, starts)
     totals["rows"] += plan.rows
     totals["tokens"] += plan.tokens
     totals["split_documents"] += plan.split_documents
+
+
+def _pack_stream(
+    given: StreamInput,
+    shard: int,
+    capacity: int,
+    strategy: str,
+    split: str,
+    pad_value: int,
+    written: _Output,
+    totals: dict[str, int],
+    bar: Any,
+) -> None:
+    """Whole documents a batch at a time (Arrow, Parquet): batches are held
+    until they fill a shard, which is then planned, cut and written."""
+    held: list[Documents] = []
+    tokens = first = 0
+
+    def flush() -> None:
+        parts = [np.diff(b.offsets) for b in held]
+        part = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        if split == "refuse" and part.size and int(part.max()) > capacity:
+            d = int(np.argmax(part > capacity))
+            raise ChunkError(
+                f"document {first + d} has {int(part[d])} tokens, more than --size {capacity} "
+                "(--split refuse; 'pieces' cuts it, 'truncate' keeps its first tokens)"
+            )
+        flat = np.concatenate([b.tokens[: int(b.offsets[-1])] for b in held])
+        _write_shard(flat, part, first, 0, capacity, strategy, split, pad_value, written, totals)
+
+    with contextlib.closing(given.documents()) as batches:
+        for batch in batches:
+            n = int(batch.offsets[-1])
+            if held and tokens + n > shard:
+                flush()
+                first += sum(b.offsets.shape[0] - 1 for b in held)
+                held, tokens = [], 0
+            held.append(batch)
+            tokens += n
+            totals["input_tokens"] += n
+            totals["documents"] += int(batch.offsets.shape[0]) - 1
+            bar.update(n)
+        if held:
+            flush()

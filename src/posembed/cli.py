@@ -236,6 +236,7 @@ def _pack(args: argparse.Namespace) -> int:
             pad_value=args.pad_value,
             format=args.format,
             documents=args.documents,
+            column=args.column,
             force=args.force,
             quiet=args.quiet,
         )
@@ -570,8 +571,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "input",
-        help="a 1-D .npy file or a raw token file (--dtype) with --offsets, or an indexed "
-        "dataset (PREFIX, PREFIX.idx)",
+        help="a 1-D .npy file or a raw token file (--dtype) with --offsets, an indexed "
+        "dataset (PREFIX, PREFIX.idx), Parquet, Arrow IPC or a datasets save_to_disk folder",
     )
     p.add_argument("-o", "--output", required=True, help="folder (npy, parquet) or PREFIX")
     p.add_argument("--size", type=int, required=True, help="tokens per row")
@@ -603,6 +604,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=["documents", "sequences"],
         help="indexed dataset input: Megatron's documents (default) or its sequences",
     )
+    p.add_argument("--column", help="Arrow and Parquet input: the list column (default input_ids)")
     p.add_argument("--pad-value", type=int, default=0, help="fills the end of a row (default 0)")
     p.add_argument("--force", action="store_true", help="replace an output posembed wrote")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
