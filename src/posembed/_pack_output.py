@@ -44,6 +44,19 @@ FORMATS = ("npy", "parquet", "megatron")
 NPY_ARRAYS = ("input_ids", "position_ids", "seq_lengths", "row_segments", "documents", "starts")
 
 
+def _refused(document: int, tokens: int, capacity: int) -> ChunkError:
+    return ChunkError(
+        f"document {document} has {tokens} tokens, more than --size {capacity} "
+        "(--split refuse; 'pieces' cuts it, 'truncate' keeps its first tokens)"
+    )
+
+
+def _totals() -> dict[str, int]:
+    """What a run counts: rows written, tokens placed, documents split, and
+    the input's tokens and documents."""
+    return {"rows": 0, "tokens": 0, "split_documents": 0, "input_tokens": 0, "documents": 0}
+
+
 def default_shard_tokens(itemsize: int) -> int:
     """The shard that fits the budget: its tokens, and its rows' ids and
     int32 positions (a little more than the tokens, for the padding), twice
@@ -329,11 +342,8 @@ def pack_file(
     lengths = np.diff(doc_offsets)
     if split == "refuse" and lengths.size and int(lengths.max()) > capacity:
         d = int(np.argmax(lengths > capacity))
-        raise ChunkError(
-            f"document {d} has {int(lengths[d])} tokens, more than --size {capacity} "
-            "(--split refuse; 'pieces' cuts it, 'truncate' keeps its first tokens)"
-        )
-    totals = {"rows": 0, "tokens": 0, "split_documents": 0, "input_tokens": 0, "documents": 0}
+        raise _refused(d, int(lengths[d]), capacity)
+    totals = _totals()
     try:
         with _outdir.temporary(out) as tmp:
             written = _Output(tmp, format, tokens.dtype, capacity)
@@ -413,7 +423,7 @@ def _pack_streamed(
     quiet: bool,
 ) -> dict[str, Any]:
     """pack_file for Arrow and Parquet input, whole documents a batch at a time."""
-    totals = {"rows": 0, "tokens": 0, "split_documents": 0, "input_tokens": 0, "documents": 0}
+    totals = _totals()
     with _outdir.temporary(out) as tmp:
         written = _Output(tmp, format, given.dtype, capacity)
         with contextlib.closing(written):
@@ -531,10 +541,7 @@ def _pack_stream(
         part = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         if split == "refuse" and part.size and int(part.max()) > capacity:
             d = int(np.argmax(part > capacity))
-            raise ChunkError(
-                f"document {first + d} has {int(part[d])} tokens, more than --size {capacity} "
-                "(--split refuse; 'pieces' cuts it, 'truncate' keeps its first tokens)"
-            )
+            raise _refused(first + d, int(part[d]), capacity)
         flat = np.concatenate([b.tokens[: int(b.offsets[-1])] for b in held])
         _write_shard(flat, part, first, 0, capacity, strategy, split, pad_value, written, totals)
 

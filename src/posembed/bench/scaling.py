@@ -293,8 +293,8 @@ def _pack(s: Sizes) -> list[ScalingCase]:
         return partial(plan.cut, ids, offsets, position_dtype=np.int32)
 
     cases = []
-    for size, nbytes in (("in cache", s.in_cache), ("in memory", s.in_memory)):
-        tokens = nbytes // 6
+    # within the cache below it, at least the in-memory size above it
+    for size, tokens in (("in cache", s.in_cache // 6), ("in memory", -(-s.in_memory // 6))):
         cases.append(ScalingCase("pack", "cut", size, tokens * 6, partial(cut, tokens)))
     return cases
 
