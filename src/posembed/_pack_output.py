@@ -35,6 +35,7 @@ from posembed._source import (
     MEMORY_BYTES,
     ChunkError,
     Documents,
+    RangeInput,
     SourceOptions,
     StreamInput,
     option_int,
@@ -49,12 +50,6 @@ def _refused(document: int, tokens: int, capacity: int) -> ChunkError:
         f"document {document} has {tokens} tokens, more than --size {capacity} "
         "(--split refuse; 'pieces' cuts it, 'truncate' keeps its first tokens)"
     )
-
-
-def _totals() -> dict[str, int]:
-    """What a run counts: rows written, tokens placed, documents split, and
-    the input's tokens and documents."""
-    return {"rows": 0, "tokens": 0, "split_documents": 0, "input_tokens": 0, "documents": 0}
 
 
 def default_shard_tokens(itemsize: int) -> int:
@@ -334,228 +329,159 @@ def pack_file(
     _chunk.check_pad_value(pad_value, dtype_in)
     shard = option_int(shard_tokens, "--shard-tokens", 1)
     shard = shard if shard is not None else default_shard_tokens(dtype_in.itemsize)
-    if isinstance(given, StreamInput):
-        return _pack_streamed(
-            src, out, given, shard, capacity, strategy, split, pad_value, format, sink, force, quiet
-        )
-    tokens, doc_offsets = given.tokens, given.doc_offsets
-    lengths = np.diff(doc_offsets)
-    if split == "refuse" and lengths.size and int(lengths.max()) > capacity:
-        d = int(np.argmax(lengths > capacity))
-        raise _refused(d, int(lengths[d]), capacity)
-    totals = _totals()
-    try:
-        with _outdir.temporary(out) as tmp:
-            written = _Output(tmp, format, tokens.dtype, capacity)
-            with contextlib.closing(written):
-                tokens.open()
-                bar = _chunk._progress(tokens.count, quiet)
-                try:
-                    for step in _shards(lengths, shard, capacity, split):
-                        _pack_step(
-                            step,
-                            tokens,
-                            doc_offsets,
-                            lengths,
-                            capacity,
-                            strategy,
-                            split,
-                            pad_value,
-                            written,
-                            totals,
-                        )
-                        bar.update(_step_tokens(step, lengths, capacity))
-                finally:
-                    bar.close()
-                tokens.check()
-                written.finish()
-            totals["input_tokens"] = int(lengths.sum())
-            totals["documents"] = int(lengths.shape[0])
-            meta = _meta(src, given.meta, totals, capacity, strategy, split, shard)
-            meta.update(dtype=tokens.dtype.name, pad_value=int(pad_value), format=format)
-            if format != "megatron":
-                write_meta(tmp, meta)
-            sink.commit(tmp, out, bool(force))
-    finally:
-        tokens.close()
-    return meta
-
-
-def _meta(
-    src: Path,
-    input_meta: dict[str, Any],
-    totals: dict[str, int],
-    capacity: int,
-    strategy: str,
-    split: str,
-    shard: int,
-) -> dict[str, Any]:
-    rows = totals["rows"]
-    return {
-        "input": str(src),
-        **input_meta,
-        "tokens": totals["input_tokens"],
-        "documents": totals["documents"],
-        "rows": rows,
-        "size": capacity,
-        "strategy": strategy,
-        "split": split,
-        "shard_tokens": shard,
-        "fill": totals["tokens"] / (rows * capacity) if rows else 1.0,
-        "padding": rows * capacity - totals["tokens"],
-        "truncated_tokens": totals["input_tokens"] - totals["tokens"],
-        "split_documents": totals["split_documents"],
-    }
-
-
-def _pack_streamed(
-    src: Path,
-    out: Path,
-    given: StreamInput,
-    shard: int,
-    capacity: int,
-    strategy: str,
-    split: str,
-    pad_value: int,
-    format: str,
-    sink: Any,
-    force: Any,
-    quiet: bool,
-) -> dict[str, Any]:
-    """pack_file for Arrow and Parquet input, whole documents a batch at a time."""
-    totals = _totals()
+    if split == "refuse" and isinstance(given, RangeInput):
+        lengths = np.diff(given.doc_offsets)
+        if lengths.size and int(lengths.max()) > capacity:
+            d = int(np.argmax(lengths > capacity))
+            raise _refused(d, int(lengths[d]), capacity)
     with _outdir.temporary(out) as tmp:
-        written = _Output(tmp, format, given.dtype, capacity)
-        with contextlib.closing(written):
-            bar = _chunk._progress(None, quiet)  # the token count is known only at the end
-            try:
-                _pack_stream(
-                    given, shard, capacity, strategy, split, pad_value, written, totals, bar
-                )
-            finally:
-                bar.close()
-            written.finish()
-        meta = _meta(src, given.meta, totals, capacity, strategy, split, shard)
-        meta.update(dtype=given.dtype.name, pad_value=int(pad_value), format=format)
+        run = _Run(
+            capacity,
+            strategy,
+            split,
+            int(pad_value),
+            shard,
+            _Output(tmp, format, dtype_in, capacity),
+        )
+        with contextlib.closing(run.written):
+            if isinstance(given, StreamInput):
+                run.stream(given, quiet)
+            else:
+                run.ranges(given, quiet)
+            run.written.finish()
+        meta = run.meta(src, given.meta, dtype_in, format)
         if format != "megatron":
             write_meta(tmp, meta)
         sink.commit(tmp, out, bool(force))
     return meta
 
 
-def _step_tokens(step: tuple[str, int, int, int], lengths: np.ndarray, capacity: int) -> int:
-    """The input tokens a step reads past (the progress bar's count)."""
-    kind, a, b, c = step
-    if kind == "rows":
-        return c * capacity
-    return int(lengths[a:b].sum()) - c
+class _Run:
+    """One ``posembed pack`` run: its options, its output, what it counted."""
 
+    def __init__(
+        self, capacity: int, strategy: str, split: str, pad_value: int, shard: int, written: _Output
+    ) -> None:
+        self.capacity, self.strategy, self.split = capacity, strategy, split
+        self.pad_value, self.shard, self.written = pad_value, shard, written
+        # rows written, tokens placed, documents split; the input's tokens and documents
+        self.rows = self.placed = self.split_documents = self.tokens = self.documents = 0
 
-def _pack_step(
-    step: tuple[str, int, int, int],
-    tokens: Any,
-    doc_offsets: np.ndarray,
-    lengths: np.ndarray,
-    capacity: int,
-    strategy: str,
-    split: str,
-    pad_value: int,
-    written: _Output,
-    totals: dict[str, int],
-) -> None:
-    kind, a, b, c = step
-    if kind == "rows":  # full rows of one long document, a row at a time
-        base = int(doc_offsets[a])
-        ids = np.empty((1, capacity), tokens.dtype)
-        for k in range(c):
-            ids[0] = tokens.read(base + k * capacity, base + (k + 1) * capacity)
+    def meta(
+        self, src: Path, input_meta: dict[str, Any], dtype: np.dtype[Any], format: str
+    ) -> dict[str, Any]:
+        """What meta.json holds."""
+        rows, cap = self.rows, self.capacity
+        return {
+            "input": str(src),
+            **input_meta,
+            "tokens": self.tokens,
+            "documents": self.documents,
+            "rows": rows,
+            "size": cap,
+            "strategy": self.strategy,
+            "split": self.split,
+            "shard_tokens": self.shard,
+            "fill": self.placed / (rows * cap) if rows else 1.0,
+            "padding": rows * cap - self.placed,
+            "truncated_tokens": self.tokens - self.placed,
+            "split_documents": self.split_documents,
+            "dtype": dtype.name,
+            "pad_value": self.pad_value,
+            "format": format,
+        }
+
+    def ranges(self, given: RangeInput, quiet: bool) -> None:
+        """A corpus read by token range: the shards of :func:`_shards`."""
+        tokens, doc_offsets = given.tokens, given.doc_offsets
+        lengths = np.diff(doc_offsets)
+        self.tokens, self.documents = int(lengths.sum()), int(lengths.shape[0])
+        try:
+            tokens.open()
+            bar = _chunk._progress(tokens.count, quiet)
+            try:
+                for kind, a, b, c in _shards(lengths, self.shard, self.capacity, self.split):
+                    if kind == "rows":
+                        self.full_rows(tokens, int(doc_offsets[a]), a, c)
+                        bar.update(c * self.capacity)
+                        continue
+                    part = lengths[a:b].copy()
+                    part[0] -= c  # a long document's pieces written as rows above
+                    if self.split == "truncate" and b - a == 1:
+                        part = np.minimum(part, self.capacity)  # alone: only what is kept is read
+                    start = int(doc_offsets[a]) + c
+                    self.write_shard(tokens.read(start, start + int(part.sum())), part, a, c)
+                    bar.update(int(lengths[a:b].sum()) - c)
+            finally:
+                bar.close()
+            tokens.check()
+        finally:
+            tokens.close()
+
+    def stream(self, given: StreamInput, quiet: bool) -> None:
+        """Whole documents a batch at a time (Arrow, Parquet): batches are
+        held until the next would pass the shard, then planned together."""
+        held: list[Documents] = []
+        held_tokens = 0
+        bar = _chunk._progress(None, quiet)  # the token count is known only at the end
+        try:
+            with contextlib.closing(given.documents()) as batches:
+                for batch in batches:
+                    n = int(batch.offsets[-1])
+                    if held and held_tokens + n > self.shard:
+                        self.flush(held)
+                        held, held_tokens = [], 0
+                    held.append(batch)
+                    held_tokens += n
+                    bar.update(n)
+                if held:
+                    self.flush(held)
+        finally:
+            bar.close()
+
+    def flush(self, held: list[Documents]) -> None:
+        part = np.concatenate([np.diff(b.offsets) for b in held])
+        first = self.documents
+        self.documents += int(part.shape[0])
+        self.tokens += int(part.sum())
+        if self.split == "refuse" and part.size and int(part.max()) > self.capacity:
+            d = int(np.argmax(part > self.capacity))
+            raise _refused(first + d, int(part[d]), self.capacity)
+        flat = np.concatenate([b.tokens[: int(b.offsets[-1])] for b in held])
+        self.write_shard(flat, part, first, 0)
+
+    def full_rows(self, tokens: Any, base: int, document: int, count: int) -> None:
+        """``count`` rows of one long document's full pieces, a row at a time."""
+        cap = self.capacity
+        ids = np.empty((1, cap), tokens.dtype)
+        for k in range(count):
+            ids[0] = tokens.read(base + k * cap, base + (k + 1) * cap)
             cut = PackedRows(
                 ids,
-                np.arange(capacity, dtype=np.int32)[None],
+                np.arange(cap, dtype=np.int32)[None],
                 None,
-                np.array([capacity], np.int32),
+                np.array([cap], np.int32),
                 np.array([0, 1], np.int64),
-                np.array([0, capacity], np.int32),
-                np.array([a], np.int64),
-                np.array([k * capacity], np.int64),
+                np.array([0, cap], np.int32),
+                np.array([document], np.int64),
+                np.array([k * cap], np.int64),
             )
-            written.write(cut, cut.documents, cut.starts)
-        totals["rows"] += c
-        totals["tokens"] += c * capacity
-        totals["split_documents"] += 1
-        return
-    part = lengths[a:b].copy()
-    part[0] -= c  # a long document's pieces written as rows above
-    if split == "truncate" and b - a == 1:
-        part = np.minimum(part, capacity)  # a document alone: only what is kept is read
-    start = int(doc_offsets[a]) + c
-    flat = tokens.read(start, start + int(part.sum()))
-    _write_shard(flat, part, a, c, capacity, strategy, split, pad_value, written, totals)
+            self.written.write(cut, cut.documents, cut.starts)
+        self.rows += count
+        self.placed += count * cap
+        self.split_documents += 1
 
-
-def _write_shard(
-    flat: np.ndarray,
-    part: np.ndarray,
-    first: int,
-    skip: int,
-    capacity: int,
-    strategy: str,
-    split: str,
-    pad_value: int,
-    written: _Output,
-    totals: dict[str, int],
-) -> None:
-    """Plan, cut and write documents first.. of lengths ``part`` whose tokens
-    are ``flat`` (the first one's from its token ``skip``)."""
-    local = np.zeros(part.shape[0] + 1, np.int64)
-    np.cumsum(part, out=local[1:])
-    plan = pack(part, capacity, strategy=strategy, split=split)
-    cut = plan.cut(flat, local, pad_value=pad_value, position_dtype=np.int32)
-    real = cut.documents >= 0
-    documents = np.where(real, cut.documents + first, -1)
-    starts = cut.starts + np.where(real & (cut.documents == 0), skip, 0)
-    written.write(cut, documents, starts)
-    totals["rows"] += plan.rows
-    totals["tokens"] += plan.tokens
-    totals["split_documents"] += plan.split_documents
-
-
-def _pack_stream(
-    given: StreamInput,
-    shard: int,
-    capacity: int,
-    strategy: str,
-    split: str,
-    pad_value: int,
-    written: _Output,
-    totals: dict[str, int],
-    bar: Any,
-) -> None:
-    """Whole documents a batch at a time (Arrow, Parquet): batches are held
-    until they fill a shard, which is then planned, cut and written."""
-    held: list[Documents] = []
-    tokens = first = 0
-
-    def flush() -> None:
-        parts = [np.diff(b.offsets) for b in held]
-        part = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        if split == "refuse" and part.size and int(part.max()) > capacity:
-            d = int(np.argmax(part > capacity))
-            raise _refused(first + d, int(part[d]), capacity)
-        flat = np.concatenate([b.tokens[: int(b.offsets[-1])] for b in held])
-        _write_shard(flat, part, first, 0, capacity, strategy, split, pad_value, written, totals)
-
-    with contextlib.closing(given.documents()) as batches:
-        for batch in batches:
-            n = int(batch.offsets[-1])
-            if held and tokens + n > shard:
-                flush()
-                first += sum(b.offsets.shape[0] - 1 for b in held)
-                held, tokens = [], 0
-            held.append(batch)
-            tokens += n
-            totals["input_tokens"] += n
-            totals["documents"] += int(batch.offsets.shape[0]) - 1
-            bar.update(n)
-        if held:
-            flush()
+    def write_shard(self, flat: np.ndarray, part: np.ndarray, first: int, skip: int) -> None:
+        """Plan, cut and write documents first.. of lengths ``part`` whose
+        tokens are ``flat`` (the first one's from its token ``skip``)."""
+        local = np.zeros(part.shape[0] + 1, np.int64)
+        np.cumsum(part, out=local[1:])
+        plan = pack(part, self.capacity, strategy=self.strategy, split=self.split)
+        cut = plan.cut(flat, local, pad_value=self.pad_value, position_dtype=np.int32)
+        real = cut.documents >= 0
+        documents = np.where(real, cut.documents + first, -1)
+        starts = cut.starts + np.where(real & (cut.documents == 0), skip, 0)
+        self.written.write(cut, documents, starts)
+        self.rows += plan.rows
+        self.placed += plan.tokens
+        self.split_documents += plan.split_documents
