@@ -44,7 +44,7 @@ py::tuple pack_plan(const I64& lengths, int64_t capacity, int strategy, int spli
 template <class T, class P>
 PackCutFault typed_cut(const py::array& tokens, const I64& doc_offsets, const I64& row_offsets,
                        const I64& document, const I64& start, const I64& length, int64_t r0,
-                       int64_t r1, int64_t capacity, int64_t pad, py::array& ids,
+                       int64_t r1, int64_t capacity, uint64_t pad, py::array& ids,
                        py::array& positions, py::array* labels) {
   return posembed::pack_cut<T, P>(
       static_cast<const T*>(tokens.data()), static_cast<int64_t>(tokens.size()),
@@ -58,7 +58,7 @@ PackCutFault typed_cut(const py::array& tokens, const I64& doc_offsets, const I6
 template <class T>
 PackCutFault cut_for(bool wide, const py::array& tokens, const I64& doc_offsets,
                      const I64& row_offsets, const I64& document, const I64& start,
-                     const I64& length, int64_t r0, int64_t r1, int64_t capacity, int64_t pad,
+                     const I64& length, int64_t r0, int64_t r1, int64_t capacity, uint64_t pad,
                      py::array& ids, py::array& positions, py::array* labels) {
   return wide ? typed_cut<T, int64_t>(tokens, doc_offsets, row_offsets, document, start, length,
                                       r0, r1, capacity, pad, ids, positions, labels)
@@ -71,7 +71,7 @@ PackCutFault cut_for(bool wide, const py::array& tokens, const I64& doc_offsets,
 // plan's arrays are read once each and checked in the kernel.
 py::tuple pack_cut(const py::array& tokens, const I64& doc_offsets, const I64& row_offsets,
                    const I64& document, const I64& start, const I64& length, int64_t r0,
-                   int64_t r1, int64_t capacity, int64_t pad, bool wide, bool with_labels) {
+                   int64_t r1, int64_t capacity, uint64_t pad, bool wide, bool with_labels) {
   if (tokens.ndim() != 1 || !c_contiguous(tokens) || tokens.dtype().kind() == 'f' ||
       (tokens.dtype().kind() != 'i' && tokens.dtype().kind() != 'u') ||
       !tokens.dtype().attr("isnative").cast<bool>()) {

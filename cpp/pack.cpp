@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <utility>
 
 #include "parallel.hpp"
 #include "runtime.hpp"
@@ -79,9 +81,13 @@ struct Pieces {
   std::vector<int32_t> length;
 };
 
+// Capacities up to this many tokens keep arrays indexed by length and by
+// room (8 to 16 bytes each); larger ones sort and map what is there, so that
+// memory follows the documents, not the capacity.
+constexpr int64_t kDenseCapacity = int64_t{1} << 20;
+
 Pieces sorted_pieces(const std::vector<int64_t>& lengths, int64_t capacity, PackSplit split) {
   const auto cap = static_cast<size_t>(capacity);
-  std::vector<int64_t> at(cap + 2, 0);  // pieces of length l counted at at[l]
   const auto each = [&](auto&& piece) {
     for (size_t d = 0; d < lengths.size(); ++d) {
       const int64_t n = lengths[d];
@@ -90,10 +96,30 @@ Pieces sorted_pieces(const std::vector<int64_t>& lengths, int64_t capacity, Pack
         continue;
       }
       int64_t s = 0;
-      for (; s + capacity <= n; s += capacity) piece(d, s, capacity);
+      for (; n - s >= capacity; s += capacity) piece(d, s, capacity);
       if (s < n) piece(d, s, n - s);
     }
   };
+  if (capacity > kDenseCapacity) {  // a stable sort of the pieces, longest first
+    Pieces p;
+    each([&](size_t d, int64_t s, int64_t l) {
+      p.document.push_back(static_cast<int64_t>(d));
+      p.start.push_back(s);
+      p.length.push_back(static_cast<int32_t>(l));
+    });
+    std::vector<size_t> order(p.length.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return p.length[a] > p.length[b]; });
+    Pieces sorted;
+    for (const size_t i : order) {
+      sorted.document.push_back(p.document[i]);
+      sorted.start.push_back(p.start[i]);
+      sorted.length.push_back(p.length[i]);
+    }
+    return sorted;
+  }
+  std::vector<int64_t> at(cap + 2, 0);  // pieces of length l counted at at[l]
   each([&](size_t, int64_t, int64_t l) { ++at[static_cast<size_t>(l)]; });
   // where the pieces of each length start, the longest first
   int64_t total = 0;
@@ -118,7 +144,48 @@ Pieces sorted_pieces(const std::vector<int64_t>& lengths, int64_t capacity, Pack
 // Best fit: rows with room r < capacity wait in a first-in first-out queue
 // per r; the smallest r that holds a piece comes from the set of non-empty
 // queues.
+// Best fit for large capacities: the rows waiting with each room, in a map
+// from room to its queue (head, tail), searched for the least room >= a length.
+std::vector<int64_t> best_fit_sparse(const Pieces& p, int64_t capacity, int64_t* rows) {
+  std::map<int64_t, std::pair<int64_t, int64_t>> rooms;
+  std::vector<int64_t> next;
+  std::vector<int64_t> row_of(p.length.size());
+  int64_t count = 0;
+  for (size_t i = 0; i < p.length.size(); ++i) {
+    const int64_t len = p.length[i];
+    const auto found = rooms.lower_bound(len);
+    int64_t row;
+    int64_t left;
+    if (found != rooms.end()) {
+      row = found->second.first;
+      left = found->first - len;
+      const int64_t after = next[static_cast<size_t>(row)];
+      if (after < 0) {
+        rooms.erase(found);
+      } else {
+        found->second.first = after;
+      }
+    } else {
+      row = count++;
+      next.push_back(-1);
+      left = capacity - len;
+    }
+    row_of[i] = row;
+    if (left > 0) {
+      next[static_cast<size_t>(row)] = -1;
+      const auto [queue, fresh] = rooms.try_emplace(left, row, row);
+      if (!fresh) {
+        next[static_cast<size_t>(queue->second.second)] = row;
+        queue->second.second = row;
+      }
+    }
+  }
+  *rows = count;
+  return row_of;
+}
+
 std::vector<int64_t> best_fit(const Pieces& p, int64_t capacity, int64_t* rows) {
+  if (capacity > kDenseCapacity) return best_fit_sparse(p, capacity, rows);
   const auto cap = static_cast<size_t>(capacity);
   std::vector<int64_t> head(cap, -1), tail(cap, -1), next;
   std::vector<int64_t> row_of(p.length.size());
@@ -257,6 +324,7 @@ PackCutFault pack_cut(const T* tokens, int64_t ntokens, const int64_t* doc_offse
                       int64_t capacity, T pad, P ignore, T* ids, P* positions, P* labels) {
   std::atomic<int64_t> first_bad{-1};
   const int64_t rows = r1 - r0;
+  if (rows <= 0) return PackCutFault{};
   // 0, 1, 2, ...: every sequence's positions are a copy of its first n
   std::vector<P> iota(static_cast<size_t>(capacity));
   for (size_t j = 0; j < iota.size(); ++j) iota[j] = static_cast<P>(j);
@@ -277,7 +345,7 @@ PackCutFault pack_cut(const T* tokens, int64_t ntokens, const int64_t* doc_offse
         ok = 0 <= d && d < ndocs && n >= 1 && n <= capacity - used;
         if (!ok) break;
         const int64_t a = doc_offsets[d], b = doc_offsets[d + 1];
-        ok = 0 <= s && s <= b - a - n && b <= ntokens;
+        ok = 0 <= a && a <= b && b <= ntokens && 0 <= s && s <= b - a - n;
         if (!ok) break;
         const T* src = tokens + a + s;
         std::memcpy(row_ids + used, src, static_cast<size_t>(n) * sizeof(T));
@@ -317,8 +385,10 @@ PackCutFault pack_unpack(const uint8_t* values, int64_t item, const int64_t* row
       for (int64_t e = e0; ok && e < e1; ++e) {
         const int64_t d = read_once(document + e), s = read_once(start + e);
         const int64_t n = read_once(length + e), at = read_once(offset + e);
-        ok = 0 <= d && d < ndocs && 0 <= at && n >= 0 && n <= capacity - at && 0 <= s &&
-             s <= placed[d + 1] - placed[d] - n;
+        ok = 0 <= d && d < ndocs && 0 <= at && n >= 0 && n <= capacity - at && 0 <= s;
+        if (!ok) break;
+        const int64_t lo = placed[d], hi = placed[d + 1];
+        ok = 0 <= lo && lo <= hi && hi <= placed[ndocs] && s <= hi - lo - n;
         if (!ok) break;
         std::memcpy(out + (placed[d] + s) * item, values + (r * capacity + at) * item,
                     static_cast<size_t>(n * item));

@@ -661,7 +661,7 @@ token_file_input_cases(add)
 add("--size", "type", "x", UsageError, r"argument --size: invalid int value: 'x'")
 add("--size", "nan", "nan", UsageError, r"argument --size: invalid int value: 'nan'")
 add("--size", "size", 0, CommandError, r"--size must be an integer in 1\.\.2147483647; got 0")
-add("--shard-tokens", "size", 0, CommandError, r"--shard-tokens must be an integer >= 1; got 0")
+add("--shard-tokens", "size", 0, CommandError, r"--shard-tokens must be an integer >= 64; got 0")
 add("--strategy", "range", "best", UsageError, r"argument --strategy: invalid choice: 'best'")
 add("--format", "range", "csv", UsageError, r"argument --format: invalid choice: 'csv'")
 add(

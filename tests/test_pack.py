@@ -54,6 +54,31 @@ def test_plan_and_cut_equal_the_twins(lengths, capacity, strategy, split):
         assert getattr(got, field).dtype == value.dtype, field
 
 
+@pytest.mark.parametrize("capacity", [64, 65, 4097, 300_000, 2**21 + 3])
+def test_plans_equal_the_twins_at_every_capacity_scale(rng, capacity):
+    # one word of rooms, two levels, three levels, and the sorted and mapped
+    # plan beyond 2^20
+    lengths = rng.integers(1, capacity + capacity // 3, 400)
+    for strategy in ("bfd", "ffd"):
+        ours = posembed.pack(lengths, capacity, strategy=strategy)
+        twin = reference.pack(lengths, capacity, strategy=strategy)
+        for field in PLAN_FIELDS:
+            assert np.array_equal(getattr(ours, field), getattr(twin, field)), (strategy, field)
+
+
+def test_huge_lengths_and_capacities_are_refused_or_planned_in_memory_that_follows_the_input():
+    with pytest.raises(ValueError, match=r"would hold \d+ entries, more than"):
+        posembed.pack([2**50], 1024)
+    with pytest.raises(ValueError, match=r"lengths\[1\] = 4611686018427387905 passes 2\^62"):
+        posembed.pack(np.array([1, 2**62 + 1]), 8)
+    with pytest.raises(ValueError, match="the documents hold 2\\^62 tokens or more"):
+        posembed.pack(np.array([2**62] * 3), 2**31 - 1, split="truncate")
+    for strategy in STRATEGIES:  # a capacity of 2^31 - 1 needs no array of that size
+        plan = posembed.pack([1, 5, 0, 7], 2**31 - 1, strategy=strategy)
+        assert plan.rows == 1
+        assert plan.tokens == 13
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_every_token_is_placed_once_within_capacity_positions_restarting(rng, strategy):
     lengths = rng.integers(0, 300, 400)
@@ -299,6 +324,22 @@ def test_bad_cut_arguments_are_refused_and_the_inputs_kept():
     assert np.array_equal(offsets, kept[1])
 
 
+def test_labels_that_would_wrap_are_refused_and_any_pad_value_of_the_dtype_is_taken():
+    plan = posembed.pack([3, 2], 8)
+    offsets = np.array([0, 3, 5])
+    wide = np.array([1, 2**31 + 5, 3, 4, 5], np.int64)
+    with pytest.raises(
+        ValueError, match="labels: token id 2147483653 does not fit position_dtype int32"
+    ):
+        plan.cut(wide, offsets, labels=True, position_dtype=np.int32)
+    assert plan.cut(wide, offsets, labels=True).labels[0, 1] == 2**31 + 5
+    top = np.iinfo(np.uint64).max
+    cut = plan.cut(np.arange(5, dtype=np.uint64), offsets, pad_value=top)
+    assert cut.input_ids[0, 5:].tolist() == [top] * 3
+    with pytest.raises(ValueError, match="labels: token id 18446744073709551615 does not fit"):
+        plan.cut(np.full(5, top, np.uint64), offsets, labels=True)
+
+
 def test_a_plan_changed_behind_its_back_is_refused_not_read_out_of_bounds():
     plan = posembed.pack([3, 4], 8)
     tokens, offsets = corpus([3, 4])
@@ -321,6 +362,36 @@ def test_a_plan_changed_behind_its_back_is_refused_not_read_out_of_bounds():
         altered.cut(tokens, offsets)
     with pytest.raises(ValueError, match="read-only"):
         plan.lengths[0] = 1
+    with pytest.raises(AttributeError):
+        plan.lengths = lengths  # type: ignore[misc]
+    # a negative length would make the placed offsets fall: refused, never written before out
+    negative = posembed.PackPlan(
+        np.array([5, 5]),
+        8,
+        "bfd",
+        "pieces",
+        np.array([0, 1]),
+        np.array([1]),
+        np.array([0]),
+        np.array([-5]),
+        np.array([0]),
+    )
+    with pytest.raises(ValueError, match="the plan's entries do not fit its documents"):
+        negative.unpack(np.full((1, 8), 7.0))
+    # document lengths that fall let offsets go before the tokens: refused
+    falling = posembed.PackPlan(
+        np.array([-5, 15]),
+        16,
+        "bfd",
+        "pieces",
+        np.array([0, 1]),
+        np.array([1]),
+        np.array([0]),
+        np.array([15]),
+        np.array([0]),
+    )
+    with pytest.raises(ValueError, match="the plan's row 0 does not fit"):
+        falling.cut(np.arange(10), [0, -5, 10])
 
 
 # ---- posembed pack: the corpus on disk, shard by shard -----------------------------------
@@ -396,6 +467,9 @@ def test_shards_place_every_token_once_long_documents_included(tmp_path, rng, sp
     kept = lengths if split == "pieces" else np.minimum(lengths, 256)
     assert np.array_equal(seen, kept)
     assert meta["truncated_tokens"] == int(lengths.sum() - kept.sum())
+    split_documents = int(np.count_nonzero(lengths > 256)) if split == "pieces" else 0
+    if strategy != "wrapped":  # wrapping cuts documents wherever rows end
+        assert meta["split_documents"] == split_documents
     assert out["input_ids"].shape == (meta["rows"], 256)
     assert meta["fill"] == pytest.approx(
         shard_fill(lengths, 256, 2000, strategy=strategy, split=split)

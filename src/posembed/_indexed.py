@@ -590,7 +590,9 @@ class IndexedWriter:
         if self.finished or self._file.closed:
             raise ValueError(f"{self.bin_path}: the writer is finished or closed")
         toks = _integers(tokens, "tokens")
-        at = np.zeros(0, np.int64) if eod_at is None or eod is None else np.asarray(eod_at)
+        at = np.zeros(0, np.int64)
+        if eod_at is not None and eod is not None:  # no id: no marks, whatever eod_at says
+            at = _integers(eod_at, "eod_at").astype(np.int64, copy=False)
         if bounds is None:
             _check_fits(toks, self.dtype, "tokens")
         elif len(toks):

@@ -17,6 +17,8 @@ STRATEGIES = {"bfd": 0, "ffd": 1, "wrapped": 2}
 SPLITS = {"pieces": 0, "truncate": 1, "refuse": 0}
 INT32_MAX = 2**31 - 1
 IGNORE_INDEX = -100
+MAX_TOKENS = 2**62
+MAX_ENTRIES = 2**34
 
 
 def _document_lengths(lengths: Any) -> np.ndarray:
@@ -26,14 +28,31 @@ def _document_lengths(lengths: Any) -> np.ndarray:
         raise TypeError(f"lengths must be integers; got dtype {a.dtype}")
     if a.ndim != 1:
         raise ValueError(f"lengths must be 1-D; got shape {a.shape}")
-    if a.dtype.kind == "u" and a.size and int(a.max()) > 2**62:
-        raise ValueError(f"lengths: {int(a.max())} passes 2^62")
+    if a.dtype.kind == "u" and a.size and int(a.max()) > MAX_TOKENS:
+        d = int(np.argmax(a > MAX_TOKENS))
+        raise ValueError(f"lengths[{d}] = {int(a[d])} passes 2^62 tokens")
     own = np.array(a, dtype=np.int64, copy=True)  # the plan keeps what it was made from
     if own.size and int(own.min()) < 0:
         d = int(np.argmax(own < 0))
         raise ValueError(f"lengths[{d}] = {int(own[d])} is negative; lengths must be >= 0")
-    own.setflags(write=False)
+    if own.size and int(own.max()) > MAX_TOKENS:
+        d = int(np.argmax(own > MAX_TOKENS))
+        raise ValueError(f"lengths[{d}] = {int(own[d])} passes 2^62 tokens")
+    if float(own.sum(dtype=np.float64)) > MAX_TOKENS:  # each <= 2^62: a float sum bounds them
+        raise ValueError("lengths: the documents hold 2^62 tokens or more")
     return own
+
+
+def _check_entries(lengths: np.ndarray, capacity: int, split: str) -> None:
+    """ValueError for a plan of more entries than memory could ever hold
+    (say one document of 2^50 tokens in rows of 1024)."""
+    kept = np.minimum(lengths, capacity) if split == "truncate" else lengths
+    entries = int(np.sum(-(-kept // capacity))) + int(kept.sum()) // capacity
+    if entries > MAX_ENTRIES:
+        raise ValueError(
+            f"lengths: a plan in rows of {capacity} would hold {entries} entries, more than "
+            f"{MAX_ENTRIES} (40 bytes each); use a larger capacity or split='truncate'"
+        )
 
 
 def pack(lengths: Any, capacity: int, *, strategy: str = "bfd", split: str = "pieces") -> PackPlan:
@@ -51,7 +70,8 @@ def pack(lengths: Any, capacity: int, *, strategy: str = "bfd", split: str = "pi
         document order, then piece order), each into the row with the least
         room that holds it (ties: the row that came to that room first, as
         TRL's ``pack_dataset(strategy="bfd")`` breaks them), a new row when
-        none does; O(N log capacity). ``"ffd"``, first-fit decreasing: the
+        none does; O(N log capacity) after a counting sort of the lengths
+        (a stable sort beyond a capacity of 2^20). ``"ffd"``, first-fit decreasing: the
         same order, each into the first row that holds it. ``"wrapped"``: the
         documents end to end in their order, cut every ``capacity`` tokens
         (what ``group_texts`` does, but the last, shorter row is kept).
@@ -90,6 +110,7 @@ def pack(lengths: Any, capacity: int, *, strategy: str = "bfd", split: str = "pi
             f"document {d} has {int(own[d])} tokens, more than the capacity of {cap} "
             "(split='refuse'; 'pieces' cuts it, 'truncate' keeps its first tokens)"
         )
+    _check_entries(own, cap, cut)
     rows, documents, starts, pieces, offsets = _core.pack_plan(
         own, cap, STRATEGIES[how], SPLITS[cut]
     )
@@ -173,12 +194,57 @@ class PackPlan:
         lengths: np.ndarray,
         offsets: np.ndarray,
     ) -> None:
-        self.document_lengths = document_lengths
-        self.capacity, self.strategy, self.split = capacity, strategy, split
-        for a in (row_offsets, documents, starts, lengths, offsets):
+        arrays = (document_lengths, row_offsets, documents, starts, lengths, offsets)
+        for a in arrays:
             a.setflags(write=False)
-        self.row_offsets, self.documents, self.starts = row_offsets, documents, starts
-        self.lengths, self.offsets = lengths, offsets
+        self._arrays = arrays
+        self._settings: tuple[int, str, str] = (capacity, strategy, split)
+
+    # read-only: the kernels read these arrays (and check every value they use)
+    @property
+    def document_lengths(self) -> np.ndarray:
+        """The lengths the plan was made from."""
+        return self._arrays[0]
+
+    @property
+    def row_offsets(self) -> np.ndarray:
+        """Row r's entries are row_offsets[r]..row_offsets[r + 1]."""
+        return self._arrays[1]
+
+    @property
+    def documents(self) -> np.ndarray:
+        """Each entry's document."""
+        return self._arrays[2]
+
+    @property
+    def starts(self) -> np.ndarray:
+        """Each entry's first token in its document."""
+        return self._arrays[3]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Each entry's length in tokens."""
+        return self._arrays[4]
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Where each entry starts in its row."""
+        return self._arrays[5]
+
+    @property
+    def capacity(self) -> int:
+        """Tokens per row."""
+        return self._settings[0]
+
+    @property
+    def strategy(self) -> str:
+        """As given to :func:`pack`."""
+        return self._settings[1]
+
+    @property
+    def split(self) -> str:
+        """As given to :func:`pack`."""
+        return self._settings[2]
 
     @property
     def rows(self) -> int:
@@ -390,6 +456,8 @@ class PackPlan:
             flat = v.kernel_array(flat, flat.dtype.newbyteorder("="))
             doc_offsets = self._own_offsets(offsets, int(flat.shape[0]))
         pad = _pad(pad_value, flat.dtype)
+        if with_labels:
+            _check_labels_fit(flat, pdt)
         ids, positions, label_rows = _core.pack_cut(
             flat,
             doc_offsets,
@@ -400,7 +468,7 @@ class PackPlan:
             r0,
             r1,
             self.capacity,
-            pad,
+            pad % 2**64,  # its bits, as the tokens' dtype holds them
             pdt == np.int64,
             with_labels,
         )
@@ -451,6 +519,8 @@ class PackPlan:
         if a.dtype.hasobject:
             raise TypeError("values must be an array of numbers, not of Python objects")
         placed = self.placed_offsets
+        if placed.shape[0] > 1 and int(np.diff(placed).min()) < 0:
+            raise ValueError("the plan's entries do not fit its documents (was the plan changed?)")
         out = _core.pack_unpack(
             np.ascontiguousarray(a),
             self.row_offsets,
@@ -487,8 +557,8 @@ class PackPlan:
         ro = self.row_offsets[r0 : r1 + 1]
         e0, e1 = int(ro[0]), int(ro[-1])
         lengths = self.lengths[e0:e1]
-        last = ro[1:] - 1  # each row's last entry (every row has one)
-        used = self.offsets[last] + self.lengths[last]
+        row_of = np.repeat(np.arange(r1 - r0), np.diff(ro))
+        used = np.bincount(row_of, lengths, r1 - r0).astype(np.int64)
         pads = self.capacity - used
         where = (ro[1:] - e0)[pads > 0]
         seq = np.insert(lengths, where, pads[pads > 0]).astype(np.int32)
@@ -502,6 +572,20 @@ class PackPlan:
         return PackedRows(ids, positions, labels, seq, row_segments, cu, documents, starts)
 
 
+def _check_labels_fit(tokens: np.ndarray, dtype: np.dtype[Any]) -> None:
+    """ValueError unless every token fits the labels' dtype (no silent wrap)."""
+    have, want = np.iinfo(tokens.dtype), np.iinfo(dtype)
+    if (want.min <= have.min and have.max <= want.max) or not tokens.size:
+        return
+    low, high = int(tokens.min()), int(tokens.max())
+    if low < want.min or high > want.max:
+        bad = low if low < want.min else high
+        raise ValueError(
+            f"labels: token id {bad} does not fit position_dtype {dtype} "
+            f"({want.min}..{want.max}); give position_dtype=np.int64"
+        )
+
+
 def _pad(pad_value: Any, dtype: np.dtype[Any]) -> int:
     if isinstance(pad_value, (bool, np.bool_)):
         raise TypeError(f"pad_value must be an integer; got bool {pad_value!r}")
@@ -512,7 +596,7 @@ def _pad(pad_value: Any, dtype: np.dtype[Any]) -> int:
             f"pad_value must be an integer; got {type(pad_value).__name__} {pad_value!r}"
         ) from None
     info = np.iinfo(dtype)
-    if not info.min <= pad <= min(info.max, 2**63 - 1):
+    if not info.min <= pad <= info.max:
         raise ValueError(
             f"pad_value {pad} does not fit the tokens' dtype {dtype} ({info.min}..{info.max})"
         )

@@ -285,8 +285,9 @@ def pack_file(
     strategy, split : str
         As for :func:`posembed.pack`.
     shard_tokens : int, optional
-        Tokens planned together; by default what fits the 64 MiB budget.
-        Larger shards fill rows a little better and hold more memory.
+        Tokens planned together, at least ``size``; by default what fits the
+        64 MiB budget (and at least 8 rows' worth). Larger shards fill rows a
+        little better and hold more memory.
     dtype, offsets_path, documents, column, pad_value, force, quiet
         As for ``posembed chunk``.
     format : {"npy", "parquet", "megatron"}
@@ -327,8 +328,9 @@ def pack_file(
     given = source.open_input(src, options)
     dtype_in = given.dtype if isinstance(given, StreamInput) else given.tokens.dtype
     _chunk.check_pad_value(pad_value, dtype_in)
-    shard = option_int(shard_tokens, "--shard-tokens", 1)
-    shard = shard if shard is not None else default_shard_tokens(dtype_in.itemsize)
+    shard = option_int(shard_tokens, "--shard-tokens", capacity)
+    if shard is None:  # what fits the budget, but rows' worth of documents to choose from
+        shard = max(default_shard_tokens(dtype_in.itemsize), 8 * capacity)
     if split == "refuse" and isinstance(given, RangeInput):
         lengths = np.diff(given.doc_offsets)
         if lengths.size and int(lengths.max()) > capacity:
@@ -403,6 +405,9 @@ class _Run:
                 for kind, a, b, c in _shards(lengths, self.shard, self.capacity, self.split):
                     if kind == "rows":
                         self.full_rows(tokens, int(doc_offsets[a]), a, c)
+                        # split when it makes more than one piece (its last, if any, follows)
+                        pieces = c + (1 if int(lengths[a]) > c * self.capacity else 0)
+                        self.split_documents += 1 if pieces > 1 else 0
                         bar.update(c * self.capacity)
                         continue
                     part = lengths[a:b].copy()
@@ -469,7 +474,6 @@ class _Run:
             self.written.write(cut, cut.documents, cut.starts)
         self.rows += count
         self.placed += count * cap
-        self.split_documents += 1
 
     def write_shard(self, flat: np.ndarray, part: np.ndarray, first: int, skip: int) -> None:
         """Plan, cut and write documents first.. of lengths ``part`` whose
@@ -477,11 +481,16 @@ class _Run:
         local = np.zeros(part.shape[0] + 1, np.int64)
         np.cumsum(part, out=local[1:])
         plan = pack(part, self.capacity, strategy=self.strategy, split=self.split)
-        cut = plan.cut(flat, local, pad_value=self.pad_value, position_dtype=np.int32)
-        real = cut.documents >= 0
-        documents = np.where(real, cut.documents + first, -1)
-        starts = cut.starts + np.where(real & (cut.documents == 0), skip, 0)
-        self.written.write(cut, documents, starts)
+        batch = max(1, (1 << 30) // self.capacity)  # rows cut at once: int32 cu_seqlens
+        for r in range(0, plan.rows, batch):
+            rows = slice(r, min(plan.rows, r + batch))
+            cut = plan.cut(
+                flat, local, rows=rows, pad_value=self.pad_value, position_dtype=np.int32
+            )
+            real = cut.documents >= 0
+            documents = np.where(real, cut.documents + first, -1)
+            starts = cut.starts + np.where(real & (cut.documents == 0), skip, 0)
+            self.written.write(cut, documents, starts)
         self.rows += plan.rows
         self.placed += plan.tokens
         self.split_documents += plan.split_documents
