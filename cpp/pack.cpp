@@ -387,10 +387,10 @@ PackCutFault pack_unpack(const uint8_t* values, int64_t item, const int64_t* row
         const int64_t n = read_once(length + e), at = read_once(offset + e);
         ok = 0 <= d && d < ndocs && 0 <= at && n >= 0 && n <= capacity - at && 0 <= s;
         if (!ok) break;
-        const int64_t lo = placed[d], hi = placed[d + 1];
-        ok = 0 <= lo && lo <= hi && hi <= placed[ndocs] && s <= hi - lo - n;
+        const int64_t begin = placed[d], end = placed[d + 1];
+        ok = 0 <= begin && begin <= end && end <= placed[ndocs] && s <= end - begin - n;
         if (!ok) break;
-        std::memcpy(out + (placed[d] + s) * item, values + (r * capacity + at) * item,
+        std::memcpy(out + (begin + s) * item, values + (r * capacity + at) * item,
                     static_cast<size_t>(n * item));
       }
       if (!ok) {
