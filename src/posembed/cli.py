@@ -588,7 +588,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--shard-tokens",
         type=int,
-        help="tokens planned together (default: what fits the 64 MiB budget)",
+        help="tokens planned together, at least --size (default: what fits the 64 MiB "
+        "budget, and at least 8 rows)",
     )
     p.add_argument(
         "--format",
