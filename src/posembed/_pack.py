@@ -16,7 +16,6 @@ from posembed import _validate as v
 STRATEGIES = {"bfd": 0, "ffd": 1, "wrapped": 2}
 SPLITS = {"pieces": 0, "truncate": 1, "refuse": 0}
 INT32_MAX = 2**31 - 1
-IGNORE_INDEX = -100
 MAX_TOKENS = 2**62
 MAX_ENTRIES = 2**34
 
