@@ -3,9 +3,13 @@
 // window_owner (which slot owns each token) and stitch (per-window values
 // back to per-token values).
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "bind.hpp"
+#include "runtime.hpp"
 #include "windows.hpp"
 
 namespace posembed::bind {
@@ -100,6 +104,62 @@ py::tuple window_layout(const I64& doc_offsets, int64_t size, int64_t step, Tail
   return py::make_tuple(win, starts, lengths, documents);
 }
 
+// A layout of windows and the offsets of the documents they name, copied
+// from a caller's arrays: they may be the caller's own, which another thread
+// can rewrite while the GIL is released, so the kernels check and cut from
+// these copies (what was checked is what they use). Only the offsets of the
+// documents the windows name are copied (a stream cuts a batch of a large
+// corpus at a time), the windows' document indices rebased to the copy.
+struct CopiedLayout {
+  std::vector<int64_t> starts, lengths, documents, offsets;
+  int64_t ndocs = 0;  // documents in the copy of the offsets
+  ConstLayout view() const {
+    return {starts.data(), lengths.data(), documents.data(),
+            static_cast<int64_t>(starts.size())};
+  }
+};
+
+CopiedLayout copy_layout(const I64& doc_offsets, const I64& starts, const I64& lengths,
+                         const I64& documents) {
+  const auto count = static_cast<int64_t>(starts.size());
+  const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
+  CopiedLayout c;
+  c.starts.assign(starts.data(), starts.data() + count);
+  c.lengths.assign(lengths.data(), lengths.data() + count);
+  c.documents.assign(documents.data(), documents.data() + count);
+  int64_t first_doc = 0;
+  int64_t last_doc = -1;
+  if (count > 0) {
+    const auto [lo, hi] = std::minmax_element(c.documents.begin(), c.documents.end());
+    first_doc = std::clamp<int64_t>(*lo, 0, std::max<int64_t>(ndocs - 1, 0));
+    last_doc = std::clamp<int64_t>(*hi, first_doc, std::max<int64_t>(ndocs - 1, 0));
+  }
+  // A document outside 0..ndocs-1 stays outside the copy's range after the
+  // shift, so the kernel's check still refuses it.
+  c.ndocs = ndocs > 0 ? last_doc - first_doc + 1 : 0;
+  c.offsets.assign(doc_offsets.data() + first_doc,
+                   doc_offsets.data() + first_doc + c.ndocs + (ndocs > 0 ? 1 : 0));
+  for (auto& d : c.documents) d = (d < first_doc || d > last_doc) ? -1 : d - first_doc;
+  return c;
+}
+
+// A ValueError naming window `bad` of the caller's layout.
+[[noreturn]] void misplaced(int64_t bad, const I64& documents, const CopiedLayout& c) {
+  const auto at = static_cast<size_t>(bad);
+  PyErr_Format(PyExc_ValueError,
+               "layout: window %lld (document %lld, start %lld, length %lld) does not lie "
+               "inside its document and the tokens given",
+               static_cast<long long>(bad), static_cast<long long>(documents.data()[bad]),
+               static_cast<long long>(c.starts[at]), static_cast<long long>(c.lengths[at]));
+  throw py::error_already_set();
+}
+
+bool layout_arrays_fit(const I64& doc_offsets, const I64& starts, const I64& lengths,
+                       const I64& documents, int64_t size) {
+  return doc_offsets.ndim() == 1 && doc_offsets.size() >= 1 && starts.ndim() == 1 &&
+         lengths.size() == starts.size() && documents.size() == starts.size() && size >= 1;
+}
+
 // tokens: 1-D C-contiguous, tokens [token_start, token_start + len) of the
 // corpus; the layout: any windows of the corpus of doc_offsets (checked
 // against both before anything is written); pad: one element of the tokens'
@@ -107,61 +167,71 @@ py::tuple window_layout(const I64& doc_offsets, int64_t size, int64_t step, Tail
 py::array fill_windows(const py::array& tokens, int64_t token_start, const I64& doc_offsets,
                        const I64& starts, const I64& lengths, const I64& documents, int64_t size,
                        const py::array& pad, const py::object& out_obj) {
-  if (tokens.ndim() != 1 || !c_contiguous(tokens) || doc_offsets.ndim() != 1 ||
-      doc_offsets.size() < 1 || starts.ndim() != 1 || lengths.size() != starts.size() ||
-      documents.size() != starts.size() || pad.size() != 1 ||
-      pad.itemsize() != tokens.itemsize() || size < 1 || token_start < 0) {
+  if (tokens.ndim() != 1 || !c_contiguous(tokens) ||
+      !layout_arrays_fit(doc_offsets, starts, lengths, documents, size) || pad.size() != 1 ||
+      pad.itemsize() != tokens.itemsize() || token_start < 0) {
     throw py::value_error("fill_windows: inconsistent arguments");
   }
   const TokenSpan span{static_cast<const char*>(tokens.data()),
                        static_cast<int64_t>(tokens.itemsize()), token_start,
                        static_cast<int64_t>(tokens.size())};
-  const auto count = static_cast<int64_t>(starts.size());
-  const auto ndocs = static_cast<int64_t>(doc_offsets.size()) - 1;
-  // The layout and the offsets may be the caller's own arrays, which another
-  // thread can rewrite while the GIL is released: the kernel checks and cuts
-  // from private copies, so what it checked is what it uses. Only the offsets
-  // of the documents these windows name are copied (a stream cuts a batch of
-  // a large corpus at a time), their indices rebased to the copy.
-  std::vector<int64_t> win_starts(starts.data(), starts.data() + count);
-  std::vector<int64_t> win_lengths(lengths.data(), lengths.data() + count);
-  std::vector<int64_t> win_docs(documents.data(), documents.data() + count);
-  int64_t first_doc = 0;
-  int64_t last_doc = -1;
-  if (count > 0) {
-    const auto [lo, hi] = std::minmax_element(win_docs.begin(), win_docs.end());
-    first_doc = std::clamp<int64_t>(*lo, 0, std::max<int64_t>(ndocs - 1, 0));
-    last_doc = std::clamp<int64_t>(*hi, first_doc, std::max<int64_t>(ndocs - 1, 0));
-  }
-  // A document outside 0..ndocs-1 stays outside the copy's range after the
-  // shift, so the kernel's check still refuses it.
-  const int64_t copied_docs = ndocs > 0 ? last_doc - first_doc + 1 : 0;
-  std::vector<int64_t> offsets(doc_offsets.data() + first_doc,
-                               doc_offsets.data() + first_doc + copied_docs + (ndocs > 0 ? 1 : 0));
-  for (auto& d : win_docs) d = (d < first_doc || d > last_doc) ? -1 : d - first_doc;
-  const ConstLayout layout{win_starts.data(), win_lengths.data(), win_docs.data(), count};
+  const CopiedLayout copied = copy_layout(doc_offsets, starts, lengths, documents);
+  const ConstLayout layout = copied.view();
   int64_t bad = -1;
   {
     py::gil_scoped_release nogil;
-    bad = first_misplaced_window(span, offsets.data(), copied_docs, layout, size);
+    bad = first_misplaced_window(span, copied.offsets.data(), copied.ndocs, layout, size);
   }
-  if (bad >= 0) {
-    const auto at = static_cast<size_t>(bad);
-    PyErr_Format(PyExc_ValueError,
-                 "layout: window %lld (document %lld, start %lld, length %lld) does not lie "
-                 "inside its document and the tokens given",
-                 static_cast<long long>(bad), static_cast<long long>(documents.data()[bad]),
-                 static_cast<long long>(win_starts[at]), static_cast<long long>(win_lengths[at]));
-    throw py::error_already_set();
-  }
-  py::array out = output_array(out_obj, tokens.dtype(), {count, size});
+  if (bad >= 0) misplaced(bad, documents, copied);
+  py::array out = output_array(out_obj, tokens.dtype(), {layout.count, size});
   const auto* pv = static_cast<const char*>(pad.data());
   char* rows = static_cast<char*>(out.mutable_data());
   {
     py::gil_scoped_release nogil;
-    posembed::fill_windows(span, offsets.data(), layout, size, pv, rows);
+    posembed::fill_windows(span, copied.offsets.data(), layout, size, pv, rows);
   }
   return out;
+}
+
+// The windows of the layout cut from the token file `in_fd` (corpus token t
+// of `itemsize` bytes at byte in_offset + t * itemsize, token_count of them;
+// byte-swapped when `swap`) and written as rows to `out_fd` from byte
+// `out_offset`, a block of about `block_bytes` of rows at a time on each
+// thread. Returns -1, or the byte at which the input ended before a
+// window's last token.
+int64_t fill_windows_to_file(int in_fd, int64_t in_offset, int64_t itemsize, bool swap,
+                             int64_t token_count, const I64& doc_offsets, const I64& starts,
+                             const I64& lengths, const I64& documents, int64_t size,
+                             const py::array& pad, int out_fd, int64_t out_offset,
+                             int64_t block_bytes) {
+  if (!layout_arrays_fit(doc_offsets, starts, lengths, documents, size) || pad.size() != 1 ||
+      pad.itemsize() != itemsize || in_offset < 0 || out_offset < 0 || token_count < 0 ||
+      block_bytes < 1 || (itemsize != 1 && itemsize != 2 && itemsize != 4 && itemsize != 8)) {
+    throw py::value_error("fill_windows_to_file: inconsistent arguments");
+  }
+  const CopiedLayout copied = copy_layout(doc_offsets, starts, lengths, documents);
+  const ConstLayout layout = copied.view();
+  char pv[8] = {};
+  std::memcpy(pv, pad.data(), static_cast<size_t>(itemsize));
+  const TokenSpan span{nullptr, itemsize, 0, token_count};
+  int64_t bad = -1;
+  FileCutResult result;
+  {
+    py::gil_scoped_release nogil;
+    bad = first_misplaced_window(span, copied.offsets.data(), copied.ndocs, layout, size);
+    if (bad < 0) {
+      result = posembed::fill_windows_to_file(in_fd, in_offset, itemsize, swap,
+                                              copied.offsets.data(), layout, size, pv, out_fd,
+                                              out_offset, block_bytes, get_num_threads());
+    }
+  }
+  if (bad >= 0) misplaced(bad, documents, copied);
+  if (result.errno_value != 0) {
+    errno = result.errno_value;
+    PyErr_SetFromErrno(PyExc_OSError);
+    throw py::error_already_set();
+  }
+  return result.short_at;
 }
 
 // A layout of windows as the owner and stitch kernels read it: private copies
@@ -299,6 +369,9 @@ void bind_windows(py::module_& m) {
         "win_offsets"_a = py::none(), "begin"_a = 0, "end"_a = -1);
   m.def("fill_windows", &fill_windows, "tokens"_a, "token_start"_a, "doc_offsets"_a, "starts"_a,
         "lengths"_a, "documents"_a, "size"_a, "pad"_a, "out"_a = py::none());
+  m.def("fill_windows_to_file", &fill_windows_to_file, "in_fd"_a, "in_offset"_a, "itemsize"_a,
+        "swap"_a, "token_count"_a, "doc_offsets"_a, "starts"_a, "lengths"_a, "documents"_a,
+        "size"_a, "pad"_a, "out_fd"_a, "out_offset"_a, "block_bytes"_a);
   m.def("window_owner", &window_owner, "doc_offsets"_a, "starts"_a, "lengths"_a, "documents"_a,
         "size"_a, "rule"_a);
   m.def("stitch", &stitch, "values"_a, "doc_offsets"_a, "starts"_a, "lengths"_a, "documents"_a,

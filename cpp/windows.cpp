@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
+#include "fileio.hpp"
 #include "parallel.hpp"
 #include "rowops.hpp"
 #include "runtime.hpp"
@@ -132,6 +134,84 @@ void fill_windows(const TokenSpan& tokens, const int64_t* doc_offsets, const Con
                    fill_pad(dst + len * itemsize, pad, itemsize, size - len);
                  }
                });
+}
+
+// Row bytes a thread of fill_windows_to_file cuts and writes at a time.
+constexpr int64_t kFileBlockBytes = int64_t{1} << 18;
+
+FileCutResult fill_windows_to_file(int in_fd, int64_t in_offset, int64_t itemsize, bool swap,
+                                   const int64_t* doc_offsets, const ConstLayout& layout,
+                                   int64_t size, const char* pad, int out_fd, int64_t out_offset,
+                                   int64_t block_bytes, int threads) {
+  FileCutResult result;
+  const int64_t row_bytes = size * itemsize;
+  const int64_t rows = std::max<int64_t>(1, block_bytes / row_bytes);
+  // tokens read for one write: the rows' own and up to as many again between
+  // them (tails a dropping layout leaves out); windows further apart go in
+  // separate reads
+  const int64_t cap = 2 * rows * size;
+  const int64_t blocks = (layout.count + rows - 1) / rows;
+  const auto team = static_cast<size_t>(std::max(1, threads));
+  std::vector<std::unique_ptr<uint8_t[]>> tokbuf(team), rowbuf(team);
+  std::atomic<int64_t> ended{-1};
+  std::atomic<int> failed{0};
+  auto begin_of = [&](int64_t w) { return doc_offsets[layout.documents[w]] + layout.starts[w]; };
+  parallel_for(blocks, threads, [&](int64_t b0, int64_t b1, int tid) {
+    const auto t = static_cast<size_t>(tid);
+    if (!tokbuf[t]) {
+      tokbuf[t].reset(new uint8_t[static_cast<size_t>(cap * itemsize)]);
+      rowbuf[t].reset(new uint8_t[static_cast<size_t>(rows * row_bytes)]);
+    }
+    uint8_t* const tok = tokbuf[t].get();
+    char* const out = reinterpret_cast<char*>(rowbuf[t].get());
+    for (int64_t w = b0 * rows, w_end = std::min(layout.count, b1 * rows); w < w_end;) {
+      if (failed.load(std::memory_order_relaxed) != 0 ||
+          ended.load(std::memory_order_relaxed) >= 0) {
+        return;
+      }
+      const int64_t block_end = std::min(w_end, (w / rows + 1) * rows);
+      int64_t lo = begin_of(w), hi = lo + layout.lengths[w], j = w + 1;
+      for (; j < block_end; ++j) {
+        const int64_t b = begin_of(j);
+        const int64_t nlo = std::min(lo, b), nhi = std::max(hi, b + layout.lengths[j]);
+        if (nhi - nlo > cap) break;
+        lo = nlo;
+        hi = nhi;
+      }
+      int64_t end_byte = -1;
+      const int r = pread_all(in_fd, tok, (hi - lo) * itemsize, in_offset + lo * itemsize,
+                              &end_byte);
+      if (r != 0) {
+        if (r == -1) {
+          int64_t seen = ended.load();
+          while ((seen < 0 || end_byte < seen) && !ended.compare_exchange_weak(seen, end_byte)) {
+          }
+        } else {
+          int none = 0;
+          failed.compare_exchange_strong(none, r);
+        }
+        return;
+      }
+      if (swap) byteswap_items(tok, hi - lo, itemsize);
+      for (int64_t k = w; k < j; ++k) {
+        char* dst = out + (k - w) * row_bytes;
+        const int64_t len = layout.lengths[k];
+        std::memcpy(dst, tok + (begin_of(k) - lo) * itemsize, static_cast<size_t>(len * itemsize));
+        fill_pad(dst + len * itemsize, pad, itemsize, size - len);
+      }
+      const int e = pwrite_all(out_fd, reinterpret_cast<const uint8_t*>(out), (j - w) * row_bytes,
+                               out_offset + w * row_bytes);
+      if (e != 0) {
+        int none = 0;
+        failed.compare_exchange_strong(none, e);
+        return;
+      }
+      w = j;
+    }
+  });
+  result.errno_value = failed.load();
+  result.short_at = ended.load();
+  return result;
 }
 
 namespace {

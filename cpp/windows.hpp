@@ -70,6 +70,26 @@ int64_t first_misplaced_window(const TokenSpan& tokens, const int64_t* doc_offse
 void fill_windows(const TokenSpan& tokens, const int64_t* doc_offsets, const ConstLayout& layout,
                   int64_t size, const char* pad, char* rows);
 
+// What fill_windows_to_file met: errno_value != 0, a read or a write that
+// failed (the system's error); short_at >= 0, the input ended at that byte.
+struct FileCutResult {
+  int errno_value = 0;
+  int64_t short_at = -1;
+};
+
+// fill_windows from a token file to a file: the windows of `layout` cut
+// from the file `in_fd` (corpus token t at byte in_offset + t * itemsize,
+// byte-swapped when `swap`) and written as rows (count, size) to `out_fd`
+// from byte `out_offset`. Each of up to `threads` threads reads, cuts and
+// writes a block of rows (about `block_bytes`, one row at least) at a time
+// through buffers of its own: sized to stay in its core's cache, a token
+// leaves memory once and returns once. Every window must pass
+// first_misplaced_window for the file's tokens.
+FileCutResult fill_windows_to_file(int in_fd, int64_t in_offset, int64_t itemsize, bool swap,
+                                   const int64_t* doc_offsets, const ConstLayout& layout,
+                                   int64_t size, const char* pad, int out_fd, int64_t out_offset,
+                                   int64_t block_bytes, int threads);
+
 // Which window owns a token that several windows hold.
 enum class OwnerRule : int {
   first = 0,   // the earliest window containing the token

@@ -54,6 +54,56 @@ def corpus(tmp_path):
     return tmp_path, tokens, offsets
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("block", [1, 100, 1 << 20], ids=["a row a block", "blocks", "default"])
+def test_the_threads_cut_from_the_file_what_windows_cuts(tmp_path, monkeypatch, threads, block):
+    # .npy output is cut by the kernels' threads straight from the file, a
+    # block of rows each; runs of short documents that tail="drop" leaves out
+    # put gaps between the rows of a block wider than one read takes
+    from posembed import _sink_npy
+
+    monkeypatch.setattr(_sink_npy, "CUT_BLOCK_BYTES", block)
+    rng = np.random.default_rng(4)
+    lengths = rng.choice([0, 3, 7, 7, 7, 7, 40, 300], 400)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = rng.integers(0, 1 << 15, offsets[-1])
+    np.save(tmp_path / "o.npy", offsets)
+    posembed.set_num_threads(threads)
+    try:
+        for dtype in ("<u2", ">u2", "<i8", "<u1"):
+            data = (tokens % 250 if dtype == "<u1" else tokens).astype(dtype)
+            data.tofile(tmp_path / "t.raw")
+            native = data.astype(data.dtype.newbyteorder("="))
+            for tail, step in (("pad", 8), ("drop", 3), ("shift", 5)):
+                out = tmp_path / f"out-{dtype}-{tail}"
+                chunk_file(
+                    tmp_path / "t.raw",
+                    out,
+                    size=8,
+                    step=step,
+                    tail=tail,
+                    dtype=dtype,
+                    offsets_path=tmp_path / "o.npy",
+                    pad_value=9,
+                    quiet=True,
+                )
+                want = posembed.windows(
+                    native, 8, step=step, tail=tail, offsets=offsets, pad_value=9
+                )
+                assert_matches(out, want)
+    finally:
+        posembed.set_num_threads(None)
+
+
+def test_the_command_cuts_on_every_thread_where_the_kernels_read_and_write(tmp_path):
+    assert chunk_module.runs_direct(tmp_path / "t.npy", "npy")
+    assert chunk_module.runs_direct(tmp_path / "corpus", "npy")  # a raw file or a prefix
+    assert not chunk_module.runs_direct(tmp_path / "t.npy", "parquet")
+    assert not chunk_module.runs_direct(tmp_path / "t.npy", "megatron")
+    assert not chunk_module.runs_direct(tmp_path / "t.parquet", "npy")
+    assert not chunk_module.runs_direct(tmp_path / "t.npy", "csv")
+
+
 @pytest.mark.parametrize("tail", ["pad", "shift", "drop"])
 def test_command_on_npy_and_raw_files(corpus, tail):
     path, tokens, offsets = corpus

@@ -121,20 +121,26 @@ RACE_CHILD = textwrap.dedent(
     want = posembed.windows(tokens, 16, step=5, tail="shift").tokens
     src = folder / "tokens.bin"
     seen = {"ok": 0, "changed": 0}
-    real_cut = m._cut
+    from posembed._sink_npy import NpySink
+
+    # a batch is cut by _cut (beside reading and writing threads) or by the
+    # sink straight from the file (cut_from): the file shrinks before either
+    real_cut, real_cut_from = m._cut, NpySink.cut_from
     for r in range(rounds):
         src.write_bytes(original)
         rng = random.Random(r)
         cut = rng.choice([0, len(original) // 2, len(original) - 4])
         calls = []
 
-        def cut_and_shrink(*args, **kw):
-            calls.append(1)
-            if len(calls) == 1 + r % 3:  # the file shrinks between two batches
-                os.truncate(src, cut)
-            return real_cut(*args, **kw)
+        def shrinking(real):
+            def call(*args, **kw):
+                calls.append(1)
+                if len(calls) == 1 + r % 3:  # the file shrinks between two batches
+                    os.truncate(src, cut)
+                return real(*args, **kw)
+            return call
 
-        m._cut = cut_and_shrink
+        m._cut, NpySink.cut_from = shrinking(real_cut), shrinking(real_cut_from)
         try:
             m.chunk_file(src, folder / "out", size=16, step=5, tail="shift", dtype="int32",
                          force=True)
@@ -145,7 +151,7 @@ RACE_CHILD = textwrap.dedent(
             assert "input changed while reading" in str(exc), str(exc)
             seen["changed"] += 1
         finally:
-            m._cut = real_cut
+            m._cut, NpySink.cut_from = real_cut, real_cut_from
         left = sorted(p.name for p in folder.iterdir() if p.name not in ("tokens.bin", "out"))
         assert not left, left
     print(json.dumps(seen))
@@ -167,6 +173,22 @@ def test_chunk_file_never_maps_a_file_that_shrinks_between_batches(tmp_path):
     assert json.loads(done.stdout.splitlines()[-1]) == {"ok": 0, "changed": 12}
 
 
+def before_each_batch(monkeypatch, hook):
+    """Calls hook() before each batch is read, whichever way the run reads it:
+    by TokenFile.read_into (beside reading and writing threads) or by the
+    sink straight from the file (NpySink.cut_from)."""
+    from posembed._sink_npy import NpySink
+
+    for owner, name in ((chunk_module.TokenFile, "read_into"), (NpySink, "cut_from")):
+        real = getattr(owner, name)
+
+        def call(*args, _real=real, **kwargs):
+            hook()
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, call)
+
+
 def signal_name(rc: int) -> str:
     return signal.Signals(-rc).name if rc < 0 else ""
 
@@ -182,17 +204,15 @@ def test_a_file_rewritten_in_place_is_refused_and_the_old_output_kept(tmp_path, 
     chunk_file(src, out, size=32, step=step, quiet=True)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     monkeypatch.setattr(chunk_module, "MEMORY_BYTES", 1 << 16)
-    real_read = chunk_module.TokenFile.read_into
     calls = []
 
-    def read_then_rewrite(self, *args, **kwargs):
+    def rewrite_on_second_batch():
         calls.append(1)
         if len(calls) == 2:
             time.sleep(0.05)  # the file's clock moves on
             np.save(src, tokens[::-1].copy())
-        return real_read(self, *args, **kwargs)
 
-    monkeypatch.setattr(chunk_module.TokenFile, "read_into", read_then_rewrite)
+    before_each_batch(monkeypatch, rewrite_on_second_batch)
     with pytest.raises(ChunkError, match=rf"tokens\.npy: {CHANGED} \(it was modified"):
         chunk_file(src, out, size=32, step=step, force=True, quiet=True)
     assert len(calls) > 2
@@ -451,25 +471,29 @@ def test_batches_follow_the_plan_across_gaps_and_many_documents(tmp_path, monkey
     np.save(tmp_path / "offsets.npy", offsets)
     monkeypatch.setattr(chunk_module, "MEMORY_BYTES", 50_000)
     seen = []
-    real = chunk_module._run_pipeline
+    real = chunk_module._batches
 
-    def spy(batches, job, outputs, pad_value, plan, bar):
-        def watched():
-            for b in batches:
-                spans = int(b.layout.documents[-1] - b.layout.documents[0]) + 1
-                seen.append((b.end_token - b.first_token, spans, len(b.layout.starts), plan))
-                yield b
+    def spy(job, window_offsets, plan):
+        for b in real(job, window_offsets, plan):
+            spans = int(b.layout.documents[-1] - b.layout.documents[0]) + 1
+            seen.append((b.end_token - b.first_token, spans, len(b.layout.starts), plan))
+            yield b
 
-        return real(watched(), job, outputs, pad_value, plan, bar)
-
-    monkeypatch.setattr(chunk_module, "_run_pipeline", spy)
-    for tail in ("drop", "pad", "shift"):
-        out = tmp_path / f"out-{tail}"
+    monkeypatch.setattr(chunk_module, "_batches", spy)
+    # .npy: cut straight from the file; megatron: beside reading and writing threads
+    for tail, fmt in [("drop", "npy"), ("pad", "npy"), ("shift", "npy"), ("drop", "megatron")]:
+        out = tmp_path / f"out-{tail}-{fmt}"
         offs = tmp_path / "offsets.npy"
-        chunk_file(tmp_path / "tokens.npy", out, size=8, step=3, tail=tail, offsets_path=offs)
+        chunk_file(
+            tmp_path / "tokens.npy", out, size=8, step=3, tail=tail, offsets_path=offs, format=fmt
+        )
         want = posembed.windows(tokens, 8, step=3, tail=tail, offsets=offsets)
-        assert np.array_equal(np.load(out / "windows.npy"), want.tokens)
-        assert np.array_equal(np.load(out / "starts.npy"), want.starts)
+        if fmt == "npy":
+            assert np.array_equal(np.load(out / "windows.npy"), want.tokens)
+            assert np.array_equal(np.load(out / "starts.npy"), want.starts)
+        else:
+            got = posembed.IndexedCorpus(out)
+            assert np.array_equal(got.sequence_lengths, want.lengths)
     assert len(seen) > 10
     for read, spans, count, plan in seen:
         assert read <= plan.tokens

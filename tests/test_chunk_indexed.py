@@ -200,17 +200,26 @@ def test_a_bin_that_shrinks_while_chunked_stops_the_run(dataset, tmp_path, monke
     for ext in ("idx", "bin"):
         (tmp_path / f"c.{ext}").write_bytes(Path(f"{prefix}.{ext}").read_bytes())
     monkeypatch.setattr(chunk_module, "MEMORY_BYTES", 60_000)
-    real = posembed._source.TokenFile.read_into
+    from posembed._sink_npy import NpySink
+
+    real_read, real_cut = posembed._source.TokenFile.read_into, NpySink.cut_from
 
     def read_then_shrink(self, start, stop, buffer):
-        out = real(self, start, stop, buffer)
+        out = real_read(self, start, stop, buffer)
         os.truncate(self.path, 100)
         return out
 
+    def cut_then_shrink(self, begin, tokens, *args):
+        real_cut(self, begin, tokens, *args)
+        os.truncate(tokens.path, 100)
+
     monkeypatch.setattr(posembed._source.TokenFile, "read_into", read_then_shrink)
-    with pytest.raises(ChunkError, match=r"c\.bin: input changed while reading"):
-        chunk_file(tmp_path / "c", tmp_path / "out", size=64, quiet=True)
-    assert not (tmp_path / "out").exists()
+    monkeypatch.setattr(NpySink, "cut_from", cut_then_shrink)
+    for fmt in ("npy", "megatron"):  # cut straight from the file, and beside threads
+        with pytest.raises(ChunkError, match=r"c\.bin: input changed while reading"):
+            chunk_file(tmp_path / "c", tmp_path / "out", size=64, quiet=True, format=fmt)
+        assert not (tmp_path / "out").exists()
+        (tmp_path / "c.bin").write_bytes(Path(f"{prefix}.bin").read_bytes())
 
 
 @pytest.fixture(scope="module")

@@ -40,8 +40,48 @@ def files(prefix: Path) -> tuple[bytes, bytes]:
 
 @pytest.fixture
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    # ranges of 256 tokens: documents span many, EODs land at range edges
-    monkeypatch.setattr(_convert, "MEMORY_BYTES", 4096)
+    # small batches and blocks: documents span many, EODs land at their edges
+    monkeypatch.setattr(_convert, "COPY_CALL_BYTES", 4096)
+    monkeypatch.setattr(posembed._indexed, "COPY_BLOCK_BYTES", 512)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("block", [1, 300, 1 << 20], ids=["a token a block", "blocks", "default"])
+def test_the_threads_write_what_the_twin_writes(tmp_path, monkeypatch, threads, block):
+    # blocks of a call read, checked and written on several threads, an EOD at
+    # any block edge; byte-swapped, narrowed and widened input alike
+    monkeypatch.setattr(_convert, "COPY_CALL_BYTES", 8 * block)
+    monkeypatch.setattr(posembed._indexed, "COPY_BLOCK_BYTES", block)
+    tokens, offsets = corpus(11, documents=60)
+    np.save(tmp_path / "o.npy", offsets)
+    wide = tokens.copy()
+    wide[len(wide) // 2] = 70_000  # past uint16: what was written is widened mid-run
+    cases = [
+        (tokens.astype(">u2"), ">u2", {}),
+        (tokens.astype("<i8"), "<i8", {"vocab_size": 50_000}),
+        ((tokens % 200).astype("<u1"), "<u1", {}),
+        (wide, "<i4", {}),
+        (wide.astype("<u8"), "<u8", {"output_dtype": np.int64}),  # converted on write
+    ]
+    posembed.set_num_threads(threads)
+    try:
+        for k, (data, dtype, options) in enumerate(cases):
+            data.tofile(tmp_path / f"t{k}.raw")
+            convert_file(
+                tmp_path / f"t{k}.raw",
+                tmp_path / f"c{k}",
+                dtype=dtype,
+                offsets_path=tmp_path / "o.npy",
+                append_eod=7,
+                quiet=True,
+                **options,
+            )
+            twin = {"dtype" if key == "output_dtype" else key: v for key, v in options.items()}
+            native = data.astype(data.dtype.newbyteorder("="))
+            reference.write_indexed(tmp_path / f"r{k}", native, offsets, append_eod=7, **twin)
+            assert files(tmp_path / f"c{k}") == files(tmp_path / f"r{k}"), dtype
+    finally:
+        posembed.set_num_threads(None)
 
 
 @pytest.mark.parametrize("eod", [None, 0, 50_256])
@@ -180,15 +220,17 @@ def test_force_replaces_an_indexed_dataset_and_nothing_else(tmp_path):
 def test_an_input_that_shrinks_while_converted_leaves_no_output(tmp_path, monkeypatch):
     tokens, _offsets = corpus(7)
     np.save(tmp_path / "t.npy", tokens)
-    monkeypatch.setattr(_convert, "MEMORY_BYTES", 4096)
-    real = posembed._source.TokenFile.read_into
+    # many calls of many blocks: the file shrinks after the first call
+    monkeypatch.setattr(_convert, "COPY_CALL_BYTES", 4096)
+    monkeypatch.setattr(posembed._indexed, "COPY_BLOCK_BYTES", 512)
+    real = posembed._indexed.IndexedWriter.copy_from
 
-    def read_then_shrink(self, start, stop, buffer):
-        out = real(self, start, stop, buffer)
-        os.truncate(self.path, 1000)
+    def copy_then_shrink(self, tokens, *args, **kwargs):
+        out = real(self, tokens, *args, **kwargs)
+        os.truncate(tokens.path, 1000)
         return out
 
-    monkeypatch.setattr(posembed._source.TokenFile, "read_into", read_then_shrink)
+    monkeypatch.setattr(posembed._indexed.IndexedWriter, "copy_from", copy_then_shrink)
     with pytest.raises(ChunkError, match=r"t\.npy: input changed while reading"):
         convert_file(tmp_path / "t.npy", tmp_path / "c", quiet=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.npy"]
@@ -294,7 +336,7 @@ def test_memory_is_bounded_whatever_the_corpus_size(tmp_path):
     idle = _peak()
     args = ["convert", tmp_path / "t.raw", "--dtype", "uint32", "--offsets", tmp_path / "o.npy"]
     extra = _peak(*args, "-o", tmp_path / "c", "--append-eod", 7, "--quiet") - idle
-    assert extra < _convert.MEMORY_BYTES + ALLOWANCE, extra >> 20
+    assert extra < posembed._source.MEMORY_BYTES + ALLOWANCE, extra >> 20
     got = posembed.IndexedCorpus(tmp_path / "c")
     assert got.dtype == np.int32
     assert got.sequence_lengths.tolist() == [1001, n // 2 - 999, n // 2 + 1]

@@ -240,7 +240,8 @@ def _chunk_ranges(
         job.doc_offsets, job.size, job.step, job.tail, end=0
     ).window_offsets
     total = int(window_offsets[-1])
-    plan = _plan(job.size, tokens.dtype.itemsize, MEMORY_BYTES)
+    direct = hasattr(sink_type, "cut_from")
+    plan = (_direct_plan if direct else _plan)(job.size, tokens.dtype.itemsize, MEMORY_BYTES)
 
     try:
         with _outdir.temporary(out) as tmp:
@@ -248,7 +249,10 @@ def _chunk_ranges(
                 tokens.open()
                 batches = _batches(job, window_offsets, plan)
                 bar = _progress(tokens.count, quiet)
-                _run_pipeline(batches, job, sink, pad_value, plan, bar)
+                if direct:
+                    _run_direct(batches, job, sink, pad_value, bar)
+                else:
+                    _run_pipeline(batches, job, sink, pad_value, plan, bar)
                 sink.finish(total)
             counts = {
                 "tokens": int(tokens.shape[0]),
@@ -423,6 +427,19 @@ def _plan(size: int, itemsize: int, budget: int) -> _Plan:
     return _Plan(windows, windows * size, windows)
 
 
+# Row bytes a sink that cuts from the file itself (cut_from) takes a call:
+# the kernels' threads share each call's blocks, and the bar moves between.
+DIRECT_CALL_BYTES = 64 << 20
+
+
+def _direct_plan(size: int, itemsize: int, budget: int) -> _Plan:
+    """Batches for a sink that cuts from the file (no buffers here): what the
+    layouts of one batch and the sink's blocks, one a thread, hold."""
+    per_window = 24 * 2 + 24
+    windows = max(1, min(budget // per_window, DIRECT_CALL_BYTES // (size * itemsize)))
+    return _Plan(windows, max(windows * size, size), windows)
+
+
 class _Batch(NamedTuple):
     """Windows [begin, begin + len(layout)) of a run: their layout and the
     corpus tokens [first_token, end_token) they cover."""
@@ -464,6 +481,31 @@ def _batches(job: ChunkJob, window_offsets: np.ndarray, plan: _Plan) -> Iterator
             )
         yield _Batch(begin, layout, first, stop(count - 1))
         begin += count
+
+
+def _run_direct(
+    batches: Iterator[_Batch], job: ChunkJob, sink: Any, pad_value: int, bar: Any
+) -> None:
+    """Each batch cut by the sink straight from the token file (on the
+    kernels' threads, each reading, cutting and writing blocks of its own)."""
+    tokens = job.tokens
+    try:
+        for batch in batches:
+            layout = batch.layout
+            sink.cut_from(
+                batch.begin,
+                tokens,
+                job.doc_offsets,
+                layout.starts,
+                layout.lengths,
+                layout.documents,
+                pad_value,
+            )
+            bar.update(max(0, batch.end_token - bar.n))
+        tokens.check()  # every token is read: the file must still be the one first seen
+        bar.update(max(0, tokens.count - bar.n))
+    finally:
+        bar.close()
 
 
 def _run_pipeline(
@@ -715,6 +757,17 @@ SOURCES: tuple[Any, ...] = (_source_indexed, _source_arrow, _source_tokens)
 
 def _source_for(path: Path) -> Any:
     return next(source for source in SOURCES if source.matches(path))
+
+
+def runs_direct(path: str | os.PathLike[str], output_format: Any) -> bool:
+    """Whether :func:`chunk_file` cuts this input into this format on the
+    kernels' threads alone (a token file or an indexed dataset, read by
+    range, to ``.npy``: each thread reads, cuts and writes blocks of its
+    own), rather than beside a reading and a writing thread."""
+    sink = SINKS.get(output_format) if isinstance(output_format, str) else None
+    if sink is None or not hasattr(sink, "cut_from"):
+        return False
+    return _source_for(Path(path)) is not _source_arrow
 
 
 class _Quiet:

@@ -20,8 +20,7 @@ when complete (see :func:`posembed._outdir.commit_pair`).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,6 @@ from posembed import _chunk, _indexed, _outdir
 from posembed import _validate as v
 from posembed._sink_indexed import BIN_NAME, IDX_NAME
 from posembed._source import (
-    MEMORY_BYTES,
     ChunkError,
     RangeInput,
     SourceOptions,
@@ -43,6 +41,8 @@ from posembed._source import (
 # more is written as int32).
 UINT16_TOP = _indexed.UINT16_VOCAB - 2
 INT32_TOP = 2**31 - 1
+# Input bytes a token file's tokens are copied in between progress updates.
+COPY_CALL_BYTES = 64 << 20
 
 
 def convert_file(
@@ -161,6 +161,20 @@ class _Ids:
     def __init__(self, eod: int | None, vocab: int | None, fixed: np.dtype[Any] | None) -> None:
         self.eod, self.vocab, self.fixed = eod, vocab, fixed
 
+    def limits(self, writer: _indexed.IndexedWriter) -> tuple[int, int]:
+        """The ids [low, high] that go to ``writer`` as they are: any other
+        id is refused by :meth:`check`, or widens the writer first."""
+        high = int(np.iinfo(writer.dtype).max)
+        if self.vocab is not None:
+            high = min(high, self.vocab - 1)
+        if self.fixed is not None:
+            high = min(high, int(np.iinfo(self.fixed).max))
+        else:
+            high = min(high, INT32_TOP)
+            if self.vocab is None and writer.dtype != np.int32:
+                high = min(high, UINT16_TOP)  # past it, Megatron's rule widens
+        return 0, high
+
     def check(
         self,
         writer: _indexed.IndexedWriter,
@@ -224,55 +238,36 @@ def _convert_ranges(
     filled = lengths > 0
     _check_lengths(seq_lengths, 0, filled)
     eod_at = offsets[1:][filled]  # where an EOD follows (non-empty documents' ends)
-    # ranges of an eighth of the budget: three buffers, and the copy each
-    # write in flight may make to convert the tokens to the output's dtype
-    step = max(1, MEMORY_BYTES // 8 // max(1, tokens.dtype.itemsize))
+    block = max(1, _indexed.COPY_BLOCK_BYTES // tokens.dtype.itemsize)
+    step = max(block, COPY_CALL_BYTES // tokens.dtype.itemsize)  # a progress step
     bar = _chunk._progress(tokens.count, quiet)
     tokens.open()
 
     def where(first: int) -> Any:
         return lambda i: f"document {int(np.searchsorted(offsets, first + i, 'right')) - 1}"
 
-    def blocks() -> Iterator[tuple[int, int]]:
-        yield from ((a, min(tokens.count, a + step)) for a in range(0, tokens.count, step))
-
-    # Three buffers: one read into, one checked, one written from (the write
-    # on a thread of its own, its pwritev releasing the GIL while the next
-    # range is read and checked).
-    buffers = [np.empty(min(step, tokens.count), tokens.dtype) for _ in range(3)]
-    ranges = list(blocks())
-    writes: list[Future[None]] = []
-
-    def drain() -> None:  # every write done (before a buffer is reused, or a widen)
-        while writes:
-            writes.pop(0).result()
+    def marks(a: int, b: int) -> np.ndarray:  # the EODs that follow tokens (a, b]
+        lo, hi = np.searchsorted(eod_at, [a + 1, b + 1])
+        return eod_at[lo:hi]
 
     try:
-        with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as write_thread:
-            try:
-                ahead = reader.submit(tokens.read_into, *ranges[0], buffers[0]) if ranges else None
-                for k, (a, b) in enumerate(ranges):
-                    assert ahead is not None
-                    block = ahead.result()
-                    if len(writes) > 1:  # the write of range k - 2 must be done ...
-                        writes.pop(0).result()
-                    if k + 1 < len(ranges):  # ... before range k + 1 is read into its buffer
-                        nxt = buffers[(k + 1) % 3]
-                        ahead = reader.submit(tokens.read_into, *ranges[k + 1], nxt)
-                    bounds = ids.check(writer, block, where(a), drain)
-                    lo, hi = np.searchsorted(eod_at, [a + 1, b + 1])
-                    at = eod_at[lo:hi] - a
-                    writes.append(
-                        write_thread.submit(
-                            writer.write_tokens, block, eod=ids.eod, eod_at=at, bounds=bounds
-                        )
-                    )
-                    bar.update(b - a)
-                drain()
-            except BaseException:
-                for w in writes:
-                    w.cancel()
-                raise
+        pos = 0
+        while pos < tokens.count:
+            # The kernels' threads read, check and write blocks; a block with
+            # an id the output does not take as it stands comes back here.
+            stop = min(tokens.count, pos + step)
+            low, high = ids.limits(writer)
+            at = writer.copy_from(
+                tokens, pos, stop, eod=ids.eod, eod_at=marks(pos, stop), low=low, high=high
+            )
+            if at is not None:  # the ChunkError naming the id, or the widen it needs
+                end = min(stop, at + block)
+                piece = tokens.read(at, end)
+                bounds = ids.check(writer, piece, where(at))
+                writer.write_tokens(piece, eod=ids.eod, eod_at=marks(at, end) - at, bounds=bounds)
+                stop = end
+            bar.update(stop - pos)
+            pos = stop
         tokens.check()  # every token read: the file must still be the one first seen
         try:
             writer.write(np.empty(0, writer.dtype), seq_lengths, ends)

@@ -54,6 +54,9 @@ MAX_BYTES = 2**62  # sizes the int64 arithmetic on pointers keeps clear of overf
 UNITS = ("documents", "sequences")
 # Tokens moved at a time when the written tokens are widened.
 WIDEN_CHUNK = 1 << 20
+# Bytes of input a thread of copy_from reads, checks and writes at a time:
+# within its core's cache, so each token leaves memory once and returns once.
+COPY_BLOCK_BYTES = 1 << 20
 
 
 def optimal_dtype(vocab_size: int | None) -> np.dtype[Any]:
@@ -620,6 +623,101 @@ class IndexedWriter:
             self._file.fileno(), data, cuts, mark, self.token_count * self.dtype.itemsize
         )
         self.token_count += count
+
+    def copy_from(
+        self,
+        tokens: TokenFile,
+        first: int,
+        last: int,
+        *,
+        eod: int | None = None,
+        eod_at: Any = None,
+        low: int = 0,
+        high: int | None = None,
+    ) -> int | None:
+        """Append tokens [first, last) of an open token file, read, checked
+        and written on the kernels' threads (no Python step per block; see
+        :meth:`write_tokens` for ``eod``).
+
+        Parameters
+        ----------
+        tokens : TokenFile
+            The input, open.
+        first, last : int
+            The token range, 0 <= first <= last <= ``tokens.count``.
+        eod : int, optional
+            A token written before each index of ``eod_at``.
+        eod_at : array_like of integers, optional
+            Where ``eod`` goes: rising token indices of the file in
+            (first, last] (``last``: after the range's last token).
+        low, high : int
+            The ids copied as they come; ``high`` is at most (and by default)
+            the writer dtype's largest value.
+
+        Returns
+        -------
+        int or None
+            None when the whole range is written; else the first token of a
+            block with an id outside [low, high]: the tokens before it (and
+            their marks) are written, nothing from it on, so that the caller
+            can check that block, :meth:`widen` or raise, and go on from there.
+
+        Raises
+        ------
+        ChunkError
+            The file ended before ``last`` (it changed while being read).
+        ValueError
+            ``eod`` does not fit the dtype, ``eod_at`` is out of order or
+            range, or the writer is finished.
+        OSError
+            A read or a write fails.
+        """
+        if self.finished or self._file.closed:
+            raise ValueError(f"{self.bin_path}: the writer is finished or closed")
+        at = np.zeros(0, np.int64)
+        if eod_at is not None and eod is not None:
+            at = np.ascontiguousarray(_integers(eod_at, "eod_at"), np.int64)
+        info = np.iinfo(self.dtype)
+        high = info.max if high is None else min(int(high), int(info.max))
+        low = max(int(low), int(info.min))
+        if len(at):
+            _check_fits(np.array([eod]), self.dtype, "eod")
+        little = self.dtype.newbyteorder("<")
+        mark = np.array([0 if eod is None else eod], little)
+        count = max(0, last - first) + len(at)
+        if (self.token_count + count) * self.dtype.itemsize >= MAX_BYTES:
+            raise ValueError(f"{self.bin_path}: the tokens would pass {MAX_BYTES} bytes")
+        block = max(1, COPY_BLOCK_BYTES // tokens.dtype.itemsize)
+        fd = self._file.fileno()
+        stopped, ended = _core.copy_marked(
+            tokens.fd,
+            tokens.offset,
+            tokens.dtype,
+            tokens.swap,
+            first,
+            last,
+            block,
+            at,
+            fd,
+            self.dtype,
+            mark,
+            self.token_count * self.dtype.itemsize,
+            low,
+            high,
+        )
+        if ended >= 0:
+            raise tokens.ended(ended)
+        if stopped < 0:
+            self.token_count += count
+            self._loose += count
+            return None
+        where = first + stopped * block
+        written = where - first + int(np.searchsorted(at, where, "right"))
+        self.token_count += written
+        self._loose += written
+        # the blocks after the stopped one that other threads wrote are cut off
+        os.ftruncate(fd, self.token_count * self.dtype.itemsize)
+        return where
 
     def widen(self, dtype: Any) -> None:
         """Rewrite the tokens written so far in the wider ``dtype``, which the

@@ -10,7 +10,14 @@ from typing import Any
 
 import numpy as np
 
+from posembed import _core
 from posembed._outdir import FolderOutput
+from posembed._source import TokenFile
+
+# Bytes of rows a kernel thread of cut_from reads, cuts and writes at a time:
+# within its core's cache, so that each token leaves memory once and its row
+# returns once.
+CUT_BLOCK_BYTES = 1 << 20
 
 
 class NpyWriter:
@@ -83,6 +90,52 @@ class NpySink(FolderOutput):
         documents: np.ndarray,
     ) -> None:
         self.files["windows"].write(begin, rows)
+        self.files["starts"].write(begin, starts)
+        self.files["lengths"].write(begin, lengths)
+        self.files["documents"].write(begin, documents)
+
+    def cut_from(
+        self,
+        begin: int,
+        tokens: TokenFile,
+        doc_offsets: np.ndarray,
+        starts: np.ndarray,
+        lengths: np.ndarray,
+        documents: np.ndarray,
+        pad_value: int,
+    ) -> None:
+        """Windows [begin, begin + len(starts)) of the layout, cut by the
+        kernels' threads from the open token file straight into windows.npy
+        (each thread reads, cuts and writes a cache-sized block of rows), and
+        their starts, lengths and documents.
+
+        Raises
+        ------
+        ChunkError
+            The file ended before a window's last token (it shrank).
+        ValueError
+            A window lies outside its document or the file.
+        """
+        windows = self.files["windows"]
+        size = windows.shape[1]
+        ended = _core.fill_windows_to_file(
+            tokens.fd,
+            tokens.offset,
+            tokens.dtype.itemsize,
+            tokens.swap,
+            tokens.count,
+            doc_offsets,
+            starts,
+            lengths,
+            documents,
+            size,
+            np.array([pad_value], tokens.dtype),
+            windows.fd,
+            windows.header + begin * windows.row_bytes,
+            CUT_BLOCK_BYTES,
+        )
+        if ended >= 0:
+            raise tokens.ended(ended)
         self.files["starts"].write(begin, starts)
         self.files["lengths"].write(begin, lengths)
         self.files["documents"].write(begin, documents)

@@ -149,6 +149,11 @@ class TokenFile:
             if info.st_mtime_ns != mtime or info.st_ino != inode:
                 raise _changed(self.path, "it was modified or replaced")
 
+    def ended(self, at: int) -> ChunkError:
+        """The error for a read that met the file's end at byte ``at``,
+        before the token range's last token (the file shrank)."""
+        return _changed(self.path, f"it ended at byte {at}, before its last token")
+
     def read(self, start: int, stop: int) -> np.ndarray:
         """Tokens [start, stop), read into a new array.
 
@@ -184,7 +189,7 @@ class TokenFile:
         while got < len(view):
             read = os.preadv(self.fd, [view[got:]], pos + got)  # the GIL is released
             if read == 0:
-                raise _changed(self.path, f"it ended at byte {pos + got}, before its last token")
+                raise self.ended(pos + got)
             got += read
         if n and hasattr(os, "posix_fadvise"):  # the next batch, while this one is cut
             os.posix_fadvise(self.fd, pos + got, got, os.POSIX_FADV_WILLNEED)

@@ -122,14 +122,16 @@ def _plot_similarity(args: argparse.Namespace) -> int:
 
 def _chunk(args: argparse.Namespace) -> int:
     from posembed import set_num_threads
-    from posembed._chunk import chunk_file
+    from posembed._chunk import chunk_file, runs_direct
     from posembed._source import ChunkError
 
-    # The command's reads and writes run on threads of their own; one kernel
-    # thread keeps up with them, and idle OpenMP workers would spin on the
-    # cores the writes need.
+    threads = args.threads
+    if threads is None and (args.dask is not None or not runs_direct(args.input, args.format)):
+        # reads and writes on threads of their own: one kernel thread keeps up
+        # with them, and idle OpenMP workers would spin on the cores they need
+        threads = 1
     try:
-        set_num_threads(args.threads)
+        set_num_threads(threads)
     except ValueError as exc:
         return _fail("chunk", f"--threads: {exc}")
     if args.size >= MAX_WINDOW:
@@ -491,7 +493,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="replace an existing output")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     p.add_argument(
-        "--threads", type=_positive, default=1, help="threads of the windows kernel (default 1)"
+        "--threads",
+        type=_positive,
+        default=None,
+        help="threads that cut (default: all CPUs for a token file or an indexed dataset "
+        "to .npy, where they read and write too; 1 otherwise, beside a reading and a writing "
+        "thread)",
     )
     p.add_argument(
         "--dask",
