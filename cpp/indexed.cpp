@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -78,6 +79,19 @@ int64_t size_of(IntKind kind) {
 template <class T>
 bool ids_within(const T* p, int64_t n, int64_t low, uint64_t high) {
   if (n == 0) return true;
+  if constexpr (std::is_same_v<T, uint16_t>) {
+    // as int16 with the top bit flipped (the order kept): SSE2, the build's
+    // baseline, has 16-bit min and max for signed values only
+    int16_t lo = INT16_MAX, hi = INT16_MIN;
+    for (int64_t i = 0; i < n; ++i) {
+      const auto v = static_cast<int16_t>(p[i] ^ 0x8000u);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    const auto least = static_cast<uint16_t>(static_cast<uint16_t>(lo) ^ 0x8000u);
+    const auto most = static_cast<uint16_t>(static_cast<uint16_t>(hi) ^ 0x8000u);
+    return (low <= 0 || least >= low) && most <= high;
+  }
   T lo = p[0], hi = p[0];
   for (int64_t i = 1; i < n; ++i) {
     lo = std::min(lo, p[i]);

@@ -689,6 +689,9 @@ class IndexedWriter:
             raise ValueError(f"{self.bin_path}: the tokens would pass {MAX_BYTES} bytes")
         block = max(1, COPY_BLOCK_BYTES // tokens.dtype.itemsize)
         fd = self._file.fileno()
+        # the file at its new size first: the threads' blocks fill it in any
+        # order, none of them extending it
+        os.ftruncate(fd, (self.token_count + count) * self.dtype.itemsize)
         stopped, ended = _core.copy_marked(
             tokens.fd,
             tokens.offset,
