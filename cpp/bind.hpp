@@ -94,6 +94,7 @@ void bind_windows(py::module_& m);
 void bind_samples(py::module_& m);
 void bind_indexed(py::module_& m);
 void bind_pack(py::module_& m);
+void bind_similarity(py::module_& m);
 // Roofline and thread probes for the benchmark and the tests (posembed._core._probes).
 void bind_probes(py::module_& m);
 

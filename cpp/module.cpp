@@ -22,6 +22,7 @@ PYBIND11_MODULE(_core, m) {
   posembed::bind::bind_samples(m);
   posembed::bind::bind_indexed(m);
   posembed::bind::bind_pack(m);
+  posembed::bind::bind_similarity(m);
   py::module_ probes = m.def_submodule("_probes", "Rooflines and thread-pool probes for the "
                                                   "benchmark and the tests; not part of the API.");
   posembed::bind::bind_probes(probes);

@@ -46,3 +46,38 @@ def test_huge_and_tiny_rows_neither_overflow_nor_underflow():
             sim = fn(table)
             np.testing.assert_allclose(sim[:3, :3], 1, rtol=1e-6)
             assert (sim[3] == 0).all()
+
+
+@pytest.mark.parametrize("rows", [1, 255, 257, 700, 2100])
+@pytest.mark.parametrize("scale", [1.0, 1e35], ids=["the table's own product", "rows scaled first"])
+def test_the_lower_triangle_mirrored_is_the_whole_product(rng, rows, scale):
+    # Row blocks of the product against the columns up to their own end, the
+    # triangle then scaled and mirrored: exactly symmetric, as the twin within
+    # its bound, the same bits on any thread count. A row of huge values takes
+    # the path that scales rows to unit length before the product.
+    table = rng.standard_normal((rows, 24)).astype(np.float32)
+    table[rows // 2] = 0
+    table[rows // 3] *= scale
+    want = reference.similarity(table)
+    got = {}
+    for threads in (1, 3):
+        posembed.set_num_threads(threads)
+        try:
+            got[threads] = posembed.similarity(table)
+        finally:
+            posembed.set_num_threads(None)
+    assert got[1].tobytes() == got[3].tobytes()
+    sim = got[1]
+    assert (sim == sim.T).all()
+    np.testing.assert_allclose(sim, want, rtol=0, atol=4 * 24 * np.finfo(np.float32).eps)
+    assert (sim[rows // 2] == 0).all()
+
+
+def test_nan_and_inf_rows_spread_as_the_twin_spreads_them():
+    table = np.array([[1.0, 2.0], [np.nan, 1.0], [np.inf, 1.0], [3.0, 4.0]], np.float32)
+    got = posembed.similarity(table)
+    with np.errstate(invalid="ignore"):  # inf / inf, as the twin computes it
+        want = reference.similarity(table)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=0, atol=1e-6)

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from posembed import _core
 from posembed import _validate as v
 
 
@@ -14,8 +15,10 @@ def similarity(table: Any) -> np.ndarray:
 
     A row of zeros has similarity 0 with every row (itself included). Rows are
     first divided by their largest magnitude, so tiny or huge rows neither
-    underflow nor overflow. The Gram product runs in NumPy's BLAS, which is
-    faster than anything hand-written here would be.
+    underflow nor overflow, then by their length (one compiled pass). The
+    Gram product runs in NumPy's BLAS, only its lower triangle (row blocks
+    against the columns up to their own), which is then mirrored onto the
+    upper one: the result is exactly symmetric.
 
     Parameters
     ----------
@@ -35,12 +38,37 @@ def similarity(table: Any) -> np.ndarray:
         A table that is not 2-D.
     """
     t, _ = v.float_table(table)
-    x: np.ndarray[Any, np.dtype[np.floating[Any]]] = t.astype(
-        np.float64 if t.dtype == np.float64 else np.float32
-    )
-    peak = np.abs(x).max(axis=1, keepdims=True) if x.size else np.ones((x.shape[0], 1), x.dtype)
-    x = x / np.where(peak == 0, 1, peak).astype(x.dtype)
-    norms = np.sqrt(np.einsum("ij,ij->i", x, x))
-    x = x / np.where(norms == 0, 1, norms)[:, None].astype(x.dtype)
-    result: np.ndarray = x @ x.T
+    x = v.kernel_array(t, np.float64 if t.dtype == np.float64 else np.float32)
+    peak, norm = _core.row_scales(x)
+    low, high = SAFE_PEAKS[x.dtype.type]
+    if x.shape[1] <= SAFE_WIDTH and bool(np.all((peak == 0) | ((peak >= low) & (peak <= high)))):
+        # no product of the table's own values can overflow or underflow: the
+        # Gram product of the table itself, each entry then divided by the
+        # two rows' lengths (1 / 0 for a zero row: it scores 0)
+        length = peak * norm
+        inv = np.divide(1, length, out=np.zeros_like(length), where=length != 0)
+        gram, scales = x, inv
+    else:  # rows scaled to unit length first (peaks far from 1, inf, NaN)
+        gram, scales = _core.unit_rows(x), None
+    rows = x.shape[0]
+    result: np.ndarray = np.empty((rows, rows), x.dtype)
+    # Row blocks against the columns up to their own end: about half the
+    # product's work once the blocks are small beside the table (the last
+    # block is the whole width; each block stays large enough for BLAS).
+    step = max(TRIANGLE_BLOCK, -(-rows // TRIANGLE_BLOCKS))
+    for a in range(0, rows, step):
+        b = min(rows, a + step)
+        np.matmul(gram[a:b], gram[:b].T, out=result[a:b, :b])
+    _core.mirror_lower(result, scales)
     return result
+
+
+# Row peaks whose products, d of them summed, can neither overflow nor fall
+# into the subnormals (where precision goes): with them the table's own
+# Gram product is taken, without a scaled copy.
+SAFE_PEAKS = {np.float32: (2.0**-30, 2.0**30), np.float64: (2.0**-250, 2.0**250)}
+SAFE_WIDTH = 1 << 24
+# How the lower triangle of the Gram product is cut: into this many row
+# blocks, each at least this many rows.
+TRIANGLE_BLOCKS = 8
+TRIANGLE_BLOCK = 256

@@ -12,7 +12,7 @@
 # its functions no __text_signature__); tests/test_docstrings.py compares them
 # with the signature line pybind11 writes into each function's __doc__.
 
-from typing import ClassVar, SupportsFloat, SupportsIndex, TypedDict, type_check_only
+from typing import Any, ClassVar, SupportsFloat, SupportsIndex, TypedDict, type_check_only
 
 import numpy as np
 import numpy.typing as npt
@@ -185,6 +185,22 @@ def fill_windows(
     pad: np.ndarray,
     out: np.ndarray | None = None,
 ) -> np.ndarray: ...
+def fill_windows_to_file(
+    in_fd: SupportsIndex,
+    in_offset: SupportsIndex,
+    itemsize: SupportsIndex,
+    swap: bool,
+    token_count: SupportsIndex,
+    doc_offsets: npt.ArrayLike,
+    starts: npt.ArrayLike,
+    lengths: npt.ArrayLike,
+    documents: npt.ArrayLike,
+    size: SupportsIndex,
+    pad: np.ndarray,
+    out_fd: SupportsIndex,
+    out_offset: SupportsIndex,
+    block_bytes: SupportsIndex,
+) -> int: ...
 def window_owner(
     doc_offsets: npt.ArrayLike,
     starts: npt.ArrayLike,
@@ -234,6 +250,25 @@ def write_marked(
     mark: np.ndarray,
     offset: SupportsIndex,
 ) -> None: ...
+def copy_marked(
+    in_fd: SupportsIndex,
+    in_offset: SupportsIndex,
+    in_dtype: np.dtype[Any],
+    swap: bool,
+    first: SupportsIndex,
+    last: SupportsIndex,
+    block: SupportsIndex,
+    cuts: npt.ArrayLike,
+    out_fd: SupportsIndex,
+    out_dtype: np.dtype[Any],
+    mark: np.ndarray,
+    out_offset: SupportsIndex,
+    low: SupportsIndex,
+    high: SupportsIndex,
+) -> tuple[int, int]: ...
+def unit_rows(x: np.ndarray) -> np.ndarray: ...
+def row_scales(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+def mirror_lower(a: np.ndarray, inv: np.ndarray | None = None) -> None: ...
 def pack_plan(
     lengths: npt.ArrayLike, capacity: SupportsIndex, strategy: SupportsIndex, split: SupportsIndex
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...

@@ -1,0 +1,123 @@
+#include "similarity.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "parallel.hpp"
+#include "runtime.hpp"
+
+namespace posembed {
+
+namespace {
+
+constexpr int64_t kLanes = 8;  // partial sums of the squares, added in one fixed order
+constexpr int64_t kTile = 32;  // the mirror's square tiles
+
+}  // namespace
+
+namespace {
+
+// The row's largest magnitude (NaN when it holds one), and the divisor a
+// zero peak leaves at 1.
+template <class T>
+T peak_of(const T* row, int64_t cols) {
+  T peak = 0;
+  bool nan = false;
+  for (int64_t c = 0; c < cols; ++c) {
+    const T m = std::fabs(row[c]);
+    nan |= m != m;
+    peak = m > peak ? m : peak;
+  }
+  return nan ? std::numeric_limits<T>::quiet_NaN() : peak;
+}
+
+// The square root of the sum of (row / scale)^2, in kLanes partial sums
+// added in one fixed order; dst, when given, receives row / scale.
+template <class T>
+T length_of(const T* row, int64_t cols, T scale, T* dst) {
+  T lane[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= cols; c += kLanes) {
+    for (int64_t k = 0; k < kLanes; ++k) {
+      const T y = row[c + k] / scale;
+      if (dst != nullptr) dst[c + k] = y;
+      lane[k] += y * y;
+    }
+  }
+  for (int64_t k = 0; c < cols; ++c, ++k) {
+    const T y = row[c] / scale;
+    if (dst != nullptr) dst[c] = y;
+    lane[k] += y * y;
+  }
+  T sum = 0;
+  for (int64_t k = 0; k < kLanes; ++k) sum += lane[k];
+  return std::sqrt(sum);
+}
+
+}  // namespace
+
+template <class T>
+void unit_rows(const T* x, int64_t rows, int64_t cols, T* out) {
+  const int64_t bytes = rows * cols * static_cast<int64_t>(sizeof(T));
+  parallel_for(rows, threads_for_bytes(2 * bytes), [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* row = x + r * cols;
+      T* dst = out + r * cols;
+      const T peak = peak_of(row, cols);
+      const T norm = length_of(row, cols, peak == T(0) ? T(1) : peak, dst);
+      const T by = norm == T(0) ? T(1) : norm;
+      for (int64_t k = 0; k < cols; ++k) dst[k] = dst[k] / by;
+    }
+  });
+}
+
+template <class T>
+void row_scales(const T* x, int64_t rows, int64_t cols, T* peak, T* norm) {
+  const int64_t bytes = rows * cols * static_cast<int64_t>(sizeof(T));
+  parallel_for(rows, threads_for_bytes(bytes), [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* row = x + r * cols;
+      const T p = peak_of(row, cols);
+      peak[r] = p;
+      norm[r] = length_of<T>(row, cols, p == T(0) ? T(1) : p, nullptr);
+    }
+  });
+}
+
+template <class T>
+void mirror_lower(T* a, int64_t n, const T* inv) {
+  const int64_t tiles = (n + kTile - 1) / kTile;
+  const int64_t bytes = n * n * static_cast<int64_t>(sizeof(T)) / 2;
+  // tile row i: the tiles (i, j <= i) of the lower triangle, each scaled and
+  // written transposed onto (j, i)
+  parallel_for(tiles, threads_for_bytes(2 * bytes), [&](int64_t t0, int64_t t1, int) {
+    for (int64_t ti = t0; ti < t1; ++ti) {
+      const int64_t i0 = ti * kTile, i1 = std::min(n, i0 + kTile);
+      for (int64_t j0 = 0; j0 <= i0; j0 += kTile) {
+        const int64_t j1 = std::min(n, j0 + kTile);
+        if (inv != nullptr) {
+          for (int64_t i = i0; i < i1; ++i) {
+            for (int64_t j = j0; j < std::min(j1, i + 1); ++j) {
+              a[i * n + j] = a[i * n + j] * inv[i] * inv[j];
+            }
+          }
+        }
+        // upper tile (j0, i0) row by row: contiguous writes, reads down a
+        // column of the lower tile (i0, j0), both tiles in the core's cache
+        for (int64_t j = j0; j < j1; ++j) {
+          for (int64_t i = std::max(i0, j + 1); i < i1; ++i) a[j * n + i] = a[i * n + j];
+        }
+      }
+    }
+  });
+}
+
+template void unit_rows<float>(const float*, int64_t, int64_t, float*);
+template void unit_rows<double>(const double*, int64_t, int64_t, double*);
+template void row_scales<float>(const float*, int64_t, int64_t, float*, float*);
+template void row_scales<double>(const double*, int64_t, int64_t, double*, double*);
+template void mirror_lower<float>(float*, int64_t, const float*);
+template void mirror_lower<double>(double*, int64_t, const double*);
+
+}  // namespace posembed
