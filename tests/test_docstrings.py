@@ -208,6 +208,7 @@ ARGUMENT_TYPES = {
     "str": {"str"},
     "bytes": {"bytes"},
     "numpy.ndarray": {"np.ndarray"},
+    "numpy.dtype": {"np.dtype[Any]"},
     "numpy.ndarray[numpy.int64]": {"npt.ArrayLike"},
     "typing.Annotated[numpy.typing.ArrayLike, numpy.int64]": {"npt.ArrayLike"},
     "typing.Annotated[numpy.typing.ArrayLike, numpy.uint32]": {"npt.ArrayLike"},
@@ -220,9 +221,11 @@ RETURN_TYPES = {
     "int": {"int"},
     "numpy.ndarray": {"np.ndarray", "npt.NDArray[np.bool_]"},
     "dict": {"_Config"},
+    "tuple[int, int]": {"tuple[int, int]"},
     "tuple": {
         "tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], "
         "npt.NDArray[np.int64]]",
+        "tuple[np.ndarray, np.ndarray]",
         "tuple[np.ndarray, np.ndarray, np.ndarray]",
         "tuple[np.ndarray, np.ndarray, np.ndarray | None]",
         "tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]",
