@@ -203,6 +203,9 @@ CopyMarkedResult copy_marked(int in_fd, int64_t in_offset, IntKind in, bool swap
         });
       });
       const int64_t items = n + (hi - lo);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+      byteswap_items(dst, items, out_size);  // the format is little-endian
+#endif
       const int w =
           pwrite_all(out_fd, dst, items * out_size, out_offset + (a - first + before) * out_size);
       if (w != 0) {

@@ -34,9 +34,10 @@ struct CopyMarkedResult {
 
 // Copies tokens [first, last) of the file `in_fd` (token t at byte
 // in_offset + t * size of `in`, byte-swapped when `swap`) to the file
-// `out_fd`, converted to `out`, with the item `mark` (of `out`'s size)
-// before each token cuts[i] (rising, each in (first, last]; `last` puts
-// it after the last token), the first one at byte `out_offset`.
+// `out_fd`, converted to `out` (little-endian, as the format is), with the
+// native item `mark` (of `out`'s size) before each token cuts[i] (rising,
+// each in (first, last]; `last` puts it after the last token), the first
+// one at byte `out_offset`.
 //
 // The range goes in blocks of `block` tokens, read and written on up to
 // `threads` threads, each block through buffers of its own thread (cache

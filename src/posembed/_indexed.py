@@ -682,8 +682,7 @@ class IndexedWriter:
         low = max(int(low), int(info.min))
         if len(at):
             _check_fits(np.array([eod]), self.dtype, "eod")
-        little = self.dtype.newbyteorder("<")
-        mark = np.array([0 if eod is None else eod], little)
+        mark = np.array([0 if eod is None else eod], self.dtype)  # native: the kernel orders it
         count = max(0, last - first) + len(at)
         if (self.token_count + count) * self.dtype.itemsize >= MAX_BYTES:
             raise ValueError(f"{self.bin_path}: the tokens would pass {MAX_BYTES} bytes")
