@@ -93,6 +93,20 @@ std::string index_text(const py::array& a, const char* name, int64_t flat) {
   return s + "]";
 }
 
+bool exact_ndarray(const py::handle& a) {
+  return Py_TYPE(a.ptr()) == py::detail::npy_api::get().PyArray_Type_;
+}
+
+bool plain(const py::handle& a) {
+  if (!exact_ndarray(a)) return false;
+  const auto arr = py::reinterpret_borrow<py::array>(a);
+  const int flags = arr.flags();
+  const bool contiguous = (flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) != 0;
+  const bool aligned = (flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_) != 0;
+  const char order = arr.dtype().byteorder();
+  return contiguous && aligned && (order == '=' || order == '|');
+}
+
 RowsView float_rows(const py::array& t, FloatKind kind) {
   member(kind, FloatKind::f64);
   if (t.ndim() != 2) throw py::value_error("table must be 2-D");

@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,20 @@
 namespace posembed::bind {
 
 namespace py = pybind11;
+
+// Releases the GIL for a kernel call that moves at least kReleaseBytes: a
+// smaller one takes less time than handing the GIL over and back would (as
+// NumPy keeps it for small loops), so it runs holding it.
+constexpr int64_t kReleaseBytes = int64_t{1} << 15;
+class __attribute__((visibility("hidden"))) KernelGilRelease {
+ public:
+  explicit KernelGilRelease(int64_t bytes) {
+    if (bytes >= kReleaseBytes) release_.emplace();
+  }
+
+ private:
+  std::optional<py::gil_scoped_release> release_;
+};
 
 using I64 = py::array_t<int64_t, py::array::c_style>;
 using Shape = std::vector<py::ssize_t>;
@@ -60,6 +75,14 @@ enum class Fill { none, zeros };
 // that shape and item size, C-contiguous and writeable. The Python layer has
 // already checked out= and written the friendly messages; this is the
 // memory-safety check.
+// Whether `a` is a numpy.ndarray itself (no subclass: a masked array or a
+// matrix takes the full checks).
+bool exact_ndarray(const py::handle& a);
+
+// Whether `a` is an ndarray itself the kernels read as it is: native byte
+// order, C-contiguous, aligned (the cheap check of a common call).
+bool plain(const py::handle& a);
+
 py::array output_array(const py::object& out, const py::dtype& dtype, const Shape& shape,
                        Fill fill = Fill::none);
 

@@ -70,7 +70,7 @@ py::array embed(const py::array& tokens, const py::array& pos, FloatKind kind,
   OutOfRange bad_id{-1, 0};
   OutOfRange bad_position{-1, 0};
   {
-    py::gil_scoped_release nogil;
+    const KernelGilRelease nogil(static_cast<int64_t>(out.nbytes()));
     // every id, then every position, before anything is written
     bad_id = find_out_of_range(id_view, tv.rows);
     if (given && !bad_id.found()) bad_position = find_out_of_range(pos_view, pv.rows);
@@ -90,6 +90,39 @@ py::array embed(const py::array& tokens, const py::array& pos, FloatKind kind,
   return out;
 }
 
+// The float kind of a plain float16/32/64 table, or -1.
+int plain_float_kind(const py::handle& a) {
+  if (!plain(a)) return -1;
+  const auto arr = py::reinterpret_borrow<py::array>(a);
+  if (arr.ndim() != 2 || arr.dtype().kind() != 'f') return -1;
+  switch (arr.itemsize()) {
+    case 2: return static_cast<int>(FloatKind::f16);
+    case 4: return static_cast<int>(FloatKind::f32);
+    case 8: return static_cast<int>(FloatKind::f64);
+    default: return -1;
+  }
+}
+
+// embed's common call, token_table[ids] + pos_table[arange(T)] into a new
+// array, with the checks it needs alone: None when the arguments are not
+// that call (other types, layouts or shapes, or too few position rows),
+// which the Python layer then checks in full and reports.
+py::object embed_plain(const py::object& tokens, const py::object& ids, const py::object& pos) {
+  const int kind = plain_float_kind(tokens);
+  if (kind < 0 || plain_float_kind(pos) != kind || !plain(ids)) return py::none();
+  const auto t = py::reinterpret_borrow<py::array>(tokens);
+  const auto p = py::reinterpret_borrow<py::array>(pos);
+  const auto i = py::reinterpret_borrow<py::array>(ids);
+  const char id_kind = i.dtype().kind();
+  if ((id_kind != 'i' && id_kind != 'u') || i.ndim() < 1 || i.ndim() > 2) return py::none();
+  if (!t.dtype().is(p.dtype()) || t.shape(1) != p.shape(1) || t.shape(0) < 1 ||
+      i.shape(i.ndim() - 1) > p.shape(0)) {
+    return py::none();
+  }
+  return embed(t, p, static_cast<FloatKind>(kind), i, py::none(), 0, false, 0, 0, 1.0,
+               py::none(), 0);
+}
+
 py::array dropout_mask(int64_t count, uint64_t seed, uint32_t threshold) {
   if (count < 0) throw py::value_error("dropout_mask: negative size");
   py::array_t<bool> mask(count);
@@ -107,6 +140,7 @@ void bind_embed(py::module_& m) {
   m.def("embed", &embed, "tokens"_a, "pos"_a, "kind"_a, "ids"_a, "positions"_a, "offset"_a,
         "active"_a, "seed"_a, "threshold"_a, "scale"_a, "out"_a = py::none(),
         "first_row"_a = 0);
+  m.def("embed_plain", &embed_plain, "tokens"_a, "ids"_a, "pos"_a);
   m.def("dropout_mask", &dropout_mask, "count"_a, "seed"_a, "threshold"_a);
 }
 

@@ -37,7 +37,7 @@ py::array gather(const py::array& table, const py::array& positions, IndexMode m
   char* dst = static_cast<char*>(out.mutable_data());
   OutOfRange bad{-1, 0};
   {
-    py::gil_scoped_release nogil;
+    const KernelGilRelease nogil(static_cast<int64_t>(out.nbytes()));
     bad = posembed::gather(tv, pv, mode, dst, out_just_allocated || out_obj.is_none());
   }
   if (bad.found()) {
@@ -48,6 +48,21 @@ py::array gather(const py::array& table, const py::array& positions, IndexMode m
     raise_out_of_range(positions, {"positions", "position", ""}, tv.rows, bad);
   }
   return out;
+}
+
+// gather's common call, table[positions] into a new array in mode "raise":
+// None unless the table is a 2-D ndarray of plain numbers (any strides) and
+// the positions a plain integer ndarray (the Python layer then checks in full).
+py::object gather_plain(const py::object& table, const py::object& positions) {
+  if (!exact_ndarray(table) || !plain(positions)) return py::none();
+  const auto t = py::reinterpret_borrow<py::array>(table);
+  const auto p = py::reinterpret_borrow<py::array>(positions);
+  const char kind = p.dtype().kind();
+  const char table_kind = t.dtype().kind();  // plain numbers: no objects inside
+  const bool numeric = table_kind == 'f' || table_kind == 'i' || table_kind == 'u' ||
+                       table_kind == 'b' || table_kind == 'c';
+  if (t.ndim() != 2 || !numeric || (kind != 'i' && kind != 'u')) return py::none();
+  return gather(t, p, IndexMode::raise, py::none(), false);
 }
 
 // grad: (count, cols) C-contiguous of the float kind; positions: count
@@ -69,7 +84,7 @@ py::array gather_backward(const py::array& grad, FloatKind kind, const py::array
   char* dst = static_cast<char*>(out.mutable_data());
   OutOfRange bad{-1, 0};
   {
-    py::gil_scoped_release nogil;
+    const KernelGilRelease nogil(static_cast<int64_t>(grad.nbytes() + out.nbytes()));
     bad = find_out_of_range(pv, length);
     if (!bad.found() && length > 0 && cols > 0) {
       std::vector<int64_t> storage;
@@ -93,6 +108,7 @@ void bind_gather(py::module_& m) {
       .value("wrap", IndexMode::wrap);
   m.def("gather", &gather, "table"_a, "positions"_a, "mode"_a, "out"_a = py::none(),
         "out_just_allocated"_a = false);
+  m.def("gather_plain", &gather_plain, "table"_a, "positions"_a);
   m.def("gather_backward", &gather_backward, "grad"_a, "kind"_a, "positions"_a, "length"_a,
         "out"_a = py::none());
 }

@@ -213,7 +213,12 @@ ARGUMENT_TYPES = {
     "typing.Annotated[numpy.typing.ArrayLike, numpy.int64]": {"npt.ArrayLike"},
     "typing.Annotated[numpy.typing.ArrayLike, numpy.uint32]": {"npt.ArrayLike"},
     "typing.Annotated[numpy.typing.ArrayLike, numpy.uint64]": {"npt.ArrayLike"},
-    "object": {"np.ndarray | None", "npt.ArrayLike | None", "SupportsFloat | SupportsIndex"},
+    "object": {
+        "np.ndarray | None",
+        "npt.ArrayLike | None",
+        "SupportsFloat | SupportsIndex",
+        "object",
+    },
     **{f"posembed._core.{name}": {name} for name in ENUMS},
 }
 RETURN_TYPES = {
@@ -222,6 +227,7 @@ RETURN_TYPES = {
     "numpy.ndarray": {"np.ndarray", "npt.NDArray[np.bool_]"},
     "dict": {"_Config"},
     "tuple[int, int]": {"tuple[int, int]"},
+    "object": {"np.ndarray | None"},
     "tuple": {
         "tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], "
         "npt.NDArray[np.int64]]",

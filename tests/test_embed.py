@@ -379,3 +379,31 @@ def test_the_twins_pieces_are_its_whole_batch(rng):
     for a in range(9):
         piece = reference.embed(tok, row[a:], pos, offset=a, dropout=0.5, seed=4, first_row=a)
         assert_same(piece, whole[a:])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("id_dtype", [np.uint8, np.int32, np.int64])
+def test_the_common_call_takes_its_short_path_and_equals_the_full_one(rng, dtype, id_dtype):
+    # plain arrays, no dropout, positions 0..T-1: checked in a few compiled
+    # steps; the same call with anything else goes through the full checks
+    tok = rng.standard_normal((200, 16)).astype(dtype)
+    pos = rng.standard_normal((9, 16)).astype(dtype)
+    for ids in (rng.integers(0, 200, 7), rng.integers(0, 200, (3, 9))):
+        ids = ids.astype(id_dtype)
+        assert _core.embed_plain(tok, ids, pos) is not None
+        got = posembed.embed(tok, ids, pos)
+        full = posembed.embed(tok, ids, pos, positions=np.arange(ids.shape[-1]))
+        assert_same(got, full)
+        assert_same(got, reference.embed(tok, ids, pos))
+    # not the common call: a list, a subclass, a swapped table, too few positions
+    ids = np.array([1, 2, 3], id_dtype)
+    for args in (
+        (tok, [1, 2, 3], pos),
+        (tok, np.ma.array(ids), pos),
+        (tok.astype(tok.dtype.newbyteorder()), ids, pos),
+        (tok, np.arange(10).astype(id_dtype), pos),
+        (tok, ids, pos.astype(np.float64 if dtype != np.float64 else np.float32)),
+    ):
+        assert _core.embed_plain(*args) is None
+    with pytest.raises(IndexError, match=r"token_ids\[1\].*200"):
+        posembed.embed(tok, np.array([1, 200], id_dtype), pos)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import posembed
-from posembed import reference
+from posembed import _core, reference
 
 from .conftest import POSITION_DTYPES, TABLE_DTYPES, assert_same, random_table
 
@@ -463,3 +463,28 @@ def test_streaming_and_parallel_paths_on_small_data(rng, restore_threads):
     finally:
         _core._probes.set_thresholds(-1, -1)
     assert posembed.config()["stream_min_bytes"] == 8 << 20
+
+
+def test_the_common_call_takes_its_short_path_and_equals_the_full_one():
+    # plain arrays in mode "raise": checked in a few compiled steps; anything
+    # else goes through the full checks, with the same results and errors
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((50, 8)).astype(np.float32)
+    for positions in (
+        np.array(7),
+        rng.integers(0, 50, 5),
+        rng.integers(0, 50, (2, 3)).astype(np.uint16),
+    ):
+        assert _core.gather_plain(table, positions) is not None
+        assert_same(posembed.gather(table, positions), reference.gather(table, positions))
+        assert_same(posembed.gather(table[::-1], positions), table[::-1][positions])  # any strides
+    for table_, positions in (
+        (table, [1, 2]),
+        (table, np.ma.array([1, 2])),
+        (table, np.array([1.0])),
+        (np.zeros((3, 2), object), np.array([1])),
+        (table, np.array([1, 2], ">i8")),
+    ):
+        assert _core.gather_plain(table_, positions) is None
+    with pytest.raises(IndexError, match=r"positions\[1\].*50"):
+        posembed.gather(table, np.array([3, 50]))

@@ -53,6 +53,12 @@ def gather(
         A table that is not 2-D, an unknown mode, or ``out`` of the wrong
         shape, read-only, misaligned, non-contiguous or overlapping an input.
     """
+    if out is None and type(mode) is str and mode == "raise":
+        # the common call, its few checks compiled (None: anything else,
+        # which the full checks below take and report)
+        plain: np.ndarray | None = _core.gather_plain(table, positions)
+        if plain is not None:
+            return plain
     t = v.as_table(table)
     code = v.index_mode(mode)
     p = v.as_positions(positions, t.shape[0], mode)
@@ -110,6 +116,16 @@ def gather_backward(
         a result too large to index (2^62 bytes), or ``out`` of the wrong shape,
         read-only, misaligned, non-contiguous or overlapping an input.
     """
+    if out is None and type(length) is int and length >= 0 and v.plain_ints(positions):
+        # the common call, checked cheaply (anything else: the full checks)
+        kind = v.plain_float_rows(grad)
+        if kind is not None and grad.shape[:-1] == positions.shape:
+            d = grad.shape[-1]
+            if length * max(d, 1) * grad.itemsize < v.MAX_PRODUCT:
+                result: np.ndarray = _core.gather_backward(
+                    grad.reshape(positions.size, d), kind, positions, length, None
+                )
+                return result
     g = v.as_array(grad, "grad")
     kind = v.float_kind(g.dtype)
     if kind is None:
@@ -129,7 +145,7 @@ def gather_backward(
     if out is not None:
         out = v.check_out(out, (rows, d), dtype, grad=(g, grad), positions=(p, positions))
     # the kernel checks every position before it writes anything
-    result: np.ndarray = _core.gather_backward(
+    full: np.ndarray = _core.gather_backward(
         v.kernel_array(g.reshape(p.size, d), dtype), kind, p, rows, out
     )
-    return result
+    return full

@@ -334,6 +334,47 @@ def _kind_entry(dtype: np.dtype[Any]) -> tuple[_core.FloatKind | None, bool]:
         return entry
 
 
+# The integer dtypes the kernels read as they are (native byte order).
+_PLAIN_INTS = frozenset(
+    np.dtype(t)
+    for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)
+)
+
+
+def plain_ints(a: Any) -> bool:
+    """Whether ``a`` is an ndarray of integers the kernels read as it is
+    (native, C-contiguous, aligned): the cheap check of the common call."""
+    if type(a) is not np.ndarray or a.dtype not in _PLAIN_INTS:
+        return False
+    flags = a.flags
+    return bool(flags.c_contiguous and flags.aligned)
+
+
+def plain_float_table(table: Any) -> _core.FloatKind | None:
+    """The kernels' float kind of a 2-D ndarray of native floats, C-contiguous
+    and aligned, which they read as it is; None for anything else (the full
+    checks then take it)."""
+    if type(table) is not np.ndarray or table.ndim != 2:
+        return None
+    kind, native = _kind_entry(table.dtype)
+    if kind is None or not native:
+        return None
+    flags = table.flags
+    return kind if flags.c_contiguous and flags.aligned else None
+
+
+def plain_float_rows(a: Any) -> _core.FloatKind | None:
+    """The kernels' float kind of an ndarray (at least 1-D) of native floats,
+    C-contiguous and aligned, which they read as it is; None otherwise."""
+    if type(a) is not np.ndarray or a.ndim == 0:
+        return None
+    kind, native = _kind_entry(a.dtype)
+    if kind is None or not native:
+        return None
+    flags = a.flags
+    return kind if flags.c_contiguous and flags.aligned else None
+
+
 def float_kind(dtype: np.dtype[Any]) -> _core.FloatKind | None:
     """The kernels' float kind of ``dtype`` (any byte order), or None."""
     return _kind_entry(dtype)[0]
@@ -343,12 +384,9 @@ def float_table(table: Any, name: str = "table") -> tuple[np.ndarray, _core.Floa
     """A 2-D float table (float16, bfloat16, float32, float64) with adjacent,
     aligned columns in native byte order, and its kernels' float kind. Rows
     may be strided or reversed; anything else is copied once."""
-    if type(table) is np.ndarray and table.ndim == 2:
-        kind, native = _kind_entry(table.dtype)
-        if kind is not None and native:
-            flags = table.flags
-            if flags.c_contiguous and flags.aligned:
-                return table, kind  # the common case, checked cheaply
+    plain = plain_float_table(table)
+    if plain is not None:
+        return table, plain  # the common case, checked cheaply
     t = as_table(table, name)
     kind = float_kind(t.dtype)
     if kind is None:
