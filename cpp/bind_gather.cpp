@@ -1,6 +1,9 @@
 // Bindings of the gather family: gather (rows by position) and
 // gather_backward (its gradient, rows summed back by position).
+#include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bind.hpp"
 #include "gather.hpp"
@@ -52,16 +55,36 @@ py::array gather(const py::array& table, const py::array& positions, IndexMode m
 
 // gather's common call, table[positions] into a new array in mode "raise":
 // None unless the table is a 2-D ndarray of plain numbers (any strides) and
-// the positions a plain integer ndarray (the Python layer then checks in full).
+// the positions a plain integer ndarray or a Python int in 0..rows-1 (the
+// Python layer then checks in full, and reports).
 py::object gather_plain(const py::object& table, const py::object& positions) {
-  if (!exact_ndarray(table) || !plain(positions)) return py::none();
+  if (!exact_ndarray(table)) return py::none();
   const auto t = py::reinterpret_borrow<py::array>(table);
-  const auto p = py::reinterpret_borrow<py::array>(positions);
-  const char kind = p.dtype().kind();
   const char table_kind = t.dtype().kind();  // plain numbers: no objects inside
   const bool numeric = table_kind == 'f' || table_kind == 'i' || table_kind == 'u' ||
                        table_kind == 'b' || table_kind == 'c';
-  if (t.ndim() != 2 || !numeric || (kind != 'i' && kind != 'u')) return py::none();
+  if (t.ndim() != 2 || !numeric) return py::none();
+  if (PyLong_CheckExact(positions.ptr())) {  // one row, by a Python int (no bool)
+    int overflow = 0;
+    const long long at = PyLong_AsLongLongAndOverflow(positions.ptr(), &overflow);
+    if (overflow != 0 || at < 0 || at >= t.shape(0)) return py::none();  // reported in full
+    const auto cols = t.shape(1), item = t.itemsize();
+    py::array out(t.dtype(), std::vector<py::ssize_t>{cols});
+    const char* src = static_cast<const char*>(t.data()) + at * t.strides(0);
+    char* dst = static_cast<char*>(out.mutable_data());
+    if (t.strides(1) == item) {
+      std::memcpy(dst, src, static_cast<size_t>(cols * item));
+    } else {
+      for (py::ssize_t c = 0; c < cols; ++c) {
+        std::memcpy(dst + c * item, src + c * t.strides(1), static_cast<size_t>(item));
+      }
+    }
+    return std::move(out);
+  }
+  if (!plain(positions)) return py::none();
+  const auto p = py::reinterpret_borrow<py::array>(positions);
+  const char kind = p.dtype().kind();
+  if (kind != 'i' && kind != 'u') return py::none();
   return gather(t, p, IndexMode::raise, py::none(), false);
 }
 

@@ -488,3 +488,12 @@ def test_the_common_call_takes_its_short_path_and_equals_the_full_one():
         assert _core.gather_plain(table_, positions) is None
     with pytest.raises(IndexError, match=r"positions\[1\].*50"):
         posembed.gather(table, np.array([3, 50]))
+    # one row by a Python int: copied straight; any other int goes the full way
+    assert_same(posembed.gather(table, 7), reference.gather(table, 7))
+    assert_same(posembed.gather(table[:, ::-3], 49), table[:, ::-3][49])
+    for bad in (50, -1, 2**70, True):
+        assert _core.gather_plain(table, bad) is None
+        with pytest.raises((IndexError, TypeError)) as err:
+            posembed.gather(table, bad)
+        with pytest.raises(err.type):
+            reference.gather(table, bad)
