@@ -9,9 +9,11 @@ larger than memory is cut a batch of windows at a time) or a
 time). The *cut* turns a batch into windows (:func:`posembed.windows`'s
 kernel). A *sink* module writes them (``_sink_npy``, ``_sink_parquet``). This
 module picks the source (:data:`SOURCES`) and the sink (:data:`SINKS`), and
-runs the reads, the cut and the writes on three threads; a format is one new
-module, registered in one of the two tables. No source or sink imports
-another's names.
+runs the reads, the cut and the writes on three threads; a sink that can cut
+straight from a token file (``cut_from``: the ``.npy`` sink) instead has the
+kernels' threads read, cut and write blocks of their own for a range input.
+A format is one new module, registered in one of the two tables. No source
+or sink imports another's names.
 """
 
 from __future__ import annotations
@@ -433,11 +435,13 @@ DIRECT_CALL_BYTES = 64 << 20
 
 
 def _direct_plan(size: int, itemsize: int, budget: int) -> _Plan:
-    """Batches for a sink that cuts from the file (no buffers here): what the
-    layouts of one batch and the sink's blocks, one a thread, hold."""
-    per_window = 24 * 2 + 24
+    """Batches for a sink that cuts from the file (no token or row buffers
+    here; the kernel's are a block per thread): one batch in flight, a
+    window costing its layout entries (start, length, document: 24 bytes),
+    the kernel's copy of them and the offsets of a document it may span."""
+    per_window = 24 + 24 + 24
     windows = max(1, min(budget // per_window, DIRECT_CALL_BYTES // (size * itemsize)))
-    return _Plan(windows, max(windows * size, size), windows)
+    return _Plan(windows, windows * size, windows)
 
 
 class _Batch(NamedTuple):
@@ -735,7 +739,9 @@ def _run_stream(
 
 # The outputs, by --format: each a sink class taking (folder, dtype, size,
 # total windows or None), then write(begin, rows, starts, lengths, documents)
-# batch by batch from one thread, finish(total) and close().
+# batch by batch from one thread (or, where it has one, cut_from(begin,
+# tokens, doc_offsets, starts, lengths, documents, pad_value) for a range
+# input), finish(total) and close().
 SINKS: dict[str, Any] = {"npy": NpySink, "parquet": ParquetSink, "megatron": IndexedSink}
 FORMATS = tuple(SINKS)
 
