@@ -371,3 +371,52 @@ def test_tokens_in_the_other_byte_order_are_converted_while_read(corpus):
         assert meta["dtype"] == "uint16"
         assert load(out)["windows"].dtype.isnative
         assert_matches(out, want)
+
+
+def test_the_file_cut_refuses_windows_outside_the_file(tmp_path):
+    # the binding under NpySink.cut_from: every window is checked against its
+    # document and the file's token count before anything is written
+    from posembed import _core
+
+    src = tmp_path / "t.raw"
+    np.arange(40, dtype=np.uint16).tofile(src)
+    offsets = np.array([0, 20, 40])
+    pad = np.array([0], np.uint16)
+    with open(src, "rb") as f, open(tmp_path / "o.bin", "wb") as g:
+        for starts, lengths, docs in (([15], [8], [0]), ([0], [4], [2]), ([-1], [4], [1])):
+            with pytest.raises(ValueError, match="does not lie inside"):
+                _core.fill_windows_to_file(
+                    f.fileno(),
+                    0,
+                    2,
+                    False,
+                    40,
+                    offsets,
+                    np.array(starts),
+                    np.array(lengths),
+                    np.array(docs),
+                    8,
+                    pad,
+                    g.fileno(),
+                    0,
+                    1 << 20,
+                )
+        assert (tmp_path / "o.bin").stat().st_size == 0
+        # a file shorter than the count it was said to hold: the byte it ended at
+        ended = _core.fill_windows_to_file(
+            f.fileno(),
+            0,
+            2,
+            False,
+            60,
+            np.array([0, 60]),
+            np.array([48]),
+            np.array([8]),
+            np.array([0]),
+            8,
+            pad,
+            g.fileno(),
+            0,
+            1 << 20,
+        )
+        assert ended == 96  # its read of tokens 48..55 starts past the 80 bytes

@@ -343,3 +343,38 @@ def test_memory_is_bounded_whatever_the_corpus_size(tmp_path):
     tail = (np.arange(n - 6, n) % 60_000).tolist()
     tail[1] = 70_000
     assert got.read(got.token_count - 7, got.token_count).tolist() == [*tail, 7]
+
+
+def test_the_copy_kernel_refuses_bad_cuts_and_reports_a_short_file(tmp_path):
+    # the binding under IndexedWriter.copy_from: cuts out of order or outside
+    # (first, last] are a ValueError before anything is written; a file that
+    # ends early comes back as the byte it ended at, never a crash
+    from posembed import _core
+
+    src = tmp_path / "t.raw"
+    np.arange(100, dtype=np.uint16).tofile(src)
+    dst = tmp_path / "o.bin"
+    u2, mark = np.dtype(np.uint16), np.array([7], np.uint16)
+    with open(src, "rb") as f, open(dst, "wb") as g:
+        args = (f.fileno(), 0, u2, False, 0, 100, 16)
+        for cuts in ([5, 5], [9, 3], [0], [101]):
+            with pytest.raises(ValueError, match="cuts must rise"):
+                _core.copy_marked(*args, np.array(cuts), g.fileno(), u2, mark, 0, 0, 65535)
+        assert dst.stat().st_size == 0
+        assert _core.copy_marked(*args, np.array([50, 100]), g.fileno(), u2, mark, 0, 0, 65535) == (
+            -1,
+            -1,
+        )
+        got = np.fromfile(dst, np.uint16)
+        assert got.tolist() == [*range(50), 7, *range(50, 100), 7]
+        # ids above `high`: the first such block stops the copy
+        stopped, ended = _core.copy_marked(
+            *args, np.zeros(0, np.int64), g.fileno(), u2, mark, 0, 0, 40
+        )
+        assert (stopped, ended) == (2, -1)  # block 2 holds 32..47
+        # a range past the file's end: the byte it ended at
+        long = (f.fileno(), 0, u2, False, 0, 150, 16)
+        assert (
+            _core.copy_marked(*long, np.zeros(0, np.int64), g.fileno(), u2, mark, 0, 0, 65535)[1]
+            == 200
+        )
