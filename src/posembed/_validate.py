@@ -350,22 +350,10 @@ def plain_ints(a: Any) -> bool:
     return bool(flags.c_contiguous and flags.aligned)
 
 
-def plain_float_table(table: Any) -> _core.FloatKind | None:
-    """The kernels' float kind of a 2-D ndarray of native floats, C-contiguous
-    and aligned, which they read as it is; None for anything else (the full
-    checks then take it)."""
-    if type(table) is not np.ndarray or table.ndim != 2:
-        return None
-    kind, native = _kind_entry(table.dtype)
-    if kind is None or not native:
-        return None
-    flags = table.flags
-    return kind if flags.c_contiguous and flags.aligned else None
-
-
 def plain_float_rows(a: Any) -> _core.FloatKind | None:
     """The kernels' float kind of an ndarray (at least 1-D) of native floats,
-    C-contiguous and aligned, which they read as it is; None otherwise."""
+    C-contiguous and aligned, which they read as it is; None for anything
+    else (the full checks then take it)."""
     if type(a) is not np.ndarray or a.ndim == 0:
         return None
     kind, native = _kind_entry(a.dtype)
@@ -373,6 +361,11 @@ def plain_float_rows(a: Any) -> _core.FloatKind | None:
         return None
     flags = a.flags
     return kind if flags.c_contiguous and flags.aligned else None
+
+
+def plain_float_table(table: Any) -> _core.FloatKind | None:
+    """:func:`plain_float_rows` of a 2-D table; None for any other shape."""
+    return plain_float_rows(table) if type(table) is np.ndarray and table.ndim == 2 else None
 
 
 def float_kind(dtype: np.dtype[Any]) -> _core.FloatKind | None:
