@@ -50,10 +50,10 @@ DEFAULT_COLUMN = "input_ids"
 BATCH_BYTES = MEMORY_BYTES // 64
 # Column chunks of Parquet are read through a buffer of this many bytes, not whole.
 PARQUET_BUFFER = 1 << 20
-# Parquet's decoding of a column runs on one thread: a file of several row
-# groups (`datasets` writes one per 1000 rows) is decoded DECODERS row groups
-# at a time, each into a queue of at most QUEUED batches, so that the next
-# row group is decoded while this one is cut.
+# Parquet's decoding of a column runs on one thread: a file's row groups
+# (`datasets` writes one per 1000 rows) are decoded DECODERS at a time on
+# threads of their own, each into a queue of at most QUEUED batches, so that
+# the next batches are decoded while these are cut (one row group too).
 DECODERS = 2
 QUEUED = 4
 # state.json of a saved dataset lists its files: a few hundred bytes a file.
@@ -277,13 +277,9 @@ def _arrays(corpus: Corpus, source: _Source) -> Iterator[Any]:
                     nbytes = group.total_byte_size
                     per_row = max(1, nbytes // max(1, group.num_rows))
                     rows.append(max(1, min(group.num_rows, BATCH_BYTES // per_row)))
-                if len(rows) > 1:
-                    yield from _parallel_groups(pa, fd, meta, corpus, source.path, rows)
-                elif rows:
-                    for batch in reader.iter_batches(
-                        rows[0], row_groups=[0], columns=[corpus.column], use_threads=False
-                    ):
-                        yield batch.column(0)
+                # even one row group is decoded on its own thread, so that
+                # its next batch is decoded while this one is cut
+                yield from _parallel_groups(pa, fd, meta, corpus, source.path, rows)
             else:
                 index = _field_index(pa, handle, source.kind, corpus.column)
                 handle.seek(0)

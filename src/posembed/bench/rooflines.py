@@ -14,9 +14,10 @@ the previous one deleted first as the command deletes its previous output.
 *file copy* (``resize_checkpoint``'s roofline): the input file copied to a
 new file with ``shutil.copyfile`` (in-kernel, with no resizing to do).
 
-*parquet decode* (``posembed convert``'s roofline for Parquet input): pyarrow
-reading and decoding the source file's list column into one flat array, the
-rate no pipeline that starts from that file can pass.
+*parquet decode* (the roofline of ``posembed convert`` and ``posembed chunk``
+on Parquet input): pyarrow reading and decoding the source file's list column
+into one flat array on its own threads, the rate no pipeline that starts from
+that file can pass.
 
 *ALU loop*: an integer loop on every thread with no memory traffic, the
 ceiling of thread scaling (no kernel can scale better than it).

@@ -59,7 +59,7 @@ CASE_NAMES = {
         "group_texts",
         "stitch mean",
     ),
-    "chunk": ("token file", "Parquet file", "indexed dataset"),
+    "chunk": ("token file", "Parquet file", "Parquet, one row group", "indexed dataset"),
     "convert": ("token file", "Parquet file"),
     "embed": ("dropout 0.1", "no dropout", "4 tokens"),
     "gather_backward": ("positions", "token ids", "4 rows"),

@@ -51,11 +51,11 @@ def corpus(documents: int, dtype: Any, seed: int) -> Corpus:
     return Corpus(tokens, offsets, lengths)
 
 
-def write_parquet(path: Path, data: Corpus) -> None:
+def write_parquet(path: Path, data: Corpus, row_group_size: int = 1000) -> None:
     """The corpus as ``Dataset.to_parquet`` writes one: int32 id lists, one
-    document a row, snappy, row groups of 1000 rows."""
+    document a row, snappy, row groups of 1000 rows (or ``row_group_size``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     ids = pa.ListArray.from_arrays(pa.array(data.offsets.astype(np.int32)), pa.array(data.tokens))
-    pq.write_table(pa.table({"input_ids": ids}), path, row_group_size=1000)
+    pq.write_table(pa.table({"input_ids": ids}), path, row_group_size=row_group_size)
