@@ -7,6 +7,7 @@
 #include "bind.hpp"
 #include "parallel.hpp"
 #include "roofline.hpp"
+#include "rowops.hpp"
 #include "runtime.hpp"
 #include "samples.hpp"
 
@@ -36,6 +37,12 @@ uint64_t roofline_spin(int64_t n, int threads) {
   if (n < 0) throw py::value_error("n must be >= 0");
   py::gil_scoped_release nogil;
   return posembed::roofline_spin(n, threads_or_all(threads));
+}
+
+double roofline_flops(int64_t n, bool fused, int threads) {
+  if (n < 0) throw py::value_error("n must be >= 0");
+  py::gil_scoped_release nogil;
+  return posembed::roofline_flops(n, threads_or_all(threads), fused);
 }
 
 void roofline_copy(py::array dst, const py::array& src, bool stream, int threads) {
@@ -110,6 +117,11 @@ void bind_probes(py::module_& m) {
   m.def("roofline_fill", &roofline_fill, "buf"_a, "value"_a = 0, "stream"_a = false,
         "threads"_a = 0);
   m.def("roofline_spin", &roofline_spin, "n"_a, "threads"_a = 0);
+  m.def("roofline_flops", &roofline_flops, "n"_a, "fused"_a = false, "threads"_a = 0,
+        "n steps of the compute roofline's loop (float multiplies and adds, or FMAs) on "
+        "the SIMD level in use.");
+  m.def("flops_per_step", &posembed::flops_per_step, "fused"_a = false,
+        "Float operations one step of roofline_flops does (an FMA is two).");
   m.def("roofline_copy", &roofline_copy, "dst"_a, "src"_a, "stream"_a = false, "threads"_a = 0);
 }
 

@@ -52,6 +52,21 @@ template <class C, class RowFn>
 inline void sum_taps(C* acc, const AxisPlan& plan, int64_t i, RowFn row, int64_t d) {
   const auto b = static_cast<size_t>(plan.start[static_cast<size_t>(i)]);
   const auto e = static_cast<size_t>(plan.start[static_cast<size_t>(i) + 1]);
+  using R = std::remove_cv_t<std::remove_pointer_t<decltype(row(int64_t{0}))>>;
+  if constexpr (std::is_same_v<C, float> && std::is_same_v<R, float>) {
+    // float rows: one pass over the output, its sums in registers (the same bits)
+    constexpr size_t kMost = 32;
+    if (e > b && e - b <= kMost) {
+      const float* rows[kMost];
+      float w[kMost];
+      for (size_t k = b; k < e; ++k) {
+        rows[k - b] = row(plan.idx[k]);
+        w[k - b] = static_cast<float>(plan.w[k]);
+      }
+      taps_sum(acc, rows, w, static_cast<int64_t>(e - b), d);
+      return;
+    }
+  }
   for (size_t k = b; k < e; ++k) {
     accumulate_tap(acc, row(plan.idx[k]), static_cast<C>(plan.w[k]), d, k == b);
   }

@@ -6,6 +6,7 @@
 
 #include "copy.hpp"
 #include "parallel.hpp"
+#include "rowops.hpp"
 
 namespace posembed {
 
@@ -54,6 +55,20 @@ uint64_t roofline_spin(int64_t n, int threads) {
     sum.fetch_add(x, std::memory_order_relaxed);
   });
   return sum.load();
+}
+
+double roofline_flops(int64_t n, int threads, bool fused) {
+  // the operands come through a volatile, so the loop cannot be folded away
+  volatile float one = 1.0f;
+  volatile float zero = 0.0f;
+  const float a = one;
+  const float b = zero;
+  std::atomic<int64_t> total{0};
+  parallel_for(n, threads, [&](int64_t begin, int64_t end, int) {
+    const float got = flops_loop(end - begin, a, b, fused);
+    total.fetch_add(static_cast<int64_t>(got), std::memory_order_relaxed);
+  });
+  return static_cast<double>(total.load());
 }
 
 }  // namespace posembed

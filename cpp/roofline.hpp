@@ -17,5 +17,9 @@ void roofline_copy(char* dst, const char* src, int64_t n, int threads, bool stre
 // speed-up from 1 to k threads is the most any kernel can show on this
 // machine at that moment. Returns a value that depends on every step.
 uint64_t roofline_spin(int64_t n, int threads);
+// The compute roofline: n steps of flops_loop (rowops.hpp) split into
+// chunks over `threads` threads, as every kernel's work is; n * flops_per_step(fused)
+// float operations in all. Returns a value that depends on every step.
+double roofline_flops(int64_t n, int threads, bool fused);
 
 }  // namespace posembed

@@ -136,6 +136,14 @@ void dropout_add_stream(float* dst, const float* a, const float* b, const uint32
   POSEMBED_DISPATCH(dropout_add_stream(dst, a, b, u, threshold, scale, d));
 }
 
+void taps_sum(float* dst, const float* const* rows, const float* w, int64_t n, int64_t d) {
+  POSEMBED_DISPATCH(taps_sum(dst, rows, w, n, d));
+}
+float flops_loop(int64_t steps, float a, float b, bool fused) {
+  POSEMBED_DISPATCH(flops_loop(steps, a, b, fused));
+}
+int64_t flops_per_step(bool fused) { POSEMBED_DISPATCH(flops_per_step(fused)); }
+
 void keep_mask(bool* mask, const uint32_t* u, uint32_t threshold, int64_t n) {
   POSEMBED_DISPATCH(keep_mask(mask, u, threshold, n));
 }

@@ -63,6 +63,16 @@ void dropout_add_stream(float* dst, const float* a, const float* b, const uint32
                         uint32_t threshold, float scale, int64_t d);
 // mask[k] = u[k] >= threshold
 void keep_mask(bool* mask, const uint32_t* u, uint32_t threshold, int64_t n);
+
+// dst = sum of w[t] * rows[t] over t < n (n >= 1), left to right: the bits
+// of scale() then axpy() per row, the sum held in registers.
+void taps_sum(float* dst, const float* const* rows, const float* w, int64_t n, int64_t d);
+
+// The compute roofline's loop at the level in use: `steps` steps of 12
+// independent vector chains of multiplies by a and adds of b (fused:
+// multiply-adds), and the float operations one step does (an FMA is two).
+float flops_loop(int64_t steps, float a, float b, bool fused);
+int64_t flops_per_step(bool fused);
 // dst = max(dst, x); a NaN in either wins
 void maximum(float* dst, const float* x, int64_t d);
 void maximum(double* dst, const double* x, int64_t d);

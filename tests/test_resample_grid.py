@@ -371,3 +371,22 @@ def test_broadcast_table(rng):
     table = np.broadcast_to(row, (1 + 6 * 5, 4))
     got = posembed.resample_grid(table, (6, 5), (9, 9), prefix=1)
     assert_same(got, reference.resample_grid(np.ascontiguousarray(table), (6, 5), (9, 9), prefix=1))
+
+
+@pytest.mark.parametrize("d", [64, 100, 130])
+@pytest.mark.parametrize(
+    ("grid", "new_grid", "antialias"),
+    [
+        ((6, 7), (13, 11), False),
+        ((24, 24), (16, 16), True),  # a few taps an output
+        ((40, 40), (3, 3), True),  # more taps than a register sum takes at once
+    ],
+    ids=str,
+)
+def test_wide_float_rows_match_reference(rng, d, grid, new_grid, antialias):
+    """Rows of whole vectors and a tail, summed in registers tap after tap: the
+    same bits as the twin's one tap at a time."""
+    table = normal_table(rng, 1 + grid[0] * grid[1], d, np.float32)
+    kw = {"prefix": 1, "method": "bicubic", "antialias": antialias}
+    got = posembed.resample_grid(table, grid, new_grid, **kw)
+    assert_same(got, reference.resample_grid(table, grid, new_grid, **kw))
