@@ -37,6 +37,9 @@ void bind_resample_grid(py::module_& m) {
       .value("bicubic", GridMethod::bicubic);
   m.def("resample_grid", &resample_grid, "table"_a, "kind"_a, "prefix"_a, "height"_a, "width"_a,
         "new_height"_a, "new_width"_a, "method"_a, "align"_a, "antialias"_a = false);
+  m.def("resample_grid_flops", &posembed::resample_grid_flops, "height"_a, "width"_a,
+        "new_height"_a, "new_width"_a, "d"_a, "method"_a, "align"_a, "antialias"_a = false,
+        "The float multiplies and adds resample_grid does for these sizes.");
 }
 
 }  // namespace posembed::bind

@@ -226,6 +226,21 @@ AxisPlan axis_plan(int64_t in_size, int64_t out_size, GridMethod method, Align a
   return plan;
 }
 
+int64_t resample_grid_flops(int64_t h, int64_t w, int64_t h2, int64_t w2, int64_t d,
+                            GridMethod method, Align align, bool antialias) {
+  // as resample_typed runs: an output element of t taps is t products and
+  // t - 1 sums; the x pass (unless x is kept) makes h * w2 rows, the y pass
+  // h2 * w2 (one tap each when y is kept); a kept grid is copied
+  if (h2 * w2 == 0 || d == 0) return 0;
+  const bool keep_x = unchanged(w, w2, antialias);
+  const bool keep_y = unchanged(h, h2, antialias);
+  if (keep_x && keep_y) return 0;
+  const int64_t ty = axis_plan(h, h2, method, align, antialias).taps();
+  int64_t flops = w2 * (2 * ty - h2);
+  if (!keep_x) flops += h * (2 * axis_plan(w, w2, method, align, antialias).taps() - w2);
+  return flops * d;
+}
+
 void resample_grid(const RowsView& table, FloatKind kind, int64_t prefix, int64_t h, int64_t w,
                    int64_t h2, int64_t w2, GridMethod method, Align align, bool antialias,
                    char* out) {

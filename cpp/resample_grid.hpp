@@ -32,6 +32,11 @@ struct AxisPlan {
 AxisPlan axis_plan(int64_t in_size, int64_t out_size, GridMethod method, Align align,
                    bool antialias);
 
+// The float multiplies and adds resample_grid does for an (h, w) -> (h2, w2)
+// grid of rows of d elements (the benchmark's compute roofline counts them).
+int64_t resample_grid_flops(int64_t h, int64_t w, int64_t h2, int64_t w2, int64_t d,
+                            GridMethod method, Align align, bool antialias);
+
 // out: (prefix + H2 * W2, d), C-contiguous, the table's element type.
 // antialias (half_pixel only): PyTorch's antialiased filters, whose support
 // widens by in / out when shrinking (bicubic with A = -0.5); an axis whose

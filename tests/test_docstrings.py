@@ -224,6 +224,7 @@ ARGUMENT_TYPES = {
 RETURN_TYPES = {
     "None": {"None"},
     "int": {"int"},
+    "float": {"float"},
     "numpy.ndarray": {"np.ndarray", "npt.NDArray[np.bool_]"},
     "dict": {"_Config"},
     "tuple[int, int]": {"tuple[int, int]"},

@@ -139,6 +139,16 @@ def resample_grid(
     align: Align,
     antialias: bool = False,
 ) -> np.ndarray: ...
+def resample_grid_flops(
+    height: SupportsIndex,
+    width: SupportsIndex,
+    new_height: SupportsIndex,
+    new_width: SupportsIndex,
+    d: SupportsIndex,
+    method: GridMethod,
+    align: Align,
+    antialias: bool = False,
+) -> int: ...
 def embed(
     tokens: np.ndarray,
     pos: np.ndarray,

@@ -24,6 +24,11 @@ class Case:
     check: Callable[[], bool] | None = None  # posembed agrees with numpy
     in_bytes: int = 0  # input bytes, where throughput is counted on the input (chunk)
     source: Path | None = None  # the input file of a "file copy" roofline
+    # float multiplies and adds the kernel does (0: not a kernel that computes),
+    # and whether they are fused multiply-adds (a BLAS product), for the
+    # compute roofline
+    flops: int = 0
+    fused: bool = False
 
 
 @dataclass
@@ -35,14 +40,27 @@ class Result:
     roofline: str | None
     seconds: dict[str, float] = field(default_factory=dict)
     in_bytes: int = 0
+    flops: int = 0
 
     def speedup(self, other: str) -> float | None:
         if other not in self.seconds or "posembed" not in self.seconds:
             return None
         return self.seconds[other] / self.seconds["posembed"]
 
+    def binding(self) -> str | None:
+        """The ceiling that binds, as a roofline model reads it: the memory
+        roofline or "compute", whichever takes longer for this case's work."""
+        memory, compute = self.seconds.get("roofline"), self.seconds.get("compute")
+        if compute is not None and (memory is None or compute > memory):
+            return "compute"
+        return self.roofline if memory is not None else None
+
     def roofline_fraction(self) -> float | None:
-        return self.speedup("roofline")
+        """posembed's time against the binding ceiling's (1.0: at the ceiling)."""
+        binding = self.binding()
+        if binding is None:
+            return None
+        return self.speedup("compute" if binding == "compute" else "roofline")
 
     def gbps(self) -> float | None:
         t = self.seconds.get("posembed")

@@ -112,7 +112,7 @@ def format_results(
                 _fmt_ratio(r.speedup("numpy")),
                 _fmt_ratio(r.speedup("torch")),
                 "-" if gbps is None else f"{gbps:.1f}",
-                r.roofline or "-",
+                r.binding() or "-",
                 _fmt_ratio(r.roofline_fraction()),
             ]
         )
@@ -122,7 +122,8 @@ def format_results(
         lines.append("")
         lines.append(
             "times are medians; 'vs X' = X time / posembed time; 'of roofline' = roofline "
-            "time / posembed time"
+            "time / posembed time, against the ceiling that binds (the memory roofline, or "
+            "'compute': the case's float operations at this machine's peak rate)"
         )
     return "\n".join(lines)
 
@@ -164,6 +165,8 @@ def to_dict(
                 "out_bytes": r.out_bytes,
                 "in_bytes": r.in_bytes,
                 "roofline": r.roofline,
+                "flops": r.flops,
+                "binding": r.binding(),
                 "seconds": r.seconds,
                 "speedup": {c: r.speedup(c) for c in ("reference", "numpy", "torch")},
                 "roofline_fraction": r.roofline_fraction(),

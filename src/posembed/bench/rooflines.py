@@ -19,6 +19,12 @@ on Parquet input): pyarrow reading and decoding the source file's list column
 into one flat array on its own threads, the rate no pipeline that starts from
 that file can pass.
 
+*compute* (for the kernels that compute): the case's float multiplies and
+adds done by a loop of independent vector chains on every thread, at the SIMD
+level the kernels use and, as they do, without fusing a multiply into an add
+(a BLAS product's fused multiply-adds for ``similarity``). A case is judged
+against whichever of its memory and compute rooflines takes longer.
+
 *ALU loop*: an integer loop on every thread with no memory traffic, the
 ceiling of thread scaling (no kernel can scale better than it).
 """
@@ -104,6 +110,13 @@ def roofline(kind: str, nbytes: int, source: Path | None = None) -> Callable[[],
     if src is None:
         return lambda: _core._probes.roofline_fill(np.empty(nbytes, np.uint8), FILL_BYTE)
     return lambda: _core._probes.roofline_copy(np.empty(nbytes, np.uint8), src)
+
+
+def compute(flops: int, fused: bool = False) -> Callable[[], object]:
+    """The compute roofline callable: ``flops`` float operations (FMAs counted
+    as two where ``fused``) on all threads, at the kernels' SIMD level."""
+    steps = -(-flops // _core._probes.flops_per_step(fused))
+    return partial(_core._probes.roofline_flops, steps, fused)
 
 
 def alu_loop(iterations: int) -> Callable[[], object]:

@@ -10,7 +10,7 @@ import numpy as np
 
 from posembed.bench.case import Case, Result
 from posembed.bench.cases import BUILDERS, cases_of
-from posembed.bench.rooflines import roofline
+from posembed.bench.rooflines import compute, roofline
 
 
 def timer(fn: Callable[[], object]) -> tuple[Callable[[], float], float]:
@@ -59,6 +59,8 @@ def measure(case: Case, repeat: int) -> Result:
     fns = dict(case.impls)
     if case.roofline:
         fns["roofline"] = roofline(case.roofline, case.out_bytes, case.source)
+    if case.flops:
+        fns["compute"] = compute(case.flops, case.fused)
     seconds = {}
     gc_was_on = gc.isenabled()
     gc.disable()  # as timeit does: a collection would land on whichever call is running
@@ -72,7 +74,14 @@ def measure(case: Case, repeat: int) -> Result:
         if gc_was_on:
             gc.enable()
     return Result(
-        case.kernel, case.name, case.shape, case.out_bytes, case.roofline, seconds, case.in_bytes
+        case.kernel,
+        case.name,
+        case.shape,
+        case.out_bytes,
+        case.roofline,
+        seconds,
+        case.in_bytes,
+        case.flops,
     )
 
 

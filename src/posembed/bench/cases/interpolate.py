@@ -46,6 +46,9 @@ def build(quick: bool = False) -> list[Case]:
         fi = torch.nn.functional.interpolate
         impls["torch"] = lambda: fi(tt.T[None], size=n, mode="linear")[0].T.contiguous()
     out_bytes = n * 1024 * 4
+    # each output element a blend of two rows: two products and a sum (the
+    # two rows at each border, copied, counted too)
+    flops = 3 * n * 1024
     cases = [
         Case(
             "interpolate",
@@ -60,6 +63,7 @@ def build(quick: bool = False) -> list[Case]:
                     reference.interpolate(table, n, align="half_pixel"),
                 )
             ),
+            flops=flops,
         )
     ]
     # Into an existing buffer: PyTorch's own out= kernel, in its (1, d, T) layout.
@@ -88,6 +92,7 @@ def build(quick: bool = False) -> list[Case]:
                     reference.interpolate(table, n, align="half_pixel"),
                 )
             ),
+            flops=flops,
         )
     )
     npos = 8192 if quick else 32768
@@ -101,6 +106,7 @@ def build(quick: bool = False) -> list[Case]:
             _lerp_impls(table, pos, torch),
             "write fresh",
             lambda: bool(np.array_equal(posembed.lerp(table, pos), reference.lerp(table, pos))),
+            flops=3 * npos * 1024,
         )
     )
     # Call overhead: a handful of positions in a small table.

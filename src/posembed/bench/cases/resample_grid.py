@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 import posembed
-from posembed import reference
+from posembed import _core, reference
 from posembed.bench.case import Case
 from posembed.bench.cases._shared import optional_torch
 
@@ -18,6 +18,10 @@ def build(quick: bool = False) -> list[Case]:
     torch = optional_torch()
     d = 768
     table = rng.standard_normal((1 + 24 * 24, d), dtype=np.float32)
+
+    def flops(new: tuple[int, int], method: str, antialias: bool) -> int:
+        m, half = _core.GridMethod.__members__[method], _core.Align.half_pixel
+        return _core.resample_grid_flops(24, 24, *new, d, m, half, antialias)
 
     def case(method: str) -> Case:
         def ours() -> np.ndarray:
@@ -44,6 +48,7 @@ def build(quick: bool = False) -> list[Case]:
             impls,
             "write fresh",
             lambda: bool(np.array_equal(ours(), twin())),
+            flops=flops((48, 48), method, antialias=False),
         )
 
     def antialiased(name: str, new: tuple[int, int]) -> Case:
@@ -73,6 +78,7 @@ def build(quick: bool = False) -> list[Case]:
             impls,
             "write fresh",
             lambda: bool(np.array_equal(ours(), twin())),
+            flops=flops(new, "bicubic", antialias=True),
         )
 
     return [

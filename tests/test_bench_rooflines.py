@@ -1,0 +1,90 @@
+"""The benchmark's compute roofline: the probe's operation count, the kernels'
+counts, and which ceiling a result is judged against."""
+
+from __future__ import annotations
+
+import platform
+
+import pytest
+
+import posembed
+from posembed import _core
+from posembed.bench.case import Result
+from posembed.bench.report import to_dict
+from posembed.bench.rooflines import compute
+
+LANES = {"baseline": 4, "avx2": 8, "avx512": 16}
+
+
+def test_a_probe_step_is_twelve_vectors_of_the_level_in_use():
+    level = posembed.config()["simd"]
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    lanes = LANES[level] if x86 else 1  # elsewhere: plain floats
+    assert _core._probes.flops_per_step(False) == 12 * lanes
+    fused = 2 if x86 and level in ("avx2", "avx512") else 1  # the baseline has no FMA
+    assert _core._probes.flops_per_step(True) == 12 * lanes * fused
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_the_probe_keeps_its_values_on_any_thread_count(fused):
+    # twelve chains starting at 1..12 that * 1 and + 0 leave as they are: the
+    # lanes of each chunk's twelve vectors sum to 78 a lane, whatever ran them
+    lanes = _core._probes.flops_per_step(False) // 12
+    for threads in (1, 2, 3):
+        got = _core._probes.roofline_flops(10_000, fused, threads)
+        assert got > 0
+        assert got % (78 * lanes) == 0
+    compute(10_000, fused)()  # the benchmark's callable runs
+
+
+@pytest.mark.parametrize(
+    ("grid", "new", "method", "antialias", "want"),
+    [
+        # every output of bicubic reads 4 taps (7 operations), of bilinear 2 (3)
+        ((24, 24), (48, 48), "bicubic", False, (24 * 48 + 48 * 48) * 7),
+        ((5, 6), (7, 3), "bilinear", False, (5 * 3 + 7 * 3) * 3),
+        # an antialiased axis that keeps its size is not resampled
+        ((9, 7), (9, 7), "bicubic", True, 0),
+        # only y changes: the y pass alone, 6 taps an output row at most
+        ((14, 20), (7, 20), "bilinear", True, None),
+    ],
+    ids=str,
+)
+def test_resample_grid_counts_what_it_computes(grid, new, method, antialias, want):
+    m, half = _core.GridMethod.__members__[method], _core.Align.half_pixel
+    got = _core.resample_grid_flops(*grid, *new, 5, m, half, antialias)
+    if want is None:
+        taps = _core.resample_grid_flops(*grid, *new, 1, m, half, antialias)
+        assert taps > 0
+        assert got == 5 * taps
+        assert taps % new[1] == 0  # every column of the new grid alike
+        assert (taps // new[1] + new[0]) % 2 == 0  # 2 * taps - outputs
+    else:
+        assert got == 5 * want
+
+
+def result(memory: float | None, compute_s: float | None) -> Result:
+    seconds = {"posembed": 2.0}
+    if memory is not None:
+        seconds["roofline"] = memory
+    if compute_s is not None:
+        seconds["compute"] = compute_s
+    return Result("k", "c", "s", 8, "write fresh" if memory is not None else None, seconds, 0, 10)
+
+
+@pytest.mark.parametrize(
+    ("memory", "compute_s", "binding", "fraction"),
+    [
+        (1.0, 0.5, "write fresh", 0.5),
+        (0.5, 1.5, "compute", 0.75),
+        (None, 1.0, "compute", 0.5),
+        (1.0, None, "write fresh", 0.5),
+        (None, None, None, None),
+    ],
+)
+def test_a_result_is_judged_against_the_ceiling_that_binds(memory, compute_s, binding, fraction):
+    r = result(memory, compute_s)
+    assert r.binding() == binding
+    assert r.roofline_fraction() == fraction
+    row = to_dict([r], {})["results"][0]
+    assert (row["binding"], row["roofline_fraction"], row["flops"]) == (binding, fraction, 10)
