@@ -72,6 +72,56 @@ inline void sum_taps(C* acc, const AxisPlan& plan, int64_t i, RowFn row, int64_t
   }
 }
 
+// The x pass's rows, kept between calls on the same thread up to kKeptBytes:
+// a new allocation of megabytes is new pages from the system on every call,
+// and faulting them in took longer than the pass itself. Larger ones are
+// allocated for the call. A calling thread holds at most kKeptBytes.
+class ScratchBuffer {
+ public:
+  template <class C>
+  C* get(int64_t count) {
+    const auto bytes = static_cast<size_t>(count) * sizeof(C);
+    if (bytes > kKeptBytes) {
+      own_.reset(new char[bytes]);
+      return reinterpret_cast<C*>(own_.get());
+    }
+    Kept& k = kept();
+    if (k.in_use) {  // a nested call on this thread: never, but never shared either
+      own_.reset(new char[bytes]);
+      return reinterpret_cast<C*>(own_.get());
+    }
+    if (k.size < bytes) {
+      k.data.reset();  // the old block goes before the new one comes
+      k.size = 0;
+      k.data.reset(new char[bytes]);
+      k.size = bytes;
+    }
+    k.in_use = true;
+    borrowed_ = true;
+    return reinterpret_cast<C*>(k.data.get());
+  }
+  ScratchBuffer() = default;
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer() {
+    if (borrowed_) kept().in_use = false;
+  }
+
+ private:
+  static constexpr size_t kKeptBytes = size_t{64} << 20;
+  struct Kept {
+    std::unique_ptr<char[]> data;
+    size_t size = 0;
+    bool in_use = false;
+  };
+  static Kept& kept() {
+    thread_local Kept k;
+    return k;
+  }
+  std::unique_ptr<char[]> own_;
+  bool borrowed_ = false;
+};
+
 // An antialiased axis whose size does not change: PyTorch leaves it alone.
 bool unchanged(int64_t in_size, int64_t out_size, bool antialias) {
   return antialias && in_size == out_size;
@@ -113,16 +163,19 @@ void resample_typed(const RowsView& t, int64_t prefix, int64_t h, int64_t w, int
     const int64_t work2 = w2 * py.taps() * row_bytes;
     parallel_for(h2 * w2, threads_for_bytes(work2), [&](int64_t begin, int64_t end, int) {
       std::vector<C> scratch(std::is_same_v<S, C> ? 0 : static_cast<size_t>(d));
+      // column by column (k = x2 * h2 + y2): the next output down a column
+      // reads mostly the rows this one read, still in the core's cache
       for (int64_t k = begin; k < end; ++k) {
-        const int64_t x2 = k % w2;
-        S* dst = reinterpret_cast<S*>(grid_out + k * row_bytes);
+        const int64_t x2 = k / h2;
+        const int64_t y2 = k % h2;
+        S* dst = reinterpret_cast<S*>(grid_out + (y2 * w2 + x2) * row_bytes);
         C* acc = nullptr;
         if constexpr (std::is_same_v<S, C>) {
           acc = dst;
         } else {
           acc = scratch.data();
         }
-        sum_taps(acc, py, k / w2, [&](int64_t y) { return src_row(y, x2); }, d);
+        sum_taps(acc, py, y2, [&](int64_t y) { return src_row(y, x2); }, d);
         if constexpr (!std::is_same_v<S, C>) {
           store(dst, acc, d);
         }
@@ -136,17 +189,51 @@ void resample_typed(const RowsView& t, int64_t prefix, int64_t h, int64_t w, int
     return;
   }
 
+  // Both passes a column of the new grid at a time, where there are columns
+  // enough for every thread: column x2 of the x pass (h rows, held in the
+  // thread's cache), then the outputs down that column from it. Each product
+  // and sum is the one the two passes below make, so the bits are the same.
+  const int64_t work = (h * px.taps() + w2 * py.taps()) * d * static_cast<int64_t>(sizeof(C));
+  const int team = threads_for_bytes(work);
+  if (w2 >= 2 * static_cast<int64_t>(team)) {
+    parallel_for(w2, team, [&](int64_t begin, int64_t end, int) {
+      ScratchBuffer held;
+      C* const column = held.get<C>(h * d);
+      std::vector<C> scratch(std::is_same_v<S, C> ? 0 : static_cast<size_t>(d));
+      for (int64_t x2 = begin; x2 < end; ++x2) {
+        for (int64_t y = 0; y < h; ++y) {
+          sum_taps(column + y * d, px, x2, [&](int64_t x) { return grid_row(y, x); }, d);
+        }
+        for (int64_t y2 = 0; y2 < h2; ++y2) {
+          S* dst = reinterpret_cast<S*>(grid_out + (y2 * w2 + x2) * row_bytes);
+          C* acc = nullptr;
+          if constexpr (std::is_same_v<S, C>) {
+            acc = dst;
+          } else {
+            acc = scratch.data();
+          }
+          sum_taps(acc, py, y2, [&](int64_t y) { return static_cast<const C*>(column + y * d); }, d);
+          if constexpr (!std::is_same_v<S, C>) {
+            store(dst, acc, d);
+          }
+        }
+      }
+    });
+    return;
+  }
+
   // Pass 1, along x: tmp[y, x2] = sum_b wx[b] * grid[y, x_b], for every input y.
   // Uninitialised on purpose: every element is written before it is read.
-  const std::unique_ptr<C[]> tmp(new C[static_cast<size_t>(h * w2 * d)]);
+  ScratchBuffer held;
+  C* const tmp = held.get<C>(h * w2 * d);
   const int64_t work1 = h * px.taps() * d * static_cast<int64_t>(sizeof(C));
   parallel_for(h * w2, threads_for_bytes(work1), [&](int64_t begin, int64_t end, int) {
     for (int64_t k = begin; k < end; ++k) {
       const int64_t y = k / w2;
-      sum_taps(tmp.get() + k * d, px, k % w2, [&](int64_t x) { return grid_row(y, x); }, d);
+      sum_taps(tmp + k * d, px, k % w2, [&](int64_t x) { return grid_row(y, x); }, d);
     }
   });
-  pass_y([&](int64_t y, int64_t x2) { return static_cast<const C*>(tmp.get() + (y * w2 + x2) * d); });
+  pass_y([&](int64_t y, int64_t x2) { return static_cast<const C*>(tmp + (y * w2 + x2) * d); });
 }
 
 }  // namespace

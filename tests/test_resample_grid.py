@@ -390,3 +390,18 @@ def test_wide_float_rows_match_reference(rng, d, grid, new_grid, antialias):
     kw = {"prefix": 1, "method": "bicubic", "antialias": antialias}
     got = posembed.resample_grid(table, grid, new_grid, **kw)
     assert_same(got, reference.resample_grid(table, grid, new_grid, **kw))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32], ids=str)
+@pytest.mark.parametrize("new_grid", [(9, 1), (5, 3), (11, 7), (4, 16)], ids=str)
+def test_column_and_two_pass_orders_give_the_same_bytes(
+    rng, dtype, new_grid, tiny_thresholds, restore_threads
+):
+    """A new grid of columns enough for every thread is resampled a column at a
+    time, a narrower one in two passes over the whole grid: the bytes are the
+    twin's on any thread count, through either order."""
+    table = normal_table(rng, 1 + 6 * 5, 100, dtype)
+    want = reference.resample_grid(table, (6, 5), new_grid, prefix=1)
+    for threads in (1, 2, 3, 8):
+        posembed.set_num_threads(threads)
+        assert_same(posembed.resample_grid(table, (6, 5), new_grid, prefix=1), want)
