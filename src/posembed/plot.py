@@ -70,7 +70,8 @@ def bench_figure(data: dict[str, Any]) -> Figure:
 
     Left: posembed's speed-up over the reference twin, NumPy and PyTorch per
     case (log scale; right of 1 is faster). Middle: the fraction of the
-    same-run memory roofline each case reaches (1 = at the roofline). Right,
+    same-run roofline that binds each case (memory, or compute where the
+    case's operations take longer) it reaches (1 = at the roofline). Right,
     when the run had ``--threads 1,2``: each kernel's thread speed-up, in
     cache and in memory, against perfect scaling (the ratio of the counts).
     """
@@ -105,11 +106,15 @@ def bench_figure(data: dict[str, Any]) -> Figure:
     ax.barh(y, fractions, 0.6, color="tab:green")
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_yticks(
-        y, [f"{lab} ({r['roofline'] or 'none'})" for lab, r in zip(labels, results, strict=True)]
+        y,
+        [
+            f"{lab} ({r.get('binding', r['roofline']) or 'none'})"
+            for lab, r in zip(labels, results, strict=True)
+        ],
     )
     ax.invert_yaxis()
-    ax.set_xlabel("fraction of the same-run memory roofline")
-    ax.set_title("posembed against the memory roofline")
+    ax.set_xlabel("fraction of the same-run roofline that binds")
+    ax.set_title("posembed against its roofline (memory or compute)")
 
     if scaling:
         ax = axes[2]
