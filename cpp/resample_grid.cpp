@@ -157,8 +157,20 @@ void resample_typed(const RowsView& t, int64_t prefix, int64_t h, int64_t w, int
     return reinterpret_cast<const S*>(t.data + (prefix + y * w + x) * t.row_stride);
   };
 
-  // Pass 2, along y: out[y2, x2] = sum_a wy[a] * src[y_a, x2], accumulated in
-  // the output row itself when it holds the compute type.
+  // Output (y2, x2) of the y pass: sum_a wy[a] * row(y_a), accumulated in the
+  // output row itself when it holds the compute type, else in scratch.
+  auto y_output = [&](int64_t y2, int64_t x2, C* scratch, auto row) {
+    S* dst = reinterpret_cast<S*>(grid_out + (y2 * w2 + x2) * row_bytes);
+    if constexpr (std::is_same_v<S, C>) {
+      (void)scratch;
+      sum_taps(dst, py, y2, row, d);
+    } else {
+      sum_taps(scratch, py, y2, row, d);
+      store(dst, scratch, d);
+    }
+  };
+
+  // Pass 2, along y: out[y2, x2] = sum_a wy[a] * src[y_a, x2].
   auto pass_y = [&](auto src_row) {
     const int64_t work2 = w2 * py.taps() * row_bytes;
     parallel_for(h2 * w2, threads_for_bytes(work2), [&](int64_t begin, int64_t end, int) {
@@ -167,18 +179,7 @@ void resample_typed(const RowsView& t, int64_t prefix, int64_t h, int64_t w, int
       // reads mostly the rows this one read, still in the core's cache
       for (int64_t k = begin; k < end; ++k) {
         const int64_t x2 = k / h2;
-        const int64_t y2 = k % h2;
-        S* dst = reinterpret_cast<S*>(grid_out + (y2 * w2 + x2) * row_bytes);
-        C* acc = nullptr;
-        if constexpr (std::is_same_v<S, C>) {
-          acc = dst;
-        } else {
-          acc = scratch.data();
-        }
-        sum_taps(acc, py, y2, [&](int64_t y) { return src_row(y, x2); }, d);
-        if constexpr (!std::is_same_v<S, C>) {
-          store(dst, acc, d);
-        }
+        y_output(k % h2, x2, scratch.data(), [&](int64_t y) { return src_row(y, x2); });
       }
     });
   };
@@ -205,17 +206,8 @@ void resample_typed(const RowsView& t, int64_t prefix, int64_t h, int64_t w, int
           sum_taps(column + y * d, px, x2, [&](int64_t x) { return grid_row(y, x); }, d);
         }
         for (int64_t y2 = 0; y2 < h2; ++y2) {
-          S* dst = reinterpret_cast<S*>(grid_out + (y2 * w2 + x2) * row_bytes);
-          C* acc = nullptr;
-          if constexpr (std::is_same_v<S, C>) {
-            acc = dst;
-          } else {
-            acc = scratch.data();
-          }
-          sum_taps(acc, py, y2, [&](int64_t y) { return static_cast<const C*>(column + y * d); }, d);
-          if constexpr (!std::is_same_v<S, C>) {
-            store(dst, acc, d);
-          }
+          y_output(y2, x2, scratch.data(),
+                   [&](int64_t y) { return static_cast<const C*>(column + y * d); });
         }
       }
     });
