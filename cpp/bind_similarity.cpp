@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "bind.hpp"
+#include "runtime.hpp"
 #include "similarity.hpp"
 
 namespace posembed::bind {
@@ -40,8 +41,10 @@ py::array unit_rows(const py::array& x) {
 }
 
 // (rows, d) float32 or float64, C-contiguous: (each row's largest magnitude,
-// the length of the row divided by it).
-py::tuple row_scales(const py::array& x) {
+// the length of the row divided by it), on `threads` threads (0: as many as
+// the work takes).
+py::tuple row_scales(const py::array& x, int threads) {
+  if (threads < 0) throw py::value_error("row_scales: threads must be >= 0");
   if (x.ndim() != 2 || !c_contiguous(x) || !(is<float>(x) || is<double>(x))) {
     throw py::value_error("row_scales: x must be a 2-D C-contiguous float32 or float64 array");
   }
@@ -53,8 +56,10 @@ py::tuple row_scales(const py::array& x) {
     const auto* src = static_cast<const T*>(x.data());
     auto* p = static_cast<T*>(peak.mutable_data());
     auto* n = static_cast<T*>(norm.mutable_data());
+    const int64_t bytes = rows * cols * static_cast<int64_t>(sizeof(T));
+    const int team = threads > 0 ? threads : threads_for_bytes(bytes);
     py::gil_scoped_release nogil;
-    posembed::row_scales(src, rows, cols, p, n);
+    posembed::row_scales(src, rows, cols, p, n, team);
   };
   if (is<float>(x)) {
     run(float{});
@@ -64,15 +69,21 @@ py::tuple row_scales(const py::array& x) {
   return py::make_tuple(peak, norm);
 }
 
-// a (n, n) float32 or float64, C-contiguous, writeable: its lower triangle
-// scaled by inv[i] * inv[j] (inv None: not scaled) and mirrored onto the
-// upper one, in place.
-void mirror_lower(py::array& a, const py::object& inv_obj) {
+// a (n, n) float32 or float64, C-contiguous, writeable: the lower triangle
+// of its rows [begin, end) (end -1: n) scaled by inv[i] * inv[j] (inv None:
+// not scaled) and mirrored onto the upper one, in place, on `threads`
+// threads (0: as many as the work takes).
+void mirror_lower(py::array& a, const py::object& inv_obj, int64_t begin, int64_t end,
+                  int threads) {
   if (a.ndim() != 2 || a.shape(0) != a.shape(1) || !c_contiguous(a) || !a.writeable() ||
       !(is<float>(a) || is<double>(a))) {
     throw py::value_error("mirror_lower: a must be a square C-contiguous writeable float array");
   }
   const auto n = static_cast<int64_t>(a.shape(0));
+  if (end == -1) end = n;
+  if (begin < 0 || end < begin || end > n || threads < 0) {
+    throw py::value_error("mirror_lower: rows [begin, end) must lie in [0, n), threads >= 0");
+  }
   const bool scaled = !inv_obj.is_none();
   py::array inv;
   if (scaled) {
@@ -92,8 +103,10 @@ void mirror_lower(py::array& a, const py::object& inv_obj) {
       scales.assign(q, q + n);
     }
     const T* s = scaled ? scales.data() : nullptr;
+    const int64_t bytes = (end - begin) * n * static_cast<int64_t>(sizeof(T));
+    const int team = threads > 0 ? threads : threads_for_bytes(bytes);
     py::gil_scoped_release nogil;
-    posembed::mirror_lower(p, n, s);
+    posembed::mirror_lower(p, n, s, begin, end, team);
   };
   if (is<float>(a)) {
     run(float{});
@@ -106,8 +119,9 @@ void mirror_lower(py::array& a, const py::object& inv_obj) {
 
 void bind_similarity(py::module_& m) {
   m.def("unit_rows", &unit_rows, "x"_a);
-  m.def("row_scales", &row_scales, "x"_a);
-  m.def("mirror_lower", &mirror_lower, "a"_a, "inv"_a = py::none());
+  m.def("row_scales", &row_scales, "x"_a, "threads"_a = 0);
+  m.def("mirror_lower", &mirror_lower, "a"_a, "inv"_a = py::none(), "begin"_a = 0, "end"_a = -1,
+        "threads"_a = 0);
 }
 
 }  // namespace posembed::bind

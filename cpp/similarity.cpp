@@ -73,9 +73,8 @@ void unit_rows(const T* x, int64_t rows, int64_t cols, T* out) {
 }
 
 template <class T>
-void row_scales(const T* x, int64_t rows, int64_t cols, T* peak, T* norm) {
-  const int64_t bytes = rows * cols * static_cast<int64_t>(sizeof(T));
-  parallel_for(rows, threads_for_bytes(bytes), [&](int64_t r0, int64_t r1, int) {
+void row_scales(const T* x, int64_t rows, int64_t cols, T* peak, T* norm, int threads) {
+  parallel_for(rows, threads, [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* row = x + r * cols;
       const T p = peak_of(row, cols);
@@ -86,15 +85,14 @@ void row_scales(const T* x, int64_t rows, int64_t cols, T* peak, T* norm) {
 }
 
 template <class T>
-void mirror_lower(T* a, int64_t n, const T* inv) {
-  const int64_t tiles = (n + kTile - 1) / kTile;
-  const int64_t bytes = n * n * static_cast<int64_t>(sizeof(T)) / 2;
-  // tile row i: the tiles (i, j <= i) of the lower triangle, each scaled and
-  // written transposed onto (j, i)
-  parallel_for(tiles, threads_for_bytes(2 * bytes), [&](int64_t t0, int64_t t1, int) {
+void mirror_lower(T* a, int64_t n, const T* inv, int64_t r0, int64_t r1, int threads) {
+  const int64_t tiles = (r1 - r0 + kTile - 1) / kTile;
+  // tile row i (rows [i0, i1) of [r0, r1)): the tiles (i, j <= i) of the
+  // lower triangle, each scaled and written transposed onto (j, i)
+  parallel_for(tiles, threads, [&](int64_t t0, int64_t t1, int) {
     for (int64_t ti = t0; ti < t1; ++ti) {
-      const int64_t i0 = ti * kTile, i1 = std::min(n, i0 + kTile);
-      for (int64_t j0 = 0; j0 <= i0; j0 += kTile) {
+      const int64_t i0 = r0 + ti * kTile, i1 = std::min(r1, i0 + kTile);
+      for (int64_t j0 = 0; j0 < i1; j0 += kTile) {
         const int64_t j1 = std::min(n, j0 + kTile);
         if (inv != nullptr) {
           for (int64_t i = i0; i < i1; ++i) {
@@ -115,9 +113,9 @@ void mirror_lower(T* a, int64_t n, const T* inv) {
 
 template void unit_rows<float>(const float*, int64_t, int64_t, float*);
 template void unit_rows<double>(const double*, int64_t, int64_t, double*);
-template void row_scales<float>(const float*, int64_t, int64_t, float*, float*);
-template void row_scales<double>(const double*, int64_t, int64_t, double*, double*);
-template void mirror_lower<float>(float*, int64_t, const float*);
-template void mirror_lower<double>(double*, int64_t, const double*);
+template void row_scales<float>(const float*, int64_t, int64_t, float*, float*, int);
+template void row_scales<double>(const double*, int64_t, int64_t, double*, double*, int);
+template void mirror_lower<float>(float*, int64_t, const float*, int64_t, int64_t, int);
+template void mirror_lower<double>(double*, int64_t, const double*, int64_t, int64_t, int);
 
 }  // namespace posembed

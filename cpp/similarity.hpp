@@ -18,12 +18,12 @@ void unit_rows(const T* x, int64_t rows, int64_t cols, T* out);
 // length of the row divided by it (1 where the peak is 0) into norm, summed
 // in the same fixed order as unit_rows.
 template <class T>
-void row_scales(const T* x, int64_t rows, int64_t cols, T* peak, T* norm);
+void row_scales(const T* x, int64_t rows, int64_t cols, T* peak, T* norm, int threads);
 
 // a[i, j] = a[i, j] * inv[i] * inv[j] for every i >= j of the n x n
 // row-major matrix a, and a[j, i] = a[i, j]: the lower triangle scaled and
 // copied onto the upper, a tile at a time (inv may be null: no scaling).
 template <class T>
-void mirror_lower(T* a, int64_t n, const T* inv);
+void mirror_lower(T* a, int64_t n, const T* inv, int64_t r0, int64_t r1, int threads);
 
 }  // namespace posembed

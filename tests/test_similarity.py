@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
 import posembed
-from posembed import reference
+from posembed import _core, reference
 
 from .conftest import FLOAT_TABLE_DTYPES, normal_table
 
@@ -81,3 +83,36 @@ def test_nan_and_inf_rows_spread_as_the_twin_spreads_them():
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     ok = ~np.isnan(want)
     np.testing.assert_allclose(got[ok], want[ok], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [1, 31, 33, 100])
+def test_the_mirror_of_row_ranges_is_the_mirror_of_the_whole(n):
+    """similarity scales and mirrors each block of rows as it is made: any cut
+    into row ranges, on any thread count, gives the whole matrix's bytes."""
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    inv = rng.uniform(0.5, 2, n).astype(np.float32)
+    whole = a.copy()
+    _core.mirror_lower(whole, inv)
+    assert np.array_equal(whole, whole.T)
+    for cuts in ([0, n], [0, n // 3, n // 2, n], [0, 7, n] if n > 7 else [0, n]):
+        for threads in (1, 3):
+            got = a.copy()
+            for b, e in itertools.pairwise(cuts):
+                _core.mirror_lower(got, inv, b, e, threads=threads)
+            assert np.array_equal(got, whole)
+    peak, norm = _core.row_scales(a, threads=1)
+    for threads in (0, 3):
+        p3, n3 = _core.row_scales(a, threads=threads)
+        assert np.array_equal(p3, peak)
+        assert np.array_equal(n3, norm)
+
+
+@pytest.mark.parametrize(
+    ("begin", "end", "threads"), [(-1, 4, 0), (3, 2, 0), (0, 9, 0), (0, 4, -1)]
+)
+def test_the_mirror_refuses_rows_outside_the_matrix(begin, end, threads):
+    a = np.zeros((4, 4), np.float32)
+    with pytest.raises(ValueError, match=r"rows \[begin, end\)"):
+        _core.mirror_lower(a, None, begin, end, threads=threads)
+    assert not a.any()

@@ -39,7 +39,11 @@ def similarity(table: Any) -> np.ndarray:
     """
     t, _ = v.float_table(table)
     x = v.kernel_array(t, np.float64 if t.dtype == np.float64 else np.float32)
-    peak, norm = _core.row_scales(x)
+    # This pass and the mirror run on the calling thread: NumPy's BLAS keeps
+    # its worker threads spinning on the other cores for a while after each
+    # product, and a team of ours beside them ran these passes 3-4 times
+    # slower than one thread did.
+    peak, norm = _core.row_scales(x, threads=1)
     low, high = SAFE_PEAKS[x.dtype.type]
     if x.shape[1] <= SAFE_WIDTH and bool(np.all((peak == 0) | ((peak >= low) & (peak <= high)))):
         # no product of the table's own values can overflow or underflow: the
@@ -55,11 +59,13 @@ def similarity(table: Any) -> np.ndarray:
     # Row blocks against the columns up to their own end: about half the
     # product's work once the blocks are small beside the table (the last
     # block is the whole width; each block stays large enough for BLAS).
+    # Each block is scaled and mirrored as soon as it is made, while it is in
+    # cache; later blocks write only rows below it.
     step = max(TRIANGLE_BLOCK, -(-rows // TRIANGLE_BLOCKS))
     for a in range(0, rows, step):
         b = min(rows, a + step)
         np.matmul(gram[a:b], gram[:b].T, out=result[a:b, :b])
-    _core.mirror_lower(result, scales)
+        _core.mirror_lower(result, scales, a, b, threads=1)
     return result
 
 
