@@ -73,7 +73,21 @@ void gather_backward_t(const S* grad, int64_t cols, const int64_t* positions, in
           if (zero_unused) std::fill(dst, dst + cols, Compute<S>::store(C(0)));
           continue;
         }
-        if constexpr (std::is_same_v<S, C>) {
+        if constexpr (std::is_same_v<S, float>) {
+          // a few grad rows (a position's batch): summed in registers, one
+          // store an element; more than fit the pointer list: a group at a
+          // time, each added to the sum so far (the same order either way)
+          constexpr int64_t kMost = 32;
+          const float* from[kMost];
+          const int64_t first = std::min(k1 - k0, kMost);
+          for (int64_t k = 0; k < first; ++k) {
+            from[k] = grad + order[static_cast<size_t>(k0 + k)] * cols;
+          }
+          sum_rows(dst, from, first, cols);
+          for (int64_t k = k0 + first; k < k1; ++k) {
+            accumulate(dst, grad + order[static_cast<size_t>(k)] * cols, cols);
+          }
+        } else if constexpr (std::is_same_v<S, C>) {
           std::fill(dst, dst + cols, S(0));
           for (int64_t k = k0; k < k1; ++k) {
             accumulate(dst, grad + order[static_cast<size_t>(k)] * cols, cols);

@@ -139,6 +139,9 @@ void dropout_add_stream(float* dst, const float* a, const float* b, const uint32
 void taps_sum(float* dst, const float* const* rows, const float* w, int64_t n, int64_t d) {
   POSEMBED_DISPATCH(taps_sum(dst, rows, w, n, d));
 }
+void sum_rows(float* dst, const float* const* rows, int64_t n, int64_t d) {
+  POSEMBED_DISPATCH(sum_rows(dst, rows, n, d));
+}
 float flops_loop(int64_t steps, float a, float b, bool fused) {
   POSEMBED_DISPATCH(flops_loop(steps, a, b, fused));
 }

@@ -68,6 +68,10 @@ void keep_mask(bool* mask, const uint32_t* u, uint32_t threshold, int64_t n);
 // of scale() then axpy() per row, the sum held in registers.
 void taps_sum(float* dst, const float* const* rows, const float* w, int64_t n, int64_t d);
 
+// dst = sum of rows[t] over t < n (n >= 1), left to right from +0: the bits
+// of zeroing dst and then accumulate() per row, the sum held in registers.
+void sum_rows(float* dst, const float* const* rows, int64_t n, int64_t d);
+
 // The compute roofline's loop at the level in use: `steps` steps of 12
 // independent vector chains of multiplies by a and adds of b (fused:
 // multiply-adds), and the float operations one step does (an FMA is two).

@@ -207,3 +207,17 @@ def test_a_length_past_int64_is_refused_before_positions_beyond_64_bits(length):
     positions = [2**64 - 1, 1]
     with pytest.raises(ValueError, match=rf"length is too large: {length} x 3 x 4 reaches 2\^62"):
         posembed.gather_backward(grad, positions, length)
+
+
+@pytest.mark.parametrize("d", [64, 100])
+def test_rows_of_many_gradients_sum_in_order_from_zero(rng, d):
+    """float32 sums of up to 32 gradient rows are held in registers, later ones
+    added to them: the twin's bits either way, and -0.0 rows sum to +0.0 as a
+    sum into zeros does."""
+    grad = rng.standard_normal((100, d)).astype(np.float32)
+    grad[:3] = -0.0
+    positions = np.r_[np.zeros(40, np.int64), rng.integers(1, 6, 57), [6, 6, 6]]
+    grad[97:] = -0.0  # row 6: only negative zeros
+    got = posembed.gather_backward(grad, positions, 8)
+    assert_same(got, reference.gather_backward(grad, positions, 8))
+    assert not np.signbit(got[6]).any()
