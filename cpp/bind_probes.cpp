@@ -45,6 +45,12 @@ double roofline_flops(int64_t n, bool fused, int threads) {
   return posembed::roofline_flops(n, threads_or_all(threads), fused);
 }
 
+uint64_t roofline_random_bits(int64_t n, int threads) {
+  if (n < 0) throw py::value_error("n must be >= 0");
+  py::gil_scoped_release nogil;
+  return posembed::roofline_random_bits(n, threads_or_all(threads));
+}
+
 void roofline_copy(py::array dst, const py::array& src, bool stream, int threads) {
   char* d = writeable_bytes(dst, "dst");
   if (!c_contiguous(src) || src.nbytes() != dst.nbytes()) {
@@ -122,6 +128,9 @@ void bind_probes(py::module_& m) {
         "the SIMD level in use.");
   m.def("flops_per_step", &posembed::flops_per_step, "fused"_a = false,
         "Float operations one step of roofline_flops does (an FMA is two).");
+  m.def("roofline_random_bits", &roofline_random_bits, "n"_a, "threads"_a = 0,
+        "The random bits of n dropout elements, drawn as the dropout kernels draw them "
+        "(AES rounds at the level in use) into a buffer that stays in cache.");
   m.def("roofline_copy", &roofline_copy, "dst"_a, "src"_a, "stream"_a = false, "threads"_a = 0);
 }
 

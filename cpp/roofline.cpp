@@ -6,6 +6,7 @@
 
 #include "copy.hpp"
 #include "parallel.hpp"
+#include "random.hpp"
 #include "rowops.hpp"
 
 namespace posembed {
@@ -69,6 +70,24 @@ double roofline_flops(int64_t n, int threads, bool fused) {
     total.fetch_add(static_cast<int64_t>(got), std::memory_order_relaxed);
   });
   return static_cast<double>(total.load());
+}
+
+uint64_t roofline_random_bits(int64_t n, int threads) {
+  constexpr int64_t kWords = 1024;  // 4 KiB: the buffer never leaves L1
+  const RandomKey key = random_key(1);
+  std::atomic<uint64_t> folded{0};
+  // chunks start at multiples of kWords, so the words folded in (the first
+  // of every kWords) are the same whatever the thread count
+  parallel_for(n, threads, [&](int64_t begin, int64_t end, int) {
+    uint32_t u[kWords];
+    uint64_t x = 0;
+    for (int64_t b = begin; b < end; b += kWords) {
+      random_bits(key, b, std::min(kWords, end - b), u);
+      x ^= u[0];
+    }
+    folded.fetch_xor(x, std::memory_order_relaxed);
+  }, kWords);
+  return folded.load();
 }
 
 }  // namespace posembed

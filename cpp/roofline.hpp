@@ -21,5 +21,11 @@ uint64_t roofline_spin(int64_t n, int threads);
 // chunks over `threads` threads, as every kernel's work is; n * flops_per_step(fused)
 // float operations in all. Returns a value that depends on every step.
 double roofline_flops(int64_t n, int threads, bool fused);
+// The compute roofline of dropout: the random bits of n elements (as
+// random_bits draws them for a mask, at the level in use) split into chunks
+// over `threads` threads, each thread's bits drawn into a buffer of its own
+// that stays in its L1 cache. Returns the XOR of the first word of every
+// 1024 (the same for any thread count).
+uint64_t roofline_random_bits(int64_t n, int threads);
 
 }  // namespace posembed

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import platform
 
+import numpy as np
 import pytest
 
 import posembed
-from posembed import _core
+from posembed import _core, reference
 from posembed.bench.case import Result
 from posembed.bench.report import to_dict
-from posembed.bench.rooflines import compute
+from posembed.bench.rooflines import compute, random_words
 
 LANES = {"baseline": 4, "avx2": 8, "avx512": 16}
 
@@ -35,6 +36,16 @@ def test_the_probe_keeps_its_values_on_any_thread_count(fused):
         assert got > 0
         assert got % (78 * lanes) == 0
     compute(10_000, fused)()  # the benchmark's callable runs
+
+
+@pytest.mark.parametrize("n", [0, 1, 1023, 1024, 5000, 70_001])
+def test_the_random_bits_probe_draws_the_dropout_bits_on_any_thread_count(n):
+    # seed 1's bits, the first of every 1024 folded by XOR: the twin's, whatever
+    # the thread count (chunks start at multiples of 1024)
+    want = int(np.bitwise_xor.reduce(reference.random.uniform_bits(1, n)[::1024], initial=0))
+    for threads in (1, 2, 3):
+        assert _core._probes.roofline_random_bits(n, threads) == want
+    random_words(n)()  # the benchmark's callable runs
 
 
 @pytest.mark.parametrize(

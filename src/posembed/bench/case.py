@@ -29,6 +29,9 @@ class Case:
     # compute roofline
     flops: int = 0
     fused: bool = False
+    # random words dropout draws (AES rounds, not float operations): the
+    # compute roofline of a case that draws them is the machine drawing as many
+    random_words: int = 0
 
 
 @dataclass
@@ -41,6 +44,7 @@ class Result:
     seconds: dict[str, float] = field(default_factory=dict)
     in_bytes: int = 0
     flops: int = 0
+    random_words: int = 0
 
     def speedup(self, other: str) -> float | None:
         if other not in self.seconds or "posembed" not in self.seconds:

@@ -123,7 +123,8 @@ def format_results(
         lines.append(
             "times are medians; 'vs X' = X time / posembed time; 'of roofline' = roofline "
             "time / posembed time, against the ceiling that binds (the memory roofline, or "
-            "'compute': the case's float operations at this machine's peak rate)"
+            "'compute': the case's float operations, or dropout's random bits, at this "
+            "machine's peak rate)"
         )
     return "\n".join(lines)
 
@@ -166,6 +167,7 @@ def to_dict(
                 "in_bytes": r.in_bytes,
                 "roofline": r.roofline,
                 "flops": r.flops,
+                "random_words": r.random_words,
                 "binding": r.binding(),
                 "seconds": r.seconds,
                 "speedup": {c: r.speedup(c) for c in ("reference", "numpy", "torch")},

@@ -22,8 +22,10 @@ that file can pass.
 *compute* (for the kernels that compute): the case's float multiplies and
 adds done by a loop of independent vector chains on every thread, at the SIMD
 level the kernels use and, as they do, without fusing a multiply into an add
-(a BLAS product's fused multiply-adds for ``similarity``). A case is judged
-against whichever of its memory and compute rooflines takes longer.
+(a BLAS product's fused multiply-adds for ``similarity``); for dropout, the
+random bits of its mask drawn as the kernels draw them (AES rounds at the
+level in use) into a buffer that stays in cache. A case is judged against
+whichever of its memory and compute rooflines takes longer.
 
 *ALU loop*: an integer loop on every thread with no memory traffic, the
 ceiling of thread scaling (no kernel can scale better than it).
@@ -117,6 +119,12 @@ def compute(flops: int, fused: bool = False) -> Callable[[], object]:
     as two where ``fused``) on all threads, at the kernels' SIMD level."""
     steps = -(-flops // _core._probes.flops_per_step(fused))
     return partial(_core._probes.roofline_flops, steps, fused)
+
+
+def random_words(n: int) -> Callable[[], object]:
+    """Dropout's compute roofline callable: the random bits of ``n`` elements
+    on all threads, drawn as the kernels draw them, with no memory traffic."""
+    return partial(_core._probes.roofline_random_bits, n)
 
 
 def alu_loop(iterations: int) -> Callable[[], object]:

@@ -10,7 +10,7 @@ import numpy as np
 
 from posembed.bench.case import Case, Result
 from posembed.bench.cases import BUILDERS, cases_of
-from posembed.bench.rooflines import compute, roofline
+from posembed.bench.rooflines import compute, random_words, roofline
 
 
 def timer(fn: Callable[[], object]) -> tuple[Callable[[], float], float]:
@@ -61,6 +61,8 @@ def measure(case: Case, repeat: int) -> Result:
         fns["roofline"] = roofline(case.roofline, case.out_bytes, case.source)
     if case.flops:
         fns["compute"] = compute(case.flops, case.fused)
+    elif case.random_words:
+        fns["compute"] = random_words(case.random_words)
     seconds = {}
     gc_was_on = gc.isenabled()
     gc.disable()  # as timeit does: a collection would land on whichever call is running
@@ -82,6 +84,7 @@ def measure(case: Case, repeat: int) -> Result:
         seconds,
         case.in_bytes,
         case.flops,
+        case.random_words,
     )
 
 

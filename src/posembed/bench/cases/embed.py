@@ -62,6 +62,7 @@ def build(quick: bool = False) -> list[Case]:
                 impls,
                 "copy fresh",
                 check,
+                random_words=b * t * d if rate else 0,
             )
         )
     # Call overhead: four tokens at positions 0..3.
