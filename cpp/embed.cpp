@@ -16,6 +16,8 @@ namespace {
 
 // Elements per block of the mask and dropout loops.
 constexpr int64_t kBlock = 1024;
+// Pieces a row's random bits are drawn in, the next row's reads asked for between them.
+constexpr int64_t kDrawPieces = 8;
 
 template <class S>
 void embed_t(const RowsView& tokens, const int64_t* ids, int64_t rows, const RowsView& pos,
@@ -37,14 +39,30 @@ void embed_t(const RowsView& tokens, const int64_t* ids, int64_t rows, const Row
       const auto* b = reinterpret_cast<const S*>(pos.data + p * pos.row_stride);
       S* dst = out + r * cols;
       // The next token row is a random read from memory: ask for it now, so
-      // that its latency hides behind this row's work.
+      // that its latency hides behind this row's work. With dropout the
+      // requests are spread over the drawing of this row's random bits: asked
+      // all at once they fill the core's miss buffers and stall it, and the
+      // drawing waits behind them.
+      const char* next_row = nullptr;
       if (r + 1 < end) {
         const int64_t next = std::clamp<int64_t>(read_once(ids + r + 1), 0, last_token);
-        const char* row = tokens.data + next * tokens.row_stride;
-        const auto row_bytes = cols * static_cast<int64_t>(sizeof(S));
-        for (int64_t k = 0; k < row_bytes; k += 64) __builtin_prefetch(row + k);
+        next_row = tokens.data + next * tokens.row_stride;
       }
-      if (drop.active) random_bits(drop.key, (drop.first_row + r) * cols, cols, u.data());
+      const auto row_bytes = cols * static_cast<int64_t>(sizeof(S));
+      if (drop.active) {
+        const int64_t first = (drop.first_row + r) * cols;
+        const int64_t lines = next_row ? (row_bytes + 63) / 64 : 0;
+        for (int64_t k = 0; k < kDrawPieces; ++k) {
+          const int64_t b = cols * k / kDrawPieces;
+          const int64_t e = cols * (k + 1) / kDrawPieces;
+          for (int64_t l = lines * k / kDrawPieces; l < lines * (k + 1) / kDrawPieces; ++l) {
+            __builtin_prefetch(next_row + 64 * l);
+          }
+          random_bits(drop.key, first + b, e - b, u.data() + b);
+        }
+      } else if (next_row) {
+        for (int64_t k = 0; k < row_bytes; k += 64) __builtin_prefetch(next_row + k);
+      }
       if constexpr (std::is_same_v<S, float>) {
         if (stream && drop.active) {
           dropout_add_stream(dst, a, b, u.data(), drop.threshold, scale, cols);

@@ -117,6 +117,19 @@ def test_kept_fraction_within_four_sigma():
         assert abs(kept - n * (1 - p)) < 4 * sigma, (p, kept)
 
 
+@pytest.mark.parametrize("d", [1, 3, 8, 13, 777])
+def test_dropout_rows_of_any_width_match_the_reference(rng, d, restore_threads, tiny_thresholds):
+    # a row's random bits are drawn in pieces, the next row's reads asked for
+    # between them: pieces of no element, of part of an AES block, and rows
+    # whose bits start inside a block
+    tok, pos = tables(rng, vocab=300, length=40, d=d)
+    ids = rng.integers(0, 300, (5, 40))
+    want = reference.embed(tok, ids, pos, dropout=0.3, seed=77)
+    for threads in (1, 2, 3):
+        posembed.set_num_threads(threads)
+        assert_same(posembed.embed(tok, ids, pos, dropout=0.3, seed=77), want)
+
+
 def test_thread_counts_give_identical_bytes(rng, restore_threads, tiny_thresholds):
     tok, pos = tables(rng, vocab=500, length=128, d=96)
     ids = rng.integers(0, 500, (6, 128))
