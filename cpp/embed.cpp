@@ -53,12 +53,12 @@ void embed_t(const RowsView& tokens, const int64_t* ids, int64_t rows, const Row
         const int64_t first = (drop.first_row + r) * cols;
         const int64_t lines = next_row ? (row_bytes + 63) / 64 : 0;
         for (int64_t k = 0; k < kDrawPieces; ++k) {
-          const int64_t b = cols * k / kDrawPieces;
-          const int64_t e = cols * (k + 1) / kDrawPieces;
+          const int64_t from = cols * k / kDrawPieces;
+          const int64_t to = cols * (k + 1) / kDrawPieces;
           for (int64_t l = lines * k / kDrawPieces; l < lines * (k + 1) / kDrawPieces; ++l) {
             __builtin_prefetch(next_row + 64 * l);
           }
-          random_bits(drop.key, first + b, e - b, u.data() + b);
+          random_bits(drop.key, first + from, to - from, u.data() + from);
         }
       } else if (next_row) {
         for (int64_t k = 0; k < row_bytes; k += 64) __builtin_prefetch(next_row + k);
