@@ -99,3 +99,18 @@ def test_a_result_is_judged_against_the_ceiling_that_binds(memory, compute_s, bi
     assert r.roofline_fraction() == fraction
     row = to_dict([r], {})["results"][0]
     assert (row["binding"], row["roofline_fraction"], row["flops"]) == (binding, fraction, 10)
+
+
+@pytest.mark.parametrize(("roofline", "syncs"), [("file write", 3), ("write warm", 0)])
+def test_a_case_that_writes_files_starts_each_block_written_back(monkeypatch, roofline, syncs):
+    # one sync before each timed block (two implementations and the roofline),
+    # so that no implementation pays for the previous one's dirty pages
+    from posembed.bench import timing
+    from posembed.bench.case import Case
+
+    calls: list[None] = []
+    monkeypatch.setattr(timing.os, "sync", lambda: calls.append(None))
+    monkeypatch.setattr(timing, "SETTLE_SECONDS", 0.0)
+    impls = {"numpy": lambda: None, "posembed": lambda: None}
+    timing.measure(Case("k", "c", "s", 64, impls, roofline), 1)
+    assert len(calls) == syncs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import time
 from collections.abc import Callable
 
@@ -50,6 +51,11 @@ def rounds(once: float, repeat: int) -> int:
 # charge it for their spinning. Each implementation gets the cores to itself.
 SETTLE_SECONDS = 0.05
 
+# Cases that write files (their roofline writes one too): the page cache's
+# dirty pages of one implementation are written back before the next is
+# timed, which would otherwise pay for the previous one's writes.
+WRITES_FILES = frozenset({"file write", "file copy", "parquet decode"})
+
 
 def measure(case: Case, repeat: int) -> Result:
     """Median seconds per implementation, each timed in its own block after
@@ -70,6 +76,8 @@ def measure(case: Case, repeat: int) -> Result:
         for k, fn in fns.items():
             timed, once = timer(fn)
             reps = rounds(once, repeat)
+            if case.roofline in WRITES_FILES:
+                os.sync()
             time.sleep(SETTLE_SECONDS)
             seconds[k] = float(np.median([timed() for _ in range(reps)]))
     finally:
