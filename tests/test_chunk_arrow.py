@@ -355,6 +355,42 @@ def test_row_groups_decoded_on_several_threads_give_the_same_windows(
     assert np.array_equal(np.load(tmp_path / "out" / "documents.npy"), want.documents)
 
 
+@pytest.mark.parametrize("decoders", [1, 2, 3])
+def test_row_groups_are_decoded_no_further_ahead_than_the_reading(tmp_path, monkeypatch, decoders):
+    # row groups of one batch each, fewer than a decoder's queue holds: a
+    # decoder that finished one must not start the next until the reading
+    # reaches the row group decoders - 1 before it, or all would be held at once
+    import concurrent.futures
+
+    import posembed._source_arrow as arrow_module
+
+    n_groups, group_rows = 12, 5
+    docs = [[i, i + 1] for i in range(n_groups * group_rows)]
+    src = tmp_path / "g.parquet"
+    pq.write_table(
+        pa.table({"input_ids": pa.array(docs, pa.list_(pa.int32()))}),
+        src,
+        row_group_size=group_rows,
+    )
+    submitted: list[int] = []
+
+    class Recording(concurrent.futures.ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            submitted.append(args[0])
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(arrow_module, "ThreadPoolExecutor", Recording)
+    monkeypatch.setattr(arrow_module, "DECODERS", decoders)
+    monkeypatch.setattr(arrow_module, "QUEUED", 4)
+    corpus = arrow_module.open_corpus(src, "input_ids")
+    rows = []
+    for batch in arrow_module._documents(corpus):
+        group = batch.first_row // group_rows
+        assert submitted == list(range(min(n_groups, group + decoders)))
+        rows.append(batch.first_row)
+    assert rows == list(range(0, n_groups * group_rows, group_rows))
+
+
 @pytest.mark.parametrize(
     ("column", "pattern"),
     [

@@ -334,7 +334,8 @@ def _parallel_groups(
     """Every row group of a Parquet file as documents, in order, ``rows[i]``
     rows at a time: DECODERS threads each decode one row group (through its
     own Arrow file, so no two share a position) and check its batches into
-    its own queue of at most QUEUED batches."""
+    its own queue of at most QUEUED batches; at most DECODERS row groups
+    are decoded or waiting to be read at a time."""
     import pyarrow.parquet as pq
 
     stop = threading.Event()
@@ -378,9 +379,15 @@ def _parallel_groups(
 
     with ThreadPoolExecutor(DECODERS) as pool:
         try:
-            for i in range(len(rows)):
+            # a row group is handed to a decoder only when the reading has
+            # reached the one DECODERS - 1 before it: a row group of fewer
+            # than QUEUED batches fits its queue whole, and decoders free to
+            # run on would fill every queue while the cutting falls behind
+            for i in range(min(DECODERS, len(rows))):
                 pool.submit(decode, i)
-            for q in queues:
+            for at, q in enumerate(queues):
+                if at and at + DECODERS - 1 < len(rows):
+                    pool.submit(decode, at + DECODERS - 1)
                 while (item := q.get()) is not None:
                     if isinstance(item, _Failed):
                         raise item.exc
