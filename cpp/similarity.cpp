@@ -12,7 +12,6 @@ namespace posembed {
 namespace {
 
 constexpr int64_t kLanes = 8;  // partial sums of the squares, added in one fixed order
-constexpr int64_t kTile = 32;  // the mirror's square tiles
 
 }  // namespace
 
@@ -86,25 +85,34 @@ void row_scales(const T* x, int64_t rows, int64_t cols, T* peak, T* norm, int th
 
 template <class T>
 void mirror_lower(T* a, int64_t n, const T* inv, int64_t r0, int64_t r1, int threads) {
+  constexpr int64_t kTile = static_cast<int64_t>(256 / sizeof(T));  // rows of 256 bytes
   const int64_t tiles = (r1 - r0 + kTile - 1) / kTile;
   // tile row i (rows [i0, i1) of [r0, r1)): the tiles (i, j <= i) of the
-  // lower triangle, each scaled and written transposed onto (j, i)
+  // lower triangle, each scaled and written transposed onto (j, i). The
+  // transposition goes through a contiguous copy of the tile: read down a
+  // column of the table itself, a row stride of a power of two bytes puts
+  // every row of the tile in the same few cache sets.
   parallel_for(tiles, threads, [&](int64_t t0, int64_t t1, int) {
+    alignas(64) T tile[static_cast<size_t>(kTile * kTile)];  // tile[(j - j0) * kTile + (i - i0)] = a[i][j]
     for (int64_t ti = t0; ti < t1; ++ti) {
       const int64_t i0 = r0 + ti * kTile, i1 = std::min(r1, i0 + kTile);
       for (int64_t j0 = 0; j0 < i1; j0 += kTile) {
         const int64_t j1 = std::min(n, j0 + kTile);
-        if (inv != nullptr) {
-          for (int64_t i = i0; i < i1; ++i) {
-            for (int64_t j = j0; j < std::min(j1, i + 1); ++j) {
-              a[i * n + j] = a[i * n + j] * inv[i] * inv[j];
-            }
+        for (int64_t i = i0; i < i1; ++i) {
+          T* row = a + i * n;
+          const int64_t end = std::min(j1, i + 1);
+          if (inv != nullptr) {
+            const T by = inv[i];
+            for (int64_t j = j0; j < end; ++j) row[j] = row[j] * by * inv[j];
           }
+          T* column = tile + (i - i0);
+          for (int64_t j = j0; j < end; ++j) column[(j - j0) * kTile] = row[j];
         }
-        // upper tile (j0, i0) row by row: contiguous writes, reads down a
-        // column of the lower tile (i0, j0), both tiles in the core's cache
+        // upper tile (j0, i0) row by row, strictly above the diagonal
         for (int64_t j = j0; j < j1; ++j) {
-          for (int64_t i = std::max(i0, j + 1); i < i1; ++i) a[j * n + i] = a[i * n + j];
+          T* dst = a + j * n;
+          const T* src = tile + (j - j0) * kTile;
+          for (int64_t i = std::max(i0, j + 1); i < i1; ++i) dst[i] = src[i - i0];
         }
       }
     }

@@ -50,14 +50,16 @@ def test_huge_and_tiny_rows_neither_overflow_nor_underflow():
             assert (sim[3] == 0).all()
 
 
-@pytest.mark.parametrize("rows", [1, 255, 257, 700, 2100])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [1, 129, 255, 257, 700, 2100])
 @pytest.mark.parametrize("scale", [1.0, 1e35], ids=["the table's own product", "rows scaled first"])
-def test_the_lower_triangle_mirrored_is_the_whole_product(rng, rows, scale):
-    # Row blocks of the product against the columns up to their own end, the
-    # triangle then scaled and mirrored: exactly symmetric, as the twin within
-    # its bound, the same bits on any thread count. A row of huge values takes
-    # the path that scales rows to unit length before the product.
-    table = rng.standard_normal((rows, 24)).astype(np.float32)
+def test_the_lower_triangle_mirrored_is_the_whole_product(rng, rows, scale, dtype):
+    # The lower triangle's blocks (rows halved down to diagonal blocks of at
+    # least 128 rows), scaled and mirrored through tiles of 256-byte rows:
+    # exactly symmetric, as the twin within its bound, the same bits on any
+    # thread count. A row of huge values takes the path that scales rows to
+    # unit length before the product.
+    table = rng.standard_normal((rows, 24)).astype(dtype)
     table[rows // 2] = 0
     table[rows // 3] *= scale
     want = reference.similarity(table)
@@ -70,8 +72,9 @@ def test_the_lower_triangle_mirrored_is_the_whole_product(rng, rows, scale):
             posembed.set_num_threads(None)
     assert got[1].tobytes() == got[3].tobytes()
     sim = got[1]
+    assert sim.dtype == dtype
     assert (sim == sim.T).all()
-    np.testing.assert_allclose(sim, want, rtol=0, atol=4 * 24 * np.finfo(np.float32).eps)
+    np.testing.assert_allclose(sim, want, rtol=0, atol=4 * 24 * np.finfo(dtype).eps)
     assert (sim[rows // 2] == 0).all()
 
 

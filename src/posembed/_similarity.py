@@ -16,8 +16,8 @@ def similarity(table: Any) -> np.ndarray:
     A row of zeros has similarity 0 with every row (itself included). Rows are
     first divided by their largest magnitude, so tiny or huge rows neither
     underflow nor overflow, then by their length (one compiled pass). The
-    Gram product runs in NumPy's BLAS, only its lower triangle (row blocks
-    against the columns up to their own), which is then mirrored onto the
+    Gram product runs in NumPy's BLAS, only its lower triangle (halved
+    until the diagonal blocks are small), which is then mirrored onto the
     upper one: the result is exactly symmetric.
 
     Parameters
@@ -56,17 +56,38 @@ def similarity(table: Any) -> np.ndarray:
         gram, scales = _core.unit_rows(x), None
     rows = x.shape[0]
     result: np.ndarray = np.empty((rows, rows), x.dtype)
-    # Row blocks against the columns up to their own end: about half the
-    # product's work once the blocks are small beside the table (the last
-    # block is the whole width; each block stays large enough for BLAS).
-    # Each block is scaled and mirrored as soon as it is made, while it is in
-    # cache; later blocks write only rows below it.
-    step = max(TRIANGLE_BLOCK, -(-rows // TRIANGLE_BLOCKS))
-    for a in range(0, rows, step):
-        b = min(rows, a + step)
-        np.matmul(gram[a:b], gram[:b].T, out=result[a:b, :b])
-        _core.mirror_lower(result, scales, a, b, threads=1)
+    for r0, r1, c0, c1 in triangle_blocks(rows):
+        np.matmul(gram[r0:r1], gram[c0:c1].T, out=result[r0:r1, c0:c1])
+        if c1 == r1:
+            # a diagonal block: its rows are whole (the blocks left of it came
+            # first), scaled and mirrored now, while in cache; later blocks
+            # write only rows below it
+            _core.mirror_lower(result, scales, r0, r1, threads=1)
     return result
+
+
+def triangle_blocks(rows: int) -> list[tuple[int, int, int, int]]:
+    """The Gram product's lower triangle as the blocks (rows [r0, r1)
+    against columns [c0, c1)) that BLAS computes, in order: the rows halved
+    until a diagonal block has at most ``max(TRIANGLE_BLOCK, rows /
+    TRIANGLE_BLOCKS)`` rows, the lower half against the upper one as one
+    product (about half the full product's work, in products large enough
+    for BLAS). Every block left of a diagonal block comes before it."""
+    leaf = max(TRIANGLE_BLOCK, -(-rows // TRIANGLE_BLOCKS))
+    blocks: list[tuple[int, int, int, int]] = []
+
+    def halve(a: int, b: int) -> None:
+        if b - a <= leaf:
+            blocks.append((a, b, a, b))
+            return
+        m = (a + b) // 2
+        halve(a, m)
+        blocks.append((m, b, a, m))
+        halve(m, b)
+
+    if rows:
+        halve(0, rows)
+    return blocks
 
 
 # Row peaks whose products, d of them summed, can neither overflow nor fall
@@ -74,7 +95,7 @@ def similarity(table: Any) -> np.ndarray:
 # Gram product is taken, without a scaled copy.
 SAFE_PEAKS = {np.float32: (2.0**-30, 2.0**30), np.float64: (2.0**-250, 2.0**250)}
 SAFE_WIDTH = 1 << 24
-# How the lower triangle of the Gram product is cut: into this many row
-# blocks, each at least this many rows.
-TRIANGLE_BLOCKS = 8
-TRIANGLE_BLOCK = 256
+# How the lower triangle of the Gram product is cut: into at most about
+# this many diagonal blocks, each of at least this many rows.
+TRIANGLE_BLOCKS = 16
+TRIANGLE_BLOCK = 128

@@ -58,7 +58,6 @@ def _triangle_flops(rows: int, d: int) -> int:
     fused multiply-adds, two each), as ``posembed.similarity`` cuts them."""
     from posembed import _similarity
 
-    step = max(_similarity.TRIANGLE_BLOCK, -(-rows // _similarity.TRIANGLE_BLOCKS))
     return sum(
-        2 * d * (min(rows, a + step) - a) * min(rows, a + step) for a in range(0, rows, step)
+        2 * d * (r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in _similarity.triangle_blocks(rows)
     )
