@@ -186,9 +186,10 @@ py::array fill_windows(const py::array& tokens, int64_t token_start, const I64& 
   py::array out = output_array(out_obj, tokens.dtype(), {layout.count, size});
   const auto* pv = static_cast<const char*>(pad.data());
   char* rows = static_cast<char*>(out.mutable_data());
+  const bool stream = use_streaming(layout.count * size * span.itemsize, out_obj.is_none());
   {
     py::gil_scoped_release nogil;
-    posembed::fill_windows(span, copied.offsets.data(), layout, size, pv, rows);
+    posembed::fill_windows(span, copied.offsets.data(), layout, size, pv, rows, stream);
   }
   return out;
 }

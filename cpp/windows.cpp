@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "copy.hpp"
 #include "fileio.hpp"
 #include "parallel.hpp"
 #include "rowops.hpp"
@@ -119,7 +120,7 @@ int64_t first_misplaced_window(const TokenSpan& tokens, const int64_t* doc_offse
 }
 
 void fill_windows(const TokenSpan& tokens, const int64_t* doc_offsets, const ConstLayout& layout,
-                  int64_t size, const char* pad, char* rows) {
+                  int64_t size, const char* pad, char* rows, bool stream) {
   const int64_t itemsize = tokens.itemsize;
   const int64_t row_bytes = size * itemsize;
   parallel_for(layout.count, threads_for_bytes(layout.count * row_bytes),
@@ -129,10 +130,17 @@ void fill_windows(const TokenSpan& tokens, const int64_t* doc_offsets, const Con
                    const int64_t at =
                        doc_offsets[layout.documents[w]] + layout.starts[w] - tokens.first;
                    char* dst = rows + w * row_bytes;
-                   std::memcpy(dst, tokens.data + at * itemsize,
-                               static_cast<size_t>(len * itemsize));
+                   const char* src = tokens.data + at * itemsize;
+                   // streamed: whole lines only, so the padding's line is never
+                   // written by both kinds of store
+                   if (stream) {
+                     copy_stream(dst, src, len * itemsize);
+                   } else {
+                     std::memcpy(dst, src, static_cast<size_t>(len * itemsize));
+                   }
                    fill_pad(dst + len * itemsize, pad, itemsize, size - len);
                  }
+                 if (stream) stream_fence();
                });
 }
 

@@ -66,9 +66,10 @@ int64_t first_misplaced_window(const TokenSpan& tokens, const int64_t* doc_offse
 // Cuts the windows of `layout` (a whole layout or any range of one) from
 // `tokens` into rows (count, size); pad is one element (itemsize bytes) for
 // the slots past each window's length. Every window must pass
-// first_misplaced_window.
+// first_misplaced_window. `stream`: the rows are written with streaming
+// stores (see use_streaming in runtime.hpp), the same bytes.
 void fill_windows(const TokenSpan& tokens, const int64_t* doc_offsets, const ConstLayout& layout,
-                  int64_t size, const char* pad, char* rows);
+                  int64_t size, const char* pad, char* rows, bool stream);
 
 // What fill_windows_to_file met: errno_value != 0, a read or a write that
 // failed (the system's error); short_at >= 0, the input ended at that byte.

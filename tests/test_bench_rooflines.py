@@ -114,3 +114,50 @@ def test_a_case_that_writes_files_starts_each_block_written_back(monkeypatch, ro
     impls = {"numpy": lambda: None, "posembed": lambda: None}
     timing.measure(Case("k", "c", "s", 64, impls, roofline), 1)
     assert len(calls) == syncs
+
+
+@pytest.mark.parametrize("faster", [0, 1])
+def test_a_memory_roofline_takes_the_faster_of_its_two_ways(monkeypatch, faster):
+    # a clock that each way moves on by its own cost: the cheaper one is taken
+    from posembed.bench import rooflines
+
+    now = [0.0]
+    costs = [2.0, 2.0]
+    costs[faster] = 1.0
+    monkeypatch.setattr(rooflines.time, "perf_counter", lambda: now[0])
+
+    def way(k: int):
+        def move() -> int:
+            now[0] += costs[k]
+            return k
+
+        return move
+
+    assert rooflines._faster(way(0), way(1))() == faster
+
+
+@pytest.mark.parametrize("kind", ["write warm", "write fresh", "copy warm", "copy fresh"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_each_way_of_a_memory_roofline_moves_the_bytes(monkeypatch, kind, stream):
+    # whichever way is taken moves every byte: the fill byte, or the source's
+    from posembed.bench import rooflines
+
+    seen: list[np.ndarray] = []
+    fill, copy = _core._probes.roofline_fill, _core._probes.roofline_copy
+
+    def filled(dst, value, stream=False):
+        fill(dst, value, stream=stream)
+        seen.append(dst)
+
+    def copied(dst, src, stream=False):
+        copy(dst, src, stream=stream)
+        seen.append(dst)
+
+    monkeypatch.setattr(rooflines._core._probes, "roofline_fill", filled)
+    monkeypatch.setattr(rooflines._core._probes, "roofline_copy", copied)
+    monkeypatch.setattr(rooflines, "_faster", lambda plain, streamed: streamed if stream else plain)
+    nbytes = 3 * 4096 + 5
+    rooflines.roofline(kind, nbytes)()
+    want = rooflines.FILL_BYTE if kind.startswith("write") else 0x3C
+    assert seen[-1].shape == (nbytes,)
+    assert (seen[-1] == want).all()

@@ -210,6 +210,29 @@ def test_out_is_filled_and_returned(rng, tail, restore_threads, tiny_thresholds)
     assert_same(twin_out, want.tokens)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int32, np.int64])
+def test_a_large_out_is_written_with_streaming_stores_the_same(
+    rng, dtype, restore_threads, tiny_thresholds
+):
+    # an out= past the (lowered) streaming threshold: rows of 300 elements,
+    # so that windows start anywhere in a cache line and end part-way through
+    # one, short windows padded after their tokens; the twin's bytes on any
+    # thread count
+    lengths = rng.integers(0, 900, 40)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    tokens = rng.integers(0, 120, offsets[-1]).astype(dtype)
+    want = reference.windows(tokens, 300, step=113, tail="pad", offsets=offsets, pad_value=5)
+    assert want.tokens.nbytes >= 4096
+    for threads in (1, 2, 3):
+        posembed.set_num_threads(threads)
+        out = np.full_like(want.tokens, 7)
+        got = posembed.windows(
+            tokens, 300, step=113, tail="pad", offsets=offsets, pad_value=5, out=out
+        )
+        assert got.tokens is out
+        assert_same_windows(got, want)
+
+
 def test_bad_out_is_refused_and_left_untouched():
     tokens = np.arange(20, dtype=np.int32)  # 5 windows of 4
     good = np.zeros((5, 4), np.int32)

@@ -4,9 +4,14 @@
 *copy*: a parallel memcpy of that many bytes. Each is *warm* (the
 destination was written before, as for an ``out=`` call) or *fresh* (the
 destination is newly allocated each time, as for a kernel that returns a new
-array, so page faults count). The fill byte is non-zero on purpose: some
-machines write all-zero cache lines far faster than data, which would make a
-zero-fill roofline no kernel could honestly reach.
+array, so page faults count), and done with whichever of ordinary and
+streaming (non-temporal) stores is faster on this machine, timed against
+each other when the case starts: streaming stores skip reading each
+destination line first and can be twice as fast into memory written before,
+and no faster into new pages, which the system has just zeroed. The fill byte
+is non-zero on purpose: some machines write all-zero cache lines far faster
+than data, which would make a zero-fill roofline no kernel could honestly
+reach.
 
 *file write* (the ``chunk`` command's roofline): the output's bytes written
 from memory into a new file beside the command's output, 16 MiB a call,
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -103,15 +109,39 @@ def roofline(kind: str, nbytes: int, source: Path | None = None) -> Callable[[],
     if state not in ("warm", "fresh") or op not in ("write", "copy"):
         raise ValueError(f"unknown roofline {kind!r}")
     src = np.full(nbytes, 0x3C, np.uint8) if op == "copy" else None
-    if state == "warm":
-        dst = np.empty(nbytes, np.uint8)
-        _core._probes.roofline_fill(dst, FILL_BYTE)
-        if src is None:
-            return lambda: _core._probes.roofline_fill(dst, FILL_BYTE)
-        return lambda: _core._probes.roofline_copy(dst, src)
-    if src is None:
-        return lambda: _core._probes.roofline_fill(np.empty(nbytes, np.uint8), FILL_BYTE)
-    return lambda: _core._probes.roofline_copy(np.empty(nbytes, np.uint8), src)
+    warm = np.empty(nbytes, np.uint8) if state == "warm" else None
+    if warm is not None:
+        _core._probes.roofline_fill(warm, FILL_BYTE)
+
+    def way(stream: bool) -> Callable[[], object]:
+        def move() -> None:
+            dst = warm if warm is not None else np.empty(nbytes, np.uint8)
+            if src is None:
+                _core._probes.roofline_fill(dst, FILL_BYTE, stream=stream)
+            else:
+                _core._probes.roofline_copy(dst, src, stream=stream)
+
+        return move
+
+    return _faster(way(False), way(True))
+
+
+# Calls of each way of a memory roofline timed against each other, alternately.
+CHOOSING_CALLS = 5
+
+
+def _faster(first: Callable[[], object], second: Callable[[], object]) -> Callable[[], object]:
+    """Whichever of two ways of moving the same bytes took less time (the
+    median of CHOOSING_CALLS alternate calls each, after one call of each)."""
+    first()
+    second()
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(CHOOSING_CALLS):
+        for fn, spent in zip((first, second), times, strict=True):
+            start = time.perf_counter()
+            fn()
+            spent.append(time.perf_counter() - start)
+    return first if np.median(times[0]) <= np.median(times[1]) else second
 
 
 def compute(flops: int, fused: bool = False) -> Callable[[], object]:
