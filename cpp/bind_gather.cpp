@@ -53,25 +53,53 @@ py::array gather(const py::array& table, const py::array& positions, IndexMode m
   return out;
 }
 
-// gather's common call, table[positions] into a new array in mode "raise":
-// None unless the table is a 2-D ndarray of plain numbers (any strides) and
-// the positions a plain integer ndarray or a Python int in 0..rows-1 (the
-// Python layer then checks in full, and reports).
-py::object gather_plain(const py::object& table, const py::object& positions) {
+// gather's common call, table[positions] in mode "raise", into a new array or
+// into out: None unless the table is a 2-D ndarray of plain numbers (any
+// strides), the positions a plain integer ndarray (or, without out, a Python
+// int) in 0..rows-1, and out, when given, a plain writeable ndarray of the
+// table's dtype and the result's shape whose memory neither the table nor
+// the positions reach (the Python layer then checks in full, and reports).
+py::object gather_plain(const py::object& table, const py::object& positions,
+                        const py::object& out) {
   if (!exact_ndarray(table)) return py::none();
   const auto t = py::reinterpret_borrow<py::array>(table);
   const char table_kind = t.dtype().kind();  // plain numbers: no objects inside
   const bool numeric = table_kind == 'f' || table_kind == 'i' || table_kind == 'u' ||
                        table_kind == 'b' || table_kind == 'c';
   if (t.ndim() != 2 || !numeric) return py::none();
+  if (!out.is_none()) {
+    if (!plain(positions) || !plain(out)) return py::none();
+    const auto p = py::reinterpret_borrow<py::array>(positions);
+    const auto o = py::reinterpret_borrow<py::array>(out);
+    const char kind = p.dtype().kind();
+    if ((kind != 'i' && kind != 'u') || !o.writeable() || !c_contiguous(t) ||
+        !py::detail::npy_api::get().PyArray_EquivTypes_(o.dtype().ptr(), t.dtype().ptr()) ||
+        o.ndim() != p.ndim() + 1 || o.shape(p.ndim()) != t.shape(1)) {
+      return py::none();
+    }
+    for (py::ssize_t k = 0; k < p.ndim(); ++k) {
+      if (o.shape(k) != p.shape(k)) return py::none();
+    }
+    // all three contiguous: each one's memory is its bytes from its start
+    const auto bytes_of = [](const py::array& a) {
+      const auto* at = static_cast<const char*>(a.data());
+      return std::pair<const char*, const char*>(at, at + a.nbytes());
+    };
+    const auto [o0, o1] = bytes_of(o);
+    for (const py::array* input : {&t, &p}) {
+      const auto [i0, i1] = bytes_of(*input);
+      if (o0 < i1 && i0 < o1) return py::none();
+    }
+    return gather(t, p, IndexMode::raise, out, false);
+  }
   if (PyLong_CheckExact(positions.ptr())) {  // one row, by a Python int (no bool)
     int overflow = 0;
     const long long at = PyLong_AsLongLongAndOverflow(positions.ptr(), &overflow);
     if (overflow != 0 || at < 0 || at >= t.shape(0)) return py::none();  // reported in full
     const auto cols = t.shape(1), item = t.itemsize();
-    py::array out(t.dtype(), std::vector<py::ssize_t>{cols});
+    py::array row(t.dtype(), std::vector<py::ssize_t>{cols});
     const char* src = static_cast<const char*>(t.data()) + at * t.strides(0);
-    char* dst = static_cast<char*>(out.mutable_data());
+    char* dst = static_cast<char*>(row.mutable_data());
     if (t.strides(1) == item) {
       std::memcpy(dst, src, static_cast<size_t>(cols * item));
     } else {
@@ -79,7 +107,7 @@ py::object gather_plain(const py::object& table, const py::object& positions) {
         std::memcpy(dst + c * item, src + c * t.strides(1), static_cast<size_t>(item));
       }
     }
-    return std::move(out);
+    return std::move(row);
   }
   if (!plain(positions)) return py::none();
   const auto p = py::reinterpret_borrow<py::array>(positions);
@@ -131,7 +159,7 @@ void bind_gather(py::module_& m) {
       .value("wrap", IndexMode::wrap);
   m.def("gather", &gather, "table"_a, "positions"_a, "mode"_a, "out"_a = py::none(),
         "out_just_allocated"_a = false);
-  m.def("gather_plain", &gather_plain, "table"_a, "positions"_a);
+  m.def("gather_plain", &gather_plain, "table"_a, "positions"_a, "out"_a = py::none());
   m.def("gather_backward", &gather_backward, "grad"_a, "kind"_a, "positions"_a, "length"_a,
         "out"_a = py::none());
 }

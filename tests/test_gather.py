@@ -497,3 +497,40 @@ def test_the_common_call_takes_its_short_path_and_equals_the_full_one():
             posembed.gather(table, bad)
         with pytest.raises(err.type):
             reference.gather(table, bad)
+
+
+def test_a_plain_out_takes_the_compiled_checks_and_anything_else_the_full_ones(rng):
+    # the common out= call is checked in C++ and written there; every other
+    # out (the full checks then report or accept it) is left to Python
+    table = rng.standard_normal((50, 8)).astype(np.float32)
+    pos = rng.integers(0, 50, (3, 4))
+    out = np.full((3, 4, 8), 7, np.float32)
+    assert _core.gather_plain(table, pos, out) is out
+    assert_same(out, reference.gather(table, pos))
+    buffer = np.zeros(50 * 8 + 3 * 4 * 8, np.float32)
+    shared_table = buffer[: 50 * 8].reshape(50, 8)
+    shared_table[:] = table
+    beside = buffer[50 * 8 :].reshape(3, 4, 8)  # same buffer, other bytes: no overlap
+    assert _core.gather_plain(shared_table, pos, beside) is beside
+    assert_same(beside, reference.gather(table, pos))
+    read_only = np.zeros((3, 4, 8), np.float32)
+    read_only.flags.writeable = False
+    pos_bytes = np.zeros(3 * 4 * 8 * 2, np.float32)
+    positions_in_out = pos_bytes.view(np.int64)[:12].reshape(3, 4)
+    positions_in_out[:] = pos
+    others = [
+        np.zeros((3, 4, 8), np.float64),  # another dtype
+        np.zeros((3, 4, 9), np.float32),  # another shape
+        np.zeros((12, 8), np.float32),  # the rows, not the positions' shape
+        read_only,
+        np.zeros((3, 4, 16), np.float32)[..., ::2],  # not contiguous
+        np.zeros((3, 4, 8), np.dtype(">f4")),  # not the machine's byte order
+        table[:12].reshape(3, 4, 8),  # the table's own memory
+    ]
+    for other in others:
+        before = other.copy()
+        assert _core.gather_plain(table, pos, other) is None
+        assert_same(other, before)
+    aliased = pos_bytes[: 3 * 4 * 8].reshape(3, 4, 8)  # out over the positions' bytes
+    assert _core.gather_plain(table, positions_in_out, aliased) is None
+    assert_same(positions_in_out, pos)

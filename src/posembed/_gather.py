@@ -53,10 +53,10 @@ def gather(
         A table that is not 2-D, an unknown mode, or ``out`` of the wrong
         shape, read-only, misaligned, non-contiguous or overlapping an input.
     """
-    if out is None and type(mode) is str and mode == "raise":
-        # the common call, its few checks compiled (None: anything else,
+    if type(mode) is str and mode == "raise":
+        # the common calls, their few checks compiled (None: anything else,
         # which the full checks below take and report)
-        plain: np.ndarray | None = _core.gather_plain(table, positions)
+        plain: np.ndarray | None = _core.gather_plain(table, positions, out)
         if plain is not None:
             return plain
     t = v.as_table(table)
