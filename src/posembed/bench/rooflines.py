@@ -4,11 +4,12 @@
 *copy*: a parallel memcpy of that many bytes. Each is *warm* (the
 destination was written before, as for an ``out=`` call) or *fresh* (the
 destination is newly allocated each time, as for a kernel that returns a new
-array, so page faults count), and done with whichever of ordinary and
-streaming (non-temporal) stores is faster on this machine, timed against
+array, so page faults count). A warm one is done with whichever of ordinary
+and streaming (non-temporal) stores is faster on this machine, timed against
 each other when the case starts: streaming stores skip reading each
-destination line first and can be twice as fast into memory written before,
-and no faster into new pages, which the system has just zeroed. The fill byte
+destination line first and can be twice as fast into memory written before.
+A fresh one uses ordinary stores, as the kernels do into an array they
+allocate: the system has just zeroed each new page. The fill byte
 is non-zero on purpose: some machines write all-zero cache lines far faster
 than data, which would make a zero-fill roofline no kernel could honestly
 reach.
@@ -123,7 +124,7 @@ def roofline(kind: str, nbytes: int, source: Path | None = None) -> Callable[[],
 
         return move
 
-    return _faster(way(False), way(True))
+    return _faster(way(False), way(True)) if warm is not None else way(False)
 
 
 # Calls of each way of a memory roofline timed against each other, alternately.
