@@ -167,9 +167,7 @@ def embed_plain(tokens: object, ids: object, pos: object) -> np.ndarray | None: 
 def dropout_mask(
     count: SupportsIndex, seed: SupportsIndex, threshold: SupportsIndex
 ) -> npt.NDArray[np.bool_]: ...
-def gather_plain(
-    table: object, positions: object, out: object = None
-) -> np.ndarray | None: ...
+def gather_plain(table: object, positions: object, out: object = None) -> np.ndarray | None: ...
 def gather_backward(
     grad: np.ndarray,
     kind: FloatKind,
