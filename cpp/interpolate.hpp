@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "half.hpp"
 
@@ -45,9 +44,6 @@ SourceCoord source_coord(int64_t i, int64_t in_size, int64_t out_size, Align ali
 // The linear tap at source coordinate c on an axis of `in_size` (a negative
 // coordinate, from half_pixel, clamps to 0 as PyTorch's linear modes do).
 LinearTap linear_tap(SourceCoord c, int64_t in_size);
-
-// Taps of a linear resize of an axis of `in_size` to `out_size`.
-std::vector<LinearTap> linear_plan(int64_t in_size, int64_t out_size, Align align);
 
 // Rows [first, length) of the table interpolated to `length` rows, written to
 // out (length - first, d), C-contiguous, of the table's element type.

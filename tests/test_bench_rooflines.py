@@ -3,6 +3,7 @@ counts, and which ceiling a result is judged against."""
 
 from __future__ import annotations
 
+import math
 import platform
 
 import numpy as np
@@ -173,3 +174,35 @@ def test_each_way_of_a_memory_roofline_moves_the_bytes(monkeypatch, kind, stream
     want = rooflines.FILL_BYTE if kind.startswith("write") else 0x3C
     assert dst.shape == (nbytes,)
     assert (dst == want).all()
+
+
+@pytest.mark.parametrize("cost", [2.0**-7, 2.0**-14])  # 7.8 ms, 61 us: sums stay exact
+def test_slow_calls_are_timed_in_interleaved_rounds_and_fast_ones_in_blocks(monkeypatch, cost):
+    # on a clock that each call moves on by `cost`: calls of 1 ms or more
+    # alternate round by round, faster ones run in one block each (its first
+    # batch warming the caches), and every implementation gets its medians
+    from itertools import groupby
+
+    from posembed.bench import timing
+    from posembed.bench.case import Case
+
+    now, log = [0.0], []
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(timing, "SETTLE_SECONDS", 0.0)
+
+    def impl(name: str):
+        def call() -> None:
+            log.append(name)
+            now[0] += cost
+
+        return call
+
+    result = timing.measure(Case("k", "c", "s", 64, {"a": impl("a"), "b": impl("b")}, None), 3)
+    runs = [(name, len(list(group))) for name, group in groupby(log)]
+    warm = max(2, math.ceil(5e-3 / cost))  # each warm-up: 5 ms of calls, at least 2
+    batch = max(1, int(2e-3 / cost))
+    if cost >= timing.INTERLEAVE_SECONDS:
+        assert runs == [("a", warm), ("b", warm)] + [("a", batch), ("b", batch)] * 3
+    else:
+        assert runs == [("a", warm), ("b", warm), ("a", 4 * batch), ("b", 4 * batch)]
+    assert result.seconds == pytest.approx({"a": cost, "b": cost})

@@ -57,9 +57,26 @@ SETTLE_SECONDS = 0.05
 WRITES_FILES = frozenset({"file write", "file copy", "parquet decode"})
 
 
+# A case whose slowest call takes this long or more is timed in interleaved
+# rounds (one call of each implementation a round, the median over rounds):
+# the memory such calls stream through is shared with the rest of the machine,
+# whose state (pages to zero, neighbours' traffic) drifts over seconds, and a
+# drift then falls on every implementation alike instead of on whichever block
+# it met. Faster calls, whose caches a block keeps warm, are timed in blocks.
+INTERLEAVE_SECONDS = 1e-3
+
+
+def _quiet(case: Case) -> None:
+    """Wait for other thread pools to go quiet (and, for a case that writes
+    files, for the page cache's dirty pages to be written back)."""
+    if case.roofline in WRITES_FILES:
+        os.sync()
+    time.sleep(SETTLE_SECONDS)
+
+
 def measure(case: Case, repeat: int) -> Result:
-    """Median seconds per implementation, each timed in its own block after
-    the other implementations' threads have gone quiet."""
+    """Median seconds per implementation, each round of each timed after the
+    other implementations' threads have gone quiet."""
     if case.check is not None and not case.check():
         raise AssertionError(f"{case.kernel} {case.name}: posembed disagrees with its twin")
     fns = dict(case.impls)
@@ -69,20 +86,28 @@ def measure(case: Case, repeat: int) -> Result:
         fns["compute"] = compute(case.flops, case.fused)
     elif case.random_words:
         fns["compute"] = random_words(case.random_words)
-    seconds = {}
+    times: dict[str, list[float]] = {k: [] for k in fns}
     gc_was_on = gc.isenabled()
     gc.disable()  # as timeit does: a collection would land on whichever call is running
     try:
-        for k, fn in fns.items():
-            timed, once = timer(fn)
-            reps = rounds(once, repeat)
-            if case.roofline in WRITES_FILES:
-                os.sync()
-            time.sleep(SETTLE_SECONDS)
-            seconds[k] = float(np.median([timed() for _ in range(reps)]))
+        timers = {k: timer(fn) for k, fn in fns.items()}
+        reps = {k: rounds(once, repeat) for k, (_, once) in timers.items()}
+        if max(once for _, once in timers.values()) >= INTERLEAVE_SECONDS:
+            for r in range(max(reps.values())):
+                for k in fns:
+                    if r < reps[k]:
+                        _quiet(case)
+                        times[k].append(timers[k][0]())
+        else:
+            for k in fns:
+                _quiet(case)
+                timed = timers[k][0]
+                timed()  # the others ran since the warm-up: this call warms the caches again
+                times[k] = [timed() for _ in range(reps[k])]
     finally:
         if gc_was_on:
             gc.enable()
+    seconds = {k: float(np.median(v)) for k, v in times.items()}
     return Result(
         case.kernel,
         case.name,
