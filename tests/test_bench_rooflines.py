@@ -176,11 +176,15 @@ def test_each_way_of_a_memory_roofline_moves_the_bytes(monkeypatch, kind, stream
     assert (dst == want).all()
 
 
-@pytest.mark.parametrize("cost", [2.0**-7, 2.0**-14])  # 7.8 ms, 61 us: sums stay exact
-def test_slow_calls_are_timed_in_interleaved_rounds_and_fast_ones_in_blocks(monkeypatch, cost):
-    # on a clock that each call moves on by `cost`: calls of 1 ms or more
-    # alternate round by round, faster ones run in one block each (its first
-    # batch warming the caches), and every implementation gets its medians
+SLOW, FAST = 2.0**-7, 2.0**-14  # 7.8 ms and 61 us a call: sums of them stay exact
+
+
+@pytest.mark.parametrize("costs", [(SLOW, SLOW), (FAST, FAST), (SLOW, FAST), (FAST, SLOW)])
+def test_slow_calls_are_timed_in_interleaved_rounds_and_fast_ones_in_blocks(monkeypatch, costs):
+    # on a clock that each call moves on by its implementation's cost: the
+    # implementations whose calls take 1 ms or more alternate round by round,
+    # after a block each (its first batch warming the caches) for the faster
+    # ones; every implementation gets its medians
     from itertools import groupby
 
     from posembed.bench import timing
@@ -190,19 +194,29 @@ def test_slow_calls_are_timed_in_interleaved_rounds_and_fast_ones_in_blocks(monk
     monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
     monkeypatch.setattr(timing, "SETTLE_SECONDS", 0.0)
 
-    def impl(name: str):
+    def impl(name: str, cost: float):
         def call() -> None:
             log.append(name)
             now[0] += cost
 
         return call
 
-    result = timing.measure(Case("k", "c", "s", 64, {"a": impl("a"), "b": impl("b")}, None), 3)
-    runs = [(name, len(list(group))) for name, group in groupby(log)]
-    warm = max(2, math.ceil(5e-3 / cost))  # each warm-up: 5 ms of calls, at least 2
-    batch = max(1, int(2e-3 / cost))
-    if cost >= timing.INTERLEAVE_SECONDS:
-        assert runs == [("a", warm), ("b", warm)] + [("a", batch), ("b", batch)] * 3
-    else:
-        assert runs == [("a", warm), ("b", warm), ("a", 4 * batch), ("b", 4 * batch)]
-    assert result.seconds == pytest.approx({"a": cost, "b": cost})
+    cost = dict(zip("ab", costs, strict=True))
+    impls = {name: impl(name, c) for name, c in cost.items()}
+    result = timing.measure(Case("k", "c", "s", 64, impls, None), 3)
+
+    def warm(name: str) -> int:  # each warm-up: 5 ms of calls, at least 2
+        return max(2, math.ceil(5e-3 / cost[name]))
+
+    def batch(name: str) -> int:
+        return max(1, int(2e-3 / cost[name]))
+
+    slow = [k for k in "ab" if cost[k] >= timing.INTERLEAVE_SECONDS]
+    want = [(k, warm(k)) for k in "ab"] + [(k, 4 * batch(k)) for k in "ab" if k not in slow]
+    if len(slow) == 1:
+        want += [(slow[0], 3 * batch(slow[0]))]
+    elif slow:
+        want += [(k, batch(k)) for k in slow] * 3
+    merged = [(k, sum(n for _, n in runs)) for k, runs in groupby(want, key=lambda r: r[0])]
+    assert [(name, len(list(group))) for name, group in groupby(log)] == merged
+    assert result.seconds == pytest.approx(cost)
