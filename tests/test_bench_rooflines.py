@@ -180,11 +180,11 @@ SLOW, FAST = 2.0**-7, 2.0**-14  # 7.8 ms and 61 us a call: sums of them stay exa
 
 
 @pytest.mark.parametrize("costs", [(SLOW, SLOW), (FAST, FAST), (SLOW, FAST), (FAST, SLOW)])
-def test_slow_calls_are_timed_in_interleaved_rounds_and_fast_ones_in_blocks(monkeypatch, costs):
-    # on a clock that each call moves on by its implementation's cost: the
-    # implementations whose calls take 1 ms or more alternate round by round,
-    # after a block each (its first batch warming the caches) for the faster
-    # ones; every implementation gets its medians
+def test_implementations_are_timed_in_interleaved_rounds(monkeypatch, costs):
+    # on a clock that each call moves on by its implementation's cost: after
+    # the warm-ups, one timed batch of each implementation a round, a call
+    # under 1 ms with an untimed batch before it (caches warmed again); every
+    # implementation gets its medians
     from itertools import groupby
 
     from posembed.bench import timing
@@ -208,15 +208,13 @@ def test_slow_calls_are_timed_in_interleaved_rounds_and_fast_ones_in_blocks(monk
     def warm(name: str) -> int:  # each warm-up: 5 ms of calls, at least 2
         return max(2, math.ceil(5e-3 / cost[name]))
 
-    def batch(name: str) -> int:
+    def batch(name: str) -> int:  # a timed batch: 2 ms of calls, at least 1
         return max(1, int(2e-3 / cost[name]))
 
-    slow = [k for k in "ab" if cost[k] >= timing.INTERLEAVE_SECONDS]
-    want = [(k, warm(k)) for k in "ab"] + [(k, 4 * batch(k)) for k in "ab" if k not in slow]
-    if len(slow) == 1:
-        want += [(slow[0], 3 * batch(slow[0]))]
-    elif slow:
-        want += [(k, batch(k)) for k in slow] * 3
+    def a_round(name: str) -> int:
+        return (1 if cost[name] >= timing.REWARM_SECONDS else 2) * batch(name)
+
+    want = [(k, warm(k)) for k in "ab"] + [(k, a_round(k)) for k in "ab"] * 3
     merged = [(k, sum(n for _, n in runs)) for k, runs in groupby(want, key=lambda r: r[0])]
     assert [(name, len(list(group))) for name, group in groupby(log)] == merged
     assert result.seconds == pytest.approx(cost)

@@ -57,14 +57,14 @@ SETTLE_SECONDS = 0.05
 WRITES_FILES = frozenset({"file write", "file copy", "parquet decode"})
 
 
-# The implementations whose calls take this long or more are timed in
-# interleaved rounds (one call of each a round, the median over rounds): the
-# memory such calls stream through is shared with the rest of the machine,
-# whose state (pages to zero, neighbours' traffic) drifts over seconds, and a
-# drift then falls on each of them alike instead of on whichever block it met.
-# Faster calls, whose caches and thread pools a block keeps warm, are timed in
-# a block each.
-INTERLEAVE_SECONDS = 1e-3
+# The implementations are timed in interleaved rounds (one timed batch of
+# each a round, the median over rounds), not in a block each: the machine's
+# state (pages to zero, neighbours' traffic, a noisy spell) drifts over
+# seconds, and a drift then falls on each implementation alike instead of on
+# whichever block it met. A call shorter than this gets an untimed batch
+# before its timed one, which warms again the caches and thread pool that the
+# other implementations and the pause took from it.
+REWARM_SECONDS = 1e-3
 
 
 def _quiet(case: Case) -> None:
@@ -76,8 +76,8 @@ def _quiet(case: Case) -> None:
 
 
 def measure(case: Case, repeat: int) -> Result:
-    """Median seconds per implementation, each block or round timed after the
-    other implementations' threads have gone quiet."""
+    """Median seconds per implementation over interleaved rounds, each timed
+    batch after the other implementations' threads have gone quiet."""
     if case.check is not None and not case.check():
         raise AssertionError(f"{case.kernel} {case.name}: posembed disagrees with its twin")
     fns = dict(case.impls)
@@ -93,18 +93,14 @@ def measure(case: Case, repeat: int) -> Result:
     try:
         timers = {k: timer(fn) for k, fn in fns.items()}
         reps = {k: rounds(once, repeat) for k, (_, once) in timers.items()}
-        slow = [k for k, (_, once) in timers.items() if once >= INTERLEAVE_SECONDS]
-        for k in fns:
-            if k not in slow:
-                _quiet(case)
-                timed = timers[k][0]
-                timed()  # the others ran since the warm-up: this call warms the caches again
-                times[k] = [timed() for _ in range(reps[k])]
-        for r in range(max((reps[k] for k in slow), default=0)):
-            for k in slow:
+        for r in range(max(reps.values())):
+            for k in fns:
                 if r < reps[k]:
                     _quiet(case)
-                    times[k].append(timers[k][0]())
+                    timed, once = timers[k]
+                    if once < REWARM_SECONDS:
+                        timed()  # the others ran since: caches and threads warmed again
+                    times[k].append(timed())
     finally:
         if gc_was_on:
             gc.enable()
