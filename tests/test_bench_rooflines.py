@@ -218,3 +218,15 @@ def test_implementations_are_timed_in_interleaved_rounds(monkeypatch, costs):
     merged = [(k, sum(n for _, n in runs)) for k, runs in groupby(want, key=lambda r: r[0])]
     assert [(name, len(list(group))) for name, group in groupby(log)] == merged
     assert result.seconds == pytest.approx(cost)
+
+
+@pytest.mark.parametrize(("quick", "settle"), [(True, "QUICK_SETTLE_SECONDS"), (False, None)])
+def test_quick_runs_settle_for_less(monkeypatch, quick, settle):
+    # --quick, a smoke test, waits less for other thread pools between turns
+    from posembed.bench import timing
+
+    seen = []
+    monkeypatch.setattr(timing, "cases_of", lambda kernel, q: ["case"])
+    monkeypatch.setattr(timing, "measure", lambda case, reps, s=None: seen.append(s))
+    timing.run(quick=quick, kernels=["k"])
+    assert seen == [getattr(timing, settle) if settle else None]

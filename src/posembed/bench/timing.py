@@ -50,6 +50,8 @@ def rounds(once: float, repeat: int) -> int:
 # a while after a call; timing the next implementation on top of them would
 # charge it for their spinning. Each implementation gets the cores to itself.
 SETTLE_SECONDS = 0.05
+# --quick, a smoke test of every case, settles for less: its figures are rough.
+QUICK_SETTLE_SECONDS = 0.01
 
 # Cases that write files (their roofline writes one too): the page cache's
 # dirty pages of one implementation are written back before the next is
@@ -67,15 +69,16 @@ WRITES_FILES = frozenset({"file write", "file copy", "parquet decode"})
 REWARM_SECONDS = 1e-3
 
 
-def _quiet(case: Case) -> None:
-    """Wait for other thread pools to go quiet (and, for a case that writes
-    files, for the page cache's dirty pages to be written back)."""
+def _quiet(case: Case, settle: float) -> None:
+    """Wait ``settle`` seconds for other thread pools to go quiet (and, for a
+    case that writes files, for the page cache's dirty pages to be written
+    back)."""
     if case.roofline in WRITES_FILES:
         os.sync()
-    time.sleep(SETTLE_SECONDS)
+    time.sleep(settle)
 
 
-def measure(case: Case, repeat: int) -> Result:
+def measure(case: Case, repeat: int, settle: float | None = None) -> Result:
     """Median seconds per implementation over interleaved rounds, each timed
     batch after the other implementations' threads have gone quiet."""
     if case.check is not None and not case.check():
@@ -96,7 +99,7 @@ def measure(case: Case, repeat: int) -> Result:
         for r in range(max(reps.values())):
             for k in fns:
                 if r < reps[k]:
-                    _quiet(case)
+                    _quiet(case, SETTLE_SECONDS if settle is None else settle)
                     timed, once = timers[k]
                     if once < REWARM_SECONDS:
                         timed()  # the others ran since: caches and threads warmed again
@@ -131,5 +134,5 @@ def run(
         for case in cases_of(kernel, quick):
             if progress is not None:
                 progress(f"{case.kernel}: {case.name} ({case.shape})")
-            results.append(measure(case, reps))
+            results.append(measure(case, reps, QUICK_SETTLE_SECONDS if quick else None))
     return results
