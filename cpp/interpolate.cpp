@@ -102,7 +102,9 @@ void interpolate(const RowsView& table, FloatKind kind, int64_t length, Align al
   // operations a row): a plan of every row made first, on one thread, took
   // a fifth of the call on 16 threads.
   const int64_t rows = table.rows;
-  auto tap = [&](int64_t i) { return linear_tap(source_coord(first + i, rows, length, align), rows); };
+  auto tap = [&](int64_t i) {
+    return linear_tap(source_coord(first + i, rows, length, align), rows);
+  };
   with_float_kind(kind, [&](auto s) {
     using S = decltype(s);
     blend_rows<S>(table, length - first, tap, out, out_just_allocated);

@@ -96,10 +96,11 @@ def measure(case: Case, repeat: int, settle: float | None = None) -> Result:
     try:
         timers = {k: timer(fn) for k, fn in fns.items()}
         reps = {k: rounds(once, repeat) for k, (_, once) in timers.items()}
+        pause = SETTLE_SECONDS if settle is None else settle
         for r in range(max(reps.values())):
             for k in fns:
                 if r < reps[k]:
-                    _quiet(case, SETTLE_SECONDS if settle is None else settle)
+                    _quiet(case, pause)
                     timed, once = timers[k]
                     if once < REWARM_SECONDS:
                         timed()  # the others ran since: caches and threads warmed again

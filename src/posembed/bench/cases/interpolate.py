@@ -40,8 +40,9 @@ def build(quick: bool = False) -> list[Case]:
     # output streams through memory (sizes.py): the write roofline is then
     # the ceiling on any host (a 32x stretch where both follow the last-level
     # cache).
-    rows = at_most(sizes(quick).in_cache // 2, ROW_BYTES)
-    n = at_least(sizes(quick).in_memory, ROW_BYTES)
+    size = sizes(quick)
+    rows = at_most(size.in_cache // 2, ROW_BYTES)
+    n = at_least(size.in_memory, ROW_BYTES)
     table = rng.standard_normal((rows, 1024), dtype=np.float32)
     stretch = f"{rows} -> {n} rows, d=1024 f32, half_pixel"
     impls: dict[str, Callable[[], object]] = {
@@ -107,7 +108,7 @@ def build(quick: bool = False) -> list[Case]:
     # output that streams through memory.
     lerp_rows = 512 if quick else 2048
     lerp_table = rng.standard_normal((lerp_rows, 1024), dtype=np.float32)
-    npos = at_least(sizes(quick).in_memory, ROW_BYTES)
+    npos = n  # as many rows as the stretch writes
     pos = rng.uniform(0, lerp_rows - 1, npos)
     cases.append(
         Case(
