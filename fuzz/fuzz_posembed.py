@@ -879,22 +879,20 @@ def _first_row(b: Builder, d: int) -> Arg:
 def _dropout_mask(b: Builder) -> Call:
     r = b.r
     entries: list[Any] = []
-    huge = False
     for _ in range(r.int(0, 3)):
-        if r.chance(8):
-            value = r.pick(ODD_SIZES + NOT_INTS)
-            huge = huge or _is_huge(value)
-            entries.append(value)
-        else:
-            entries.append(r.int(0, 9))
+        entries.append(r.pick(ODD_SIZES + NOT_INTS) if r.chance(8) else r.int(0, 9))
     kind = r.int(0, 5)  # an int, a list, an array or (mostly) a tuple
+    passed = entries[:1] if kind == 0 and entries else entries  # the sizes the call gets
+    small = [type(x)(1) if _is_huge(x) else x for x in passed]  # each size >= 2^62 made 1
     shape: Any = tuple(entries)
+    stand_in: Any = tuple(small)
     if kind == 0 and entries:
-        shape = entries[0]
+        shape, stand_in = entries[0], small[0]
     elif kind == 1:
-        shape = list(entries)
+        shape, stand_in = list(entries), small
     elif kind == 2 and all(_is_int(x) and -(2**63) <= int(x) < 2**63 for x in entries):
-        shape = np.array(entries, dtype=np.int64)
+        shape, stand_in = np.array(entries, dtype=np.int64), np.array(small, dtype=np.int64)
+    huge = any(_is_huge(x) for x in passed)
     if r.chance(12):
         shape, huge = r.pick(["3", None, 2.0, {1: 2}, b"ab"]), False
     call = _plain("dropout_mask")
@@ -902,7 +900,8 @@ def _dropout_mask(b: Builder) -> Call:
     call.add("p", b.rate())
     call.add("seed", b.seed(none=False))
     if huge:
-        b.huge["shape"] = Value(tuple(1 if _is_huge(x) else x for x in entries))
+        # the stand-in has the form of the shape passed (int, list, array or tuple)
+        b.huge["shape"] = Value(stand_in)
     return b.finish(call)
 
 

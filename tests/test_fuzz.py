@@ -3,6 +3,7 @@ suite, and proof that the harness catches the bugs it is there to catch."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import importlib.util
 import itertools
@@ -68,6 +69,29 @@ def test_the_same_input_is_the_same_call(fuzz):
     _, data = next(fuzz.plain_inputs(CORPUS_SEED, 7))
     first, second = fuzz.decode(data)[0], fuzz.decode(data)[0]
     assert first.describe() == second.describe()
+
+
+def test_a_huge_size_stand_in_has_the_form_of_the_size_passed(fuzz):
+    # dropout_mask's shape: an int, a list, an array or a tuple; the twin gets
+    # the same form with each size >= 2^62 made 1, and nothing else changed
+    # (a stand-in built from sizes the call never got once failed a good call)
+    seen = set()
+    for _, data in itertools.islice(fuzz.plain_inputs(CORPUS_SEED), 6000):
+        call, _ = fuzz.decode(fuzz.input_for("dropout_mask", data))
+        if "shape" not in call.huge:
+            continue
+        shape = next(arg.value for label, arg, _ in call.args if label == "shape")
+        stand_in = call.huge["shape"].value
+        assert type(stand_in) is type(shape)
+        many = (tuple, list, np.ndarray)
+        sizes = list(shape) if isinstance(shape, many) else [shape]
+        small = list(stand_in) if isinstance(stand_in, many) else [stand_in]
+        assert any(fuzz._is_huge(x) for x in sizes)
+        assert small == [1 if fuzz._is_huge(x) else x for x in sizes]
+        seen.add(type(shape))
+    assert {int, tuple, list} <= seen
+    # the input that found it
+    fuzz.TestOneInput(base64.b64decode("FdLb+wf7ANsAAAD//xgYGBgYGBj/Dw=="))
 
 
 # ------------------------------------------------------------ planted bugs
