@@ -78,17 +78,20 @@ inline void sum_taps(C* acc, const AxisPlan& plan, int64_t i, RowFn row, int64_t
 // allocated for the call. A calling thread holds at most kKeptBytes.
 class ScratchBuffer {
  public:
+  // Rows start on a cache line (kAlign bytes more are allocated for that): a
+  // row read that straddles two lines costs two loads, and the y pass reads
+  // each row of the scratch several times.
   template <class C>
   C* get(int64_t count) {
-    const auto bytes = static_cast<size_t>(count) * sizeof(C);
+    const auto bytes = static_cast<size_t>(count) * sizeof(C) + kAlign;
     if (bytes > kKeptBytes) {
       own_.reset(new char[bytes]);
-      return reinterpret_cast<C*>(own_.get());
+      return aligned<C>(own_.get());
     }
     Kept& k = kept();
     if (k.in_use) {  // a nested call on this thread: never, but never shared either
       own_.reset(new char[bytes]);
-      return reinterpret_cast<C*>(own_.get());
+      return aligned<C>(own_.get());
     }
     if (k.size < bytes) {
       k.data.reset();  // the old block goes before the new one comes
@@ -98,7 +101,7 @@ class ScratchBuffer {
     }
     k.in_use = true;
     borrowed_ = true;
-    return reinterpret_cast<C*>(k.data.get());
+    return aligned<C>(k.data.get());
   }
   ScratchBuffer() = default;
   ScratchBuffer(const ScratchBuffer&) = delete;
@@ -109,6 +112,12 @@ class ScratchBuffer {
 
  private:
   static constexpr size_t kKeptBytes = size_t{64} << 20;
+  static constexpr size_t kAlign = 64;
+  template <class C>
+  static C* aligned(char* p) {
+    const auto skip = (kAlign - reinterpret_cast<uintptr_t>(p) % kAlign) % kAlign;
+    return reinterpret_cast<C*>(p + skip);
+  }
   struct Kept {
     std::unique_ptr<char[]> data;
     size_t size = 0;

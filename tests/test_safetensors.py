@@ -361,7 +361,84 @@ def test_page_match_places_a_data_byte_within_a_page(tmp_path, page_match, start
         assert header.data_start % 4096 == start
 
 
-def test_copy_appends_a_range_of_another_file_in_the_kernel_or_not(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "failure", [errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EPERM, None]
+)
+def test_a_whole_file_is_copied_in_the_kernel_or_by_reads_and_writes(
+    tmp_path, monkeypatch, failure
+):
+    # copy_file_range refused (another file system, an old kernel, a sandbox)
+    # or absent: the same bytes by reads and writes, in small pieces; refused
+    # once, it is not asked again
+    source = tmp_path / "source.bin"
+    data = bytes(range(256)) * 5
+    source.write_bytes(data)
+    calls = []
+
+    def refused(*args: Any) -> int:
+        calls.append(args)
+        raise OSError(failure, os.strerror(failure))
+
+    if failure is None:
+        monkeypatch.delattr(os, "copy_file_range", raising=False)
+    else:
+        monkeypatch.setattr(os, "copy_file_range", refused)
+    monkeypatch.setattr(sft, "COPY_BYTES", 7)
+    out_path = tmp_path / "out.bin"
+    with open(source, "rb") as src, open(out_path, "xb", buffering=0) as out:
+        sft.copy_file(src.fileno(), out, source, len(data))
+    assert out_path.read_bytes() == data
+    assert len(calls) == (0 if failure is None else 1)
+
+
+def test_a_whole_file_copy_in_the_kernel(tmp_path, monkeypatch):
+    source = tmp_path / "source.bin"
+    data = bytes(range(256)) * 5
+    source.write_bytes(data)
+    calls = []
+    real = os.copy_file_range
+    monkeypatch.setattr(os, "copy_file_range", lambda *args: calls.append(args) or real(*args))
+    monkeypatch.setattr(os, "preadv", lambda *args: pytest.fail("read instead"))
+    out_path = tmp_path / "out.bin"
+    with open(source, "rb") as src, open(out_path, "xb", buffering=0) as out:
+        sft.copy_file(src.fileno(), out, source, len(data))
+    assert out_path.read_bytes() == data
+    assert calls
+
+
+@pytest.mark.parametrize("way", ["copy_file_range", "preadv"])
+def test_a_whole_file_that_shrinks_while_copied_is_an_error(tmp_path, monkeypatch, way):
+    source = tmp_path / "source.bin"
+    source.write_bytes(b"x" * 100)
+    if way == "preadv":
+        monkeypatch.delattr(os, "copy_file_range", raising=False)
+    monkeypatch.setattr(os, way, lambda *args: 0)  # end of file
+    early = r"the file ended early \(changed while reading\?\)"
+    with (
+        open(source, "rb") as src,
+        open(tmp_path / "out.bin", "xb", buffering=0) as out,
+        pytest.raises(ValueError, match=early),
+    ):
+        sft.copy_file(src.fileno(), out, source, 100)
+
+
+def test_another_copy_file_range_error_is_raised(tmp_path, monkeypatch):
+    source = tmp_path / "source.bin"
+    source.write_bytes(b"x" * 100)
+
+    def failing(*args: Any) -> int:
+        raise OSError(errno.EIO, "I/O error")
+
+    monkeypatch.setattr(os, "copy_file_range", failing)
+    with (
+        open(source, "rb") as src,
+        open(tmp_path / "out.bin", "xb", buffering=0) as out,
+        pytest.raises(OSError, match="I/O error"),
+    ):
+        sft.copy_file(src.fileno(), out, source, 100)
+
+
+def test_copy_appends_a_range_of_another_file_after_a_header(tmp_path, monkeypatch):
     source = tmp_path / "source.bin"
     source.write_bytes(bytes(range(256)) * 4)
     specs = [sft.TensorSpec("a", "U8", (100,), 100), sft.TensorSpec("b", "U8", (3,), 3)]

@@ -481,7 +481,7 @@ def write(src_fd: int, header: sft.Header, new: NewTable, dst: Path) -> None:
         else header.entries[name].as_spec()
         for name in header.data_order
     ]
-    # Keep the larger unchanged run at its offset within a page (a faster copy in the kernel).
+    # Keep the larger unchanged run at its offset within a page (whole pages copy faster).
     after_bytes = header.data_bytes - table.end
     if table.begin >= after_bytes:
         page_match = (0, header.data_start)
