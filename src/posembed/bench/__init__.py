@@ -25,12 +25,13 @@ from posembed.bench.scaling import (
     scaling_cases,
 )
 from posembed.bench.sizes import Caches, Sizes, caches, sizes
-from posembed.bench.timing import measure, run
+from posembed.bench.timing import FRESH_BLOCK_BYTES, measure, pin_fresh_allocations, run
 
 __all__ = [
     "BUILDERS",
     "CASE_NAMES",
     "COLUMNS",
+    "FRESH_BLOCK_BYTES",
     "SCALING_NAMES",
     "WITHOUT_REFERENCE",
     "Caches",
@@ -47,6 +48,7 @@ __all__ = [
     "format_scaling",
     "machine",
     "measure",
+    "pin_fresh_allocations",
     "roofline",
     "run",
     "run_scaling",
