@@ -20,7 +20,6 @@ import pytest
 from posembed import bench
 
 QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
-bench.pin_fresh_allocations()  # "fresh" outputs are new pages, as in `posembed bench`
 
 
 @lru_cache(maxsize=1)  # one kernel's arrays at a time: the files run kernel by kernel

@@ -181,18 +181,6 @@ class BenchRun:
     png: Path
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _adaptive_allocator() -> Iterator[None]:
-    """`posembed bench` pins glibc's mmap threshold for its process, for good;
-    the suite runs it in this process, which keeps glibc's adaptive one (the
-    pinning is tested in a process of its own, test_bench_rooflines.py)."""
-    from posembed import bench
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(bench, "pin_fresh_allocations", lambda: False)
-        yield
-
-
 @pytest.fixture(scope="session")
 def quick_bench(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
     """One ``posembed bench --quick`` run with every output (the thread-scaling

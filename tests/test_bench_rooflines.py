@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 import platform
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -232,39 +230,3 @@ def test_quick_runs_settle_for_less(monkeypatch, quick, settle):
     monkeypatch.setattr(timing, "measure", lambda case, reps, s=None: seen.append(s))
     timing.run(quick=quick, kernels=["k"])
     assert seen == [getattr(timing, settle) if settle else None]
-
-
-PINNED_PROBE = """
-import resource, sys
-import numpy as np
-from posembed import bench
-pinned = bench.pin_fresh_allocations() if sys.argv[1] == "pin" else False
-def faults():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-def churn():
-    for _ in range(5):
-        a = np.empty(8 << 20, np.uint8)
-        a.fill(1)
-        del a
-churn()
-before = faults()
-churn()
-print(pinned, faults() - before)
-"""
-
-
-def test_fresh_outputs_are_new_pages_in_the_benchmark_process():
-    # glibc hands a freed 8 MiB block back to the next allocation (no page
-    # faults once its threshold has grown); pinned, every block is new pages:
-    # at least its four 2 MiB pages faulted in, five blocks
-    glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
-    seen = {}
-    for mode in ("pin", "adaptive"):
-        out = subprocess.run(
-            [sys.executable, "-c", PINNED_PROBE, mode], capture_output=True, text=True, check=True
-        ).stdout.split()
-        seen[mode] = (out[0] == "True", int(out[1]))
-    assert seen["pin"][0] is glibc
-    if glibc:
-        assert seen["pin"][1] >= 5 * 4
-        assert seen["adaptive"][1] < 5 * 4

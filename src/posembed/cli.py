@@ -51,13 +51,7 @@ def _bench(args: argparse.Namespace) -> int:
             set_num_threads(max(counts))
         except ValueError as exc:
             return _fail("bench", f"--threads: {exc}")
-    pinned = bench.pin_fresh_allocations()
     info = bench.machine(quick=args.quick)
-    info["fresh memory"] = (
-        f"new pages for every block of {bench.FRESH_BLOCK_BYTES >> 10} KiB or more"
-        if pinned
-        else "as the allocator gives it"
-    )
     if args.quick:
         info["run"] = "quick (smaller problems, 3 rounds)"
 

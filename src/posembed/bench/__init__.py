@@ -25,13 +25,12 @@ from posembed.bench.scaling import (
     scaling_cases,
 )
 from posembed.bench.sizes import Caches, Sizes, caches, sizes
-from posembed.bench.timing import FRESH_BLOCK_BYTES, measure, pin_fresh_allocations, run
+from posembed.bench.timing import measure, run
 
 __all__ = [
     "BUILDERS",
     "CASE_NAMES",
     "COLUMNS",
-    "FRESH_BLOCK_BYTES",
     "SCALING_NAMES",
     "WITHOUT_REFERENCE",
     "Caches",
@@ -48,7 +47,6 @@ __all__ = [
     "format_scaling",
     "machine",
     "measure",
-    "pin_fresh_allocations",
     "roofline",
     "run",
     "run_scaling",

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import os
-import platform
 import time
 from collections.abc import Callable
 
@@ -69,35 +67,6 @@ WRITES_FILES = frozenset({"file write", "file copy", "parquet decode"})
 # before its timed one, which warms again the caches and thread pool that the
 # other implementations and the pause took from it.
 REWARM_SECONDS = 1e-3
-
-
-# glibc's allocator raises its mmap threshold to the largest block freed, so
-# a large block freed by one call comes back to the next from its heap: a
-# "fresh" output was then memory another implementation had just written
-# (warm, no page faults) or new pages from the system, by the luck of what
-# ran before (the same 32 MiB `extend` output took 5-12 ms, NumPy's way
-# 7.5-13 ms, swapping which was faster). The benchmark processes (`posembed
-# bench`, the pytest-benchmark suite) pin the threshold at glibc's default,
-# 128 KiB: every larger block is new pages, for every implementation and
-# roofline alike, as the "fresh" cases say. glibc cannot undo it, so a
-# library call never does it to its caller's process.
-FRESH_BLOCK_BYTES = 128 << 10
-_M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
-
-
-def pin_fresh_allocations() -> bool:
-    """Make every allocation of FRESH_BLOCK_BYTES or more new pages from the
-    system for the rest of the process (glibc only; it cannot be undone);
-    whether it was done."""
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, FRESH_BLOCK_BYTES))
 
 
 def _quiet(case: Case, settle: float) -> None:
