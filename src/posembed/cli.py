@@ -415,7 +415,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("bench", help="time every kernel against NumPy, PyTorch and the roofline")
-    p.add_argument("--quick", action="store_true", help="smaller problems, 3 rounds (under 30 s)")
+    p.add_argument(
+        "--quick", action="store_true", help="smaller problems, 3 rounds (under a minute)"
+    )
     p.add_argument(
         "--repeat", type=_repeat, help=f"timed rounds per implementation (1..{MAX_REPEAT})"
     )
