@@ -467,9 +467,10 @@ class Writer:
 
     def copy(self, src_fd: int, start: int, count: int, src_path: str | os.PathLike[str]) -> None:
         """Append bytes [start, start + count) of the open file ``src_fd``, by
-        reads and writes through one buffer (after the header; see _copy_range)."""
+        reads and writes through one buffer (see :func:`copy_file` for why not
+        in the kernel)."""
         self._take(count)
-        _copy_range(src_fd, self._out, src_path, start, count, False)
+        _copy_range(src_fd, self._out, src_path, start, count)
 
     def finish(self) -> None:
         """Check that every byte the header announced was written."""
@@ -605,49 +606,50 @@ def _header_json(
     return raw
 
 
-def copy_file(src_fd: int, out: io.FileIO, src_path: str | os.PathLike[str], count: int) -> None:
-    """Append the first ``count`` bytes of the open file ``src_fd`` to ``out``
-    as :meth:`Writer.copy` copies a range: in the kernel where it can."""
-    _copy_range(src_fd, out, src_path, 0, count, hasattr(os, "copy_file_range"))
-
-
 # copy_file_range's ways of saying "not between these files": fall back to reads and writes.
 _NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EPERM}
 
 
-def _copy_range(
-    src_fd: int, out: io.FileIO, path: str | os.PathLike[str], start: int, count: int, fast: bool
-) -> bool:
-    """Bytes [start, start + count) of the source appended to out. A whole
-    file (out still empty) is copied in the kernel while ``fast``
-    (copy_file_range: a shared extent where the file system can); a range
-    after a header by reads and writes, COPY_BYTES at a time through one
-    buffer, which measured faster there (ext4, 247 MB from page-aligned
-    offsets: 57-71 ms, against 89-97 ms for copy_file_range into an output
-    offset past 0, and 61-65 ms for it from offset 0). Returns whether the
-    in-kernel copy still works, for the next range."""
-    kernel = fast and out.tell() == 0
-    buffer: memoryview | None = None
-    while count > 0:
-        if kernel:
-            # the kernel's copy needs no buffer here: larger pieces, fewer calls
+def copy_file(src_fd: int, out: io.FileIO, src_path: str | os.PathLike[str], count: int) -> None:
+    """Append the first ``count`` bytes of the open file ``src_fd`` to ``out``,
+    a new file: in the kernel where it can (copy_file_range, a shared extent
+    where the file system can), else by reads and writes as :meth:`Writer.copy`.
+    The kernel's copy measured as fast as reads and writes into a new file
+    (ext4, 247 MB: 61-65 ms), and slower into one past its offset 0 (89-97
+    ms, against 57-71 ms), so a range after a header is read and written."""
+    start = 0
+    if hasattr(os, "copy_file_range"):
+        while start < count:
             try:
-                got = os.copy_file_range(src_fd, out.fileno(), min(count, 64 * COPY_BYTES), start)
+                # no buffer here: larger pieces, fewer calls
+                got = os.copy_file_range(
+                    src_fd, out.fileno(), min(count - start, 64 * COPY_BYTES), start
+                )
             except OSError as exc:
                 if exc.errno not in _NO_COPY_RANGE:
                     raise
-                kernel = fast = False
-                continue
-        else:
-            if buffer is None:
-                buffer = memoryview(bytearray(min(count, COPY_BYTES)))
-            got = os.preadv(src_fd, [buffer[: min(count, len(buffer))]], start)
-            _write_all(out, buffer[:got])
+                break  # refused once: the rest by reads and writes
+            if got == 0:
+                raise ValueError(f"{src_path}: the file ended early (changed while reading?)")
+            start += got
+    _copy_range(src_fd, out, src_path, start, count - start)
+
+
+def _copy_range(
+    src_fd: int, out: io.FileIO, path: str | os.PathLike[str], start: int, count: int
+) -> None:
+    """Bytes [start, start + count) of the source appended to out by reads and
+    writes, COPY_BYTES at a time through one buffer."""
+    buffer: memoryview | None = None
+    while count > 0:
+        if buffer is None:
+            buffer = memoryview(bytearray(min(count, COPY_BYTES)))
+        got = os.preadv(src_fd, [buffer[: min(count, len(buffer))]], start)
         if got == 0:
             raise ValueError(f"{path}: the file ended early (changed while reading?)")
+        _write_all(out, buffer[:got])
         start += got
         count -= got
-    return fast
 
 
 def _write_all(out: io.FileIO, data: bytes | memoryview) -> None:
