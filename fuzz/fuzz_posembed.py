@@ -1797,10 +1797,11 @@ def TestOneInput(data: bytes) -> None:  # atheris' name for the function it call
 # bound, near int64's ends (cast to the array's dtype, wrapping).
 RACE_INTS = [0, -1, 1, 2**31 - 1, 1 << 40, -(1 << 40), HUGE, 2**63 - 1, -(2**63)]
 RACE_FLOATS = [0.0, -0.0, NAN, INF, -INF, 3.4e38, -1e300, 1e-40]
-# window_layout's offsets alone size its result: a last offset rewritten to
-# 2^31 - 1 or 2^40 leaves them valid, the layout of a real corpus that large
-# (gigabytes to terabytes of windows), which no race can tell from a request.
-# Its writer uses values that are refused wherever they land, or that fit.
+# Offsets that size a result (window_layout's windows, stitch's tokens): a
+# last offset rewritten to 2^31 - 1 or 2^40 leaves them valid, the layout of a
+# real corpus that large (gigabytes to terabytes of output), which no race can
+# tell from a request. Their writer uses values that are refused wherever they
+# land, or that fit.
 RACE_SIZING_INTS = [0, -1, 1, -(1 << 40), HUGE, 2**63 - 1, -(2**63)]
 # The most one race call writes: enough for milliseconds of work, little memory.
 RACE_BYTES = 16 << 20
@@ -1889,6 +1890,7 @@ class RaceCase:
     arrays: list[tuple[str, np.ndarray]]
     text: str
     ints: list[int] = field(default_factory=lambda: RACE_INTS)
+    sizing: tuple[str, ...] = ()  # labels of arrays written with RACE_SIZING_INTS
 
 
 def _race_corpus(r: Reader, bytes_per_window: int) -> tuple[int, int, str, np.ndarray]:
@@ -1986,7 +1988,9 @@ def _race_case(r: Reader, kernel: str) -> RaceCase:
             def run() -> Any:
                 return posembed.stitch(values, w, reduce=reduce, fill=fill)
 
-            return RaceCase(kernel, run, [("values", values), *arrays], text)
+            return RaceCase(
+                kernel, run, [("values", values), *arrays], text, sizing=("doc_offsets",)
+            )
         return _race_stitch_block(r, w, values, reduce, fill, text)
     # WindowLayout.cut and the Dask block that calls it
     layout = _own_layout(r, posembed.window_layout(offsets, size, step=step, tail=tail))
@@ -2095,7 +2099,12 @@ def race_input(data: bytes) -> str:
     kernel = r.pick(RACE_KERNELS)
     with quiet():
         case = _race_case(r, kernel)
-    plans = [p for label, a in case.arrays if (p := _scribble(r, label, a, case.ints)) is not None]
+    plans = [
+        p
+        for label, a in case.arrays
+        if (p := _scribble(r, label, a, RACE_SIZING_INTS if label in case.sizing else case.ints))
+        is not None
+    ]
     delay = r.pick([0.0, 0.0, 0.0005, 0.002, 0.005])
     global LAST_WRITER
     writer = LAST_WRITER = Writer(plans, delay, r.int(0, 2**32 - 1))

@@ -343,6 +343,28 @@ def test_the_race_writer_rewrites_the_arrays_while_the_call_runs(fuzz, monkeypat
     assert all(n > 0 for n in counts), counts
 
 
+def test_the_race_writer_leaves_stitch_a_corpus_of_its_size(fuzz, monkeypatch):
+    # stitch's result has a row per token of its doc_offsets: a last offset
+    # rewritten to 2^31 - 1 is a valid corpus of 2^31 - 1 tokens (tens of GiB
+    # of result), not a race to refuse, so those offsets get values that are
+    # refused wherever they land, or that fit; the other arrays get them all.
+    pools: dict[str, set[tuple[int, ...]]] = {}
+    scribble = fuzz._scribble
+
+    def recorded(r: Any, label: str, array: np.ndarray, ints: list[int] = fuzz.RACE_INTS) -> Any:
+        pools.setdefault(label, set()).add(tuple(ints))
+        return scribble(r, label, array, ints)
+
+    monkeypatch.setattr(fuzz, "_scribble", recorded)
+    monkeypatch.setattr(fuzz, "MODE", "race")
+    _feed(fuzz, _mode_inputs(fuzz, fuzz.RACE_KERNELS, "stitch", 3))
+    assert pools["doc_offsets"] == {tuple(fuzz.RACE_SIZING_INTS)}
+    assert 2**31 - 1 not in fuzz.RACE_SIZING_INTS
+    assert 1 << 40 not in fuzz.RACE_SIZING_INTS
+    for label in ("starts", "lengths", "documents"):
+        assert pools[label] == {tuple(fuzz.RACE_INTS)}
+
+
 def test_race_mode_catches_an_exception_of_another_kind(fuzz, monkeypatch):
     def crash(*args: Any, **kw: Any) -> Any:
         raise RuntimeError("planted")

@@ -429,6 +429,25 @@ def test_stitch_thread_count_does_not_change_bytes(rng, restore_threads):
             _core._probes.set_thresholds(-1, -1)
 
 
+def test_stitch_shapes_its_result_from_the_checked_offsets(monkeypatch):
+    # Another thread rewrites the caller's doc_offsets once the kernel has
+    # copied them: the result still has the rows the kernel wrote.
+    from posembed import _core
+
+    w = posembed.windows(np.arange(10), 4, step=2)
+    values = np.arange(len(w) * 4 * 3, dtype=np.float64).reshape(len(w), 4, 3)
+    want = reference.stitch(values, reference.windows(np.arange(10), 4, step=2), reduce="max")
+    real = _core.stitch
+
+    def then_rewrite(*args: Any) -> Any:
+        out = real(*args)
+        w.doc_offsets[-1] = 2**31 - 1
+        return out
+
+    monkeypatch.setattr(_core, "stitch", then_rewrite)
+    assert_same(posembed.stitch(values, w, reduce="max"), want)
+
+
 def test_stitch_refuses_windows_out_of_order():
     w = posembed.windows(np.arange(10), 4, step=2)  # starts 0, 2, 4, 6
     values = np.ones((len(w), 4))

@@ -877,6 +877,6 @@ def stitch(values: Any, windows: Windows, *, reduce: str = "mean", fill: Any = 0
             REDUCES[r],
             fill_value.item(),
         )
-    total = int(fields.doc_offsets[-1])
-    shaped: np.ndarray = out.reshape(total, *rest).astype(result, copy=False)
+    # the kernel's rows, not the caller's doc_offsets, which may have changed since
+    shaped: np.ndarray = out.reshape(out.shape[0], *rest).astype(result, copy=False)
     return shaped
