@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import gc
 import importlib.util
 import itertools
 import os
@@ -12,6 +13,7 @@ import re
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -272,6 +274,44 @@ def test_atheris_driver_prints_the_count(tmp_path):
     match = SUMMARY.match(lines[-1])
     assert match is not None, lines[-1]
     assert match.group(1) == "300"
+
+
+def test_hostile_modes_give_libfuzzer_room_for_atheris_own_references(fuzz, monkeypatch):
+    args = fuzz.argparse.Namespace(timeout=60, artifact_prefix="./", seconds=30, runs=0, seed=7)
+    limit = f"-rss_limit_mb={fuzz.HOSTILE_RSS_LIMIT_MB}"
+    for name in fuzz.MODES:
+        monkeypatch.setattr(fuzz, "MODE", name)
+        flags = fuzz.libfuzzer_flags(args, [])
+        assert flags[:2] == ["-timeout=60", "-artifact_prefix=./"]
+        assert "-max_total_time=30" in flags
+        assert "-seed=7" in flags
+        assert (limit in flags) == (name != "calls")
+        assert not any(
+            f.startswith("-rss_limit_mb=")
+            for f in fuzz.libfuzzer_flags(args, ["-rss_limit_mb=100"])
+        )
+
+
+def test_bound_memory_collects_the_inputs_cycles(fuzz, monkeypatch):
+    class Node:
+        pass
+
+    gc_was_on = gc.isenabled()
+    gc.disable()  # only _bound_memory may collect the cycle
+    try:
+        node = Node()
+        node.self, node.rows = node, np.ones(1 << 20)  # a cycle holding 8 MB
+        alive = weakref.ref(node)
+        del node
+        monkeypatch.setattr(fuzz, "RSS_COLLECT", 1 << 60)  # not grown enough: kept
+        fuzz._bound_memory()
+        assert alive() is not None
+        monkeypatch.setattr(fuzz, "RSS_COLLECT", -(1 << 60))  # grown: collected
+        fuzz._bound_memory()
+        assert alive() is None
+    finally:
+        if gc_was_on:
+            gc.enable()
 
 
 def test_saved_inputs_are_rerun(tmp_path):
