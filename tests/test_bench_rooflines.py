@@ -176,15 +176,18 @@ def test_each_way_of_a_memory_roofline_moves_the_bytes(monkeypatch, kind, stream
     assert (dst == want).all()
 
 
-SLOW, FAST = 2.0**-7, 2.0**-14  # 7.8 ms and 61 us a call: sums of them stay exact
+# 250 ms, 7.8 ms and 61 us a call: sums of them stay exact
+SLOW, MID, FAST = 2.0**-2, 2.0**-7, 2.0**-14
 
 
-@pytest.mark.parametrize("costs", [(SLOW, SLOW), (FAST, FAST), (SLOW, FAST), (FAST, SLOW)])
+@pytest.mark.parametrize(
+    "costs", [(SLOW, SLOW), (FAST, FAST), (SLOW, FAST), (FAST, SLOW), (MID, SLOW)]
+)
 def test_implementations_are_timed_in_interleaved_rounds(monkeypatch, costs):
     # on a clock that each call moves on by its implementation's cost: after
     # the warm-ups, one timed batch of each implementation a round, a call
-    # under 1 ms with an untimed batch before it (caches warmed again); every
-    # implementation gets its medians
+    # under 0.1 s with an untimed batch before it (caches and thread pools
+    # warmed again); every implementation gets its medians
     from itertools import groupby
 
     from posembed.bench import timing

@@ -65,8 +65,15 @@ WRITES_FILES = frozenset({"file write", "file copy", "parquet decode"})
 # seconds, and a drift then falls on each implementation alike instead of on
 # whichever block it met. A call shorter than this gets an untimed batch
 # before its timed one, which warms again the caches and thread pool that the
-# other implementations and the pause took from it.
-REWARM_SECONDS = 1e-3
+# other implementations and the pause took from it. Waking a thread pool can
+# cost milliseconds, not microseconds: on a 2-core VM, the first OpenMP region
+# after 50 ms of quiet took 5.8-7.8 ms (an empty one; 30 us with
+# OMP_WAIT_POLICY=passive), since libgomp's calling thread spins while it
+# waits for its helper, and the helper's core came back only once the spinning
+# stopped (after GOMP_SPINCOUNT turns: 0.56 ms with 10,000, 1.6 ms with
+# 30,000). Calls up to this long are timed warm; on longer ones the wake-up is
+# a few percent at most.
+REWARM_SECONDS = 0.1
 
 
 def _quiet(case: Case, settle: float) -> None:
