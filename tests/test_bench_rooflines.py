@@ -223,13 +223,15 @@ def test_implementations_are_timed_in_interleaved_rounds(monkeypatch, costs):
     assert result.seconds == pytest.approx(cost)
 
 
-@pytest.mark.parametrize(("quick", "settle"), [(True, "QUICK_SETTLE_SECONDS"), (False, None)])
-def test_quick_runs_settle_for_less(monkeypatch, quick, settle):
+@pytest.mark.parametrize("quick", [True, False])
+def test_quick_runs_settle_and_rewarm_for_less(monkeypatch, quick):
     # --quick, a smoke test, waits less for other thread pools between turns
+    # and rewarms only the calls under 1 ms
     from posembed.bench import timing
 
     seen = []
     monkeypatch.setattr(timing, "cases_of", lambda kernel, q: ["case"])
-    monkeypatch.setattr(timing, "measure", lambda case, reps, s=None: seen.append(s))
+    monkeypatch.setattr(timing, "measure", lambda case, reps, s=None, w=None: seen.append((s, w)))
     timing.run(quick=quick, kernels=["k"])
-    assert seen == [getattr(timing, settle) if settle else None]
+    want = (timing.QUICK_SETTLE_SECONDS, timing.QUICK_REWARM_SECONDS) if quick else (None, None)
+    assert seen == [want]

@@ -72,8 +72,11 @@ WRITES_FILES = frozenset({"file write", "file copy", "parquet decode"})
 # waits for its helper, and the helper's core came back only once the spinning
 # stopped (after GOMP_SPINCOUNT turns: 0.56 ms with 10,000, 1.6 ms with
 # 30,000). Calls up to this long are timed warm; on longer ones the wake-up is
-# a few percent at most.
+# a few percent at most. --quick pauses only 10 ms, after which the pools
+# were mostly still awake (44 us for the empty region), and rewarms only the
+# calls under 1 ms: every call rewarmed took it from 42-51 s to 52-53 s.
 REWARM_SECONDS = 0.1
+QUICK_REWARM_SECONDS = 1e-3
 
 
 def _quiet(case: Case, settle: float) -> None:
@@ -85,7 +88,9 @@ def _quiet(case: Case, settle: float) -> None:
     time.sleep(settle)
 
 
-def measure(case: Case, repeat: int, settle: float | None = None) -> Result:
+def measure(
+    case: Case, repeat: int, settle: float | None = None, rewarm: float | None = None
+) -> Result:
     """Median seconds per implementation over interleaved rounds, each timed
     batch after the other implementations' threads have gone quiet."""
     if case.check is not None and not case.check():
@@ -104,12 +109,13 @@ def measure(case: Case, repeat: int, settle: float | None = None) -> Result:
         timers = {k: timer(fn) for k, fn in fns.items()}
         reps = {k: rounds(once, repeat) for k, (_, once) in timers.items()}
         pause = SETTLE_SECONDS if settle is None else settle
+        warm_below = REWARM_SECONDS if rewarm is None else rewarm
         for r in range(max(reps.values())):
             for k in fns:
                 if r < reps[k]:
                     _quiet(case, pause)
                     timed, once = timers[k]
-                    if once < REWARM_SECONDS:
+                    if once < warm_below:
                         timed()  # the others ran since: caches and threads warmed again
                     times[k].append(timed())
     finally:
@@ -142,5 +148,8 @@ def run(
         for case in cases_of(kernel, quick):
             if progress is not None:
                 progress(f"{case.kernel}: {case.name} ({case.shape})")
-            results.append(measure(case, reps, QUICK_SETTLE_SECONDS if quick else None))
+            if quick:
+                results.append(measure(case, reps, QUICK_SETTLE_SECONDS, QUICK_REWARM_SECONDS))
+            else:
+                results.append(measure(case, reps))
     return results
