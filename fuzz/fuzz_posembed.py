@@ -1921,8 +1921,7 @@ class RaceCase:
     run: Callable[[], Any]
     arrays: list[tuple[str, np.ndarray]]
     text: str
-    ints: list[int] = field(default_factory=lambda: RACE_INTS)
-    sizing: tuple[str, ...] = ()  # labels of arrays written with RACE_SIZING_INTS
+    sizing: tuple[str, ...] = ()  # labels of arrays written with RACE_SIZING_INTS, not RACE_INTS
 
 
 def _race_corpus(r: Reader, bytes_per_window: int) -> tuple[int, int, str, np.ndarray]:
@@ -2002,7 +2001,7 @@ def _race_case(r: Reader, kernel: str) -> RaceCase:
             lambda: posembed.window_layout(offsets, size, step=step, tail=tail),
             [("offsets", offsets)],
             text,
-            RACE_SIZING_INTS,
+            sizing=("offsets",),
         )
     if kernel in ("Windows.owner", "stitch", "stitch block"):
         w = _own_windows(r, posembed.windows(tokens, size, step=step, tail=tail, offsets=offsets))
@@ -2134,7 +2133,7 @@ def race_input(data: bytes) -> str:
     plans = [
         p
         for label, a in case.arrays
-        if (p := _scribble(r, label, a, RACE_SIZING_INTS if label in case.sizing else case.ints))
+        if (p := _scribble(r, label, a, RACE_SIZING_INTS if label in case.sizing else RACE_INTS))
         is not None
     ]
     delay = r.pick([0.0, 0.0, 0.0005, 0.002, 0.005])

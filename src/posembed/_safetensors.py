@@ -640,10 +640,10 @@ def _copy_range(
 ) -> None:
     """Bytes [start, start + count) of the source appended to out by reads and
     writes, COPY_BYTES at a time through one buffer."""
-    buffer: memoryview | None = None
+    if count <= 0:
+        return
+    buffer = memoryview(bytearray(min(count, COPY_BYTES)))
     while count > 0:
-        if buffer is None:
-            buffer = memoryview(bytearray(min(count, COPY_BYTES)))
         got = os.preadv(src_fd, [buffer[: min(count, len(buffer))]], start)
         if got == 0:
             raise ValueError(f"{path}: the file ended early (changed while reading?)")
