@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "half.hpp"
@@ -155,6 +156,13 @@ void maximum(float* dst, const float* x, int64_t d) { POSEMBED_DISPATCH(maximum(
 void maximum(double* dst, const double* x, int64_t d) { POSEMBED_DISPATCH(maximum(dst, x, d)); }
 void maximum(int64_t* dst, const int64_t* x, int64_t d) { POSEMBED_DISPATCH(maximum(dst, x, d)); }
 void maximum(uint64_t* dst, const uint64_t* x, int64_t d) { POSEMBED_DISPATCH(maximum(dst, x, d)); }
+
+float row_peak(const float* x, int64_t d) { POSEMBED_DISPATCH(row_peak(x, d)); }
+double row_peak(const double* x, int64_t d) { POSEMBED_DISPATCH(row_peak(x, d)); }
+float row_length(const float* x, int64_t d, float by) { POSEMBED_DISPATCH(row_length(x, d, by)); }
+double row_length(const double* x, int64_t d, double by) {
+  POSEMBED_DISPATCH(row_length(x, d, by));
+}
 
 void divide(float* dst, float c, int64_t d) { POSEMBED_DISPATCH(divide(dst, c, d)); }
 void divide(double* dst, double c, int64_t d) { POSEMBED_DISPATCH(divide(dst, c, d)); }

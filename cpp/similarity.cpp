@@ -2,10 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "parallel.hpp"
+#include "rowops.hpp"
 #include "runtime.hpp"
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 namespace posembed {
 
@@ -13,26 +20,8 @@ namespace {
 
 constexpr int64_t kLanes = 8;  // partial sums of the squares, added in one fixed order
 
-}  // namespace
-
-namespace {
-
-// The row's largest magnitude (NaN when it holds one), and the divisor a
-// zero peak leaves at 1.
-template <class T>
-T peak_of(const T* row, int64_t cols) {
-  T peak = 0;
-  bool nan = false;
-  for (int64_t c = 0; c < cols; ++c) {
-    const T m = std::fabs(row[c]);
-    nan |= m != m;
-    peak = m > peak ? m : peak;
-  }
-  return nan ? std::numeric_limits<T>::quiet_NaN() : peak;
-}
-
-// The square root of the sum of (row / scale)^2, in kLanes partial sums
-// added in one fixed order; dst, when given, receives row / scale.
+// row_length (rowops.hpp) that also writes row / scale into dst: the same
+// quotients and the same kLanes partial sums, added in the same order.
 template <class T>
 T length_of(const T* row, int64_t cols, T scale, T* dst) {
   T lane[kLanes] = {};
@@ -40,18 +29,60 @@ T length_of(const T* row, int64_t cols, T scale, T* dst) {
   for (; c + kLanes <= cols; c += kLanes) {
     for (int64_t k = 0; k < kLanes; ++k) {
       const T y = row[c + k] / scale;
-      if (dst != nullptr) dst[c + k] = y;
+      dst[c + k] = y;
       lane[k] += y * y;
     }
   }
   for (int64_t k = 0; c < cols; ++c, ++k) {
     const T y = row[c] / scale;
-    if (dst != nullptr) dst[c] = y;
+    dst[c] = y;
     lane[k] += y * y;
   }
   T sum = 0;
   for (int64_t k = 0; k < kLanes; ++k) sum += lane[k];
   return std::sqrt(sum);
+}
+
+// tile[(j - j0) * k + (i - i0)] = a[i][j] for a whole k x k block of a (k a
+// multiple of 4) whose top left is (i0, j0): 4 x 4 (float) or 2 x 2 (double)
+// register transposes; one element at a time without SSE2.
+template <class T>
+void transpose_into(T* tile, const T* a, int64_t n, int64_t i0, int64_t j0, int64_t k) {
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t i = 0; i < k; i += 4) {
+      const float* src = a + (i0 + i) * n + j0;
+      for (int64_t j = 0; j < k; j += 4) {
+        __m128 r0 = _mm_loadu_ps(src + j);
+        __m128 r1 = _mm_loadu_ps(src + n + j);
+        __m128 r2 = _mm_loadu_ps(src + 2 * n + j);
+        __m128 r3 = _mm_loadu_ps(src + 3 * n + j);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        float* dst = tile + j * k + i;
+        _mm_storeu_ps(dst, r0);
+        _mm_storeu_ps(dst + k, r1);
+        _mm_storeu_ps(dst + 2 * k, r2);
+        _mm_storeu_ps(dst + 3 * k, r3);
+      }
+    }
+    return;
+  } else {
+    for (int64_t i = 0; i < k; i += 2) {
+      const double* src = a + (i0 + i) * n + j0;
+      for (int64_t j = 0; j < k; j += 2) {
+        const __m128d r0 = _mm_loadu_pd(src + j);
+        const __m128d r1 = _mm_loadu_pd(src + n + j);
+        double* dst = tile + j * k + i;
+        _mm_storeu_pd(dst, _mm_unpacklo_pd(r0, r1));
+        _mm_storeu_pd(dst + k, _mm_unpackhi_pd(r0, r1));
+      }
+    }
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < k; ++j) tile[j * k + i] = a[(i0 + i) * n + j0 + j];
+  }
 }
 
 }  // namespace
@@ -63,7 +94,7 @@ void unit_rows(const T* x, int64_t rows, int64_t cols, T* out) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* row = x + r * cols;
       T* dst = out + r * cols;
-      const T peak = peak_of(row, cols);
+      const T peak = row_peak(row, cols);
       const T norm = length_of(row, cols, peak == T(0) ? T(1) : peak, dst);
       const T by = norm == T(0) ? T(1) : norm;
       for (int64_t k = 0; k < cols; ++k) dst[k] = dst[k] / by;
@@ -76,9 +107,9 @@ void row_scales(const T* x, int64_t rows, int64_t cols, T* peak, T* norm, int th
   parallel_for(rows, threads, [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* row = x + r * cols;
-      const T p = peak_of(row, cols);
+      const T p = row_peak(row, cols);
       peak[r] = p;
-      norm[r] = length_of<T>(row, cols, p == T(0) ? T(1) : p, nullptr);
+      norm[r] = row_length(row, cols, p == T(0) ? T(1) : p);
     }
   });
 }
@@ -98,6 +129,22 @@ void mirror_lower(T* a, int64_t n, const T* inv, int64_t r0, int64_t r1, int thr
       const int64_t i0 = r0 + ti * kTile, i1 = std::min(r1, i0 + kTile);
       for (int64_t j0 = 0; j0 < i1; j0 += kTile) {
         const int64_t j1 = std::min(n, j0 + kTile);
+        if (i1 - i0 == kTile && j1 - j0 == kTile && j1 <= i0) {
+          // a whole tile below the diagonal: scaled row by row, transposed
+          // in registers, its rows copied whole
+          if (inv != nullptr) {
+            for (int64_t i = i0; i < i1; ++i) {
+              T* row = a + i * n;
+              const T by = inv[i];
+              for (int64_t j = j0; j < j1; ++j) row[j] = row[j] * by * inv[j];
+            }
+          }
+          transpose_into(tile, a, n, i0, j0, kTile);
+          for (int64_t j = j0; j < j1; ++j) {
+            std::memcpy(a + j * n + i0, tile + (j - j0) * kTile, sizeof(T) * kTile);
+          }
+          continue;
+        }
         for (int64_t i = i0; i < i1; ++i) {
           T* row = a + i * n;
           const int64_t end = std::min(j1, i + 1);

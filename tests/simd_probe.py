@@ -89,6 +89,14 @@ def cases(lib: Any = posembed) -> dict[str, Callable[[], np.ndarray]]:
             for reduce in ("sum", "mean", "max", "first", "center"):
                 name = f"stitch-{reduce}-{np.dtype(vdtype).name}-f{f}"
                 found[name] = lambda v=values, r=reduce: lib.stitch(v, win, reduce=r)
+    if lib is posembed:  # similarity's row pass (no twin of its own: the level check only)
+        for dtype in (np.float32, np.float64):
+            for d in (*WIDTHS, 1031):
+                x = table(rng, 9, d, dtype) * np.logspace(-20, 20, 9)[:, None].astype(dtype)
+                x[1, d // 2], x[2, 0], x[3] = np.nan, -np.inf, -0.0
+                found[f"row_scales-{np.dtype(dtype).name}-d{d}"] = lambda x=x: np.concatenate(
+                    _core.row_scales(x, threads=0)
+                )
     return found
 
 

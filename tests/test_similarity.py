@@ -111,6 +111,65 @@ def test_the_mirror_of_row_ranges_is_the_mirror_of_the_whole(n):
         assert np.array_equal(n3, norm)
 
 
+def row_scales_model(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The row pass's definition: each row's largest magnitude (NaN for a row
+    holding one), and the length of the row divided by it (1 for a zero peak)
+    whose squares are summed in eight partial sums, element j into sum j % 8,
+    added in order at the end."""
+    peak = np.abs(x).max(axis=1, initial=0)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf / inf, NaN rows
+        y = x / np.where(peak == 0, 1, peak).astype(x.dtype)[:, None]
+        squares = y * y
+    lanes = np.zeros((x.shape[0], 8), x.dtype)
+    for c in range(0, x.shape[1], 8):  # sequentially, as the kernel adds them
+        part = squares[:, c : c + 8]
+        lanes[:, : part.shape[1]] += part
+    total = lanes[:, 0]
+    for k in range(1, 8):
+        total = total + lanes[:, k]
+    return peak, np.sqrt(total)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cols", [1, 7, 8, 15, 16, 33, 64, 100, 1031])
+def test_row_scales_are_their_definition(rng, dtype, cols):
+    x = rng.standard_normal((12, cols)).astype(dtype) * np.logspace(-30, 30, 12)[:, None]
+    x[0] = 0
+    x[1] = -0.0
+    x[2, cols // 2] = np.nan
+    x[3, cols - 1] = -np.inf
+    x[4] = np.finfo(dtype).smallest_subnormal * rng.integers(-3, 4, cols)
+    x[5] = -np.finfo(dtype).max
+    x[6, 0] = np.inf
+    x[6, -1] = np.nan  # a NaN after an infinity is still a NaN
+    want_peak, want_norm = row_scales_model(x)
+    for threads in (1, 3):
+        peak, norm = _core.row_scales(x, threads=threads)
+        np.testing.assert_array_equal(peak, want_peak)
+        np.testing.assert_array_equal(norm, want_norm)
+    assert np.isnan(want_peak[[2, 6]]).all()
+    assert want_peak[3] == np.inf
+    assert want_peak[0] == want_peak[1] == 0
+    assert not np.signbit(want_peak[1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [5, 64, 129, 200, 300])
+def test_the_mirror_is_the_scaled_lower_triangle_and_its_transpose(dtype, n):
+    """Tiles wholly below the diagonal are transposed in registers; the
+    others (the diagonal's, a ragged edge) one element at a time. Both give
+    entry (i, j), i >= j, as a[i, j] * inv[i] * inv[j], and its mirror."""
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal((n, n)).astype(dtype)
+    inv = rng.uniform(0.5, 2, n).astype(dtype)
+    for scales in (inv, None):
+        low = np.tril(a if scales is None else a * scales[:, None] * scales[None, :])
+        want = low + np.tril(low, -1).T
+        got = a.copy()
+        _core.mirror_lower(got, scales)
+        assert got.tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize(
     ("begin", "end", "threads"), [(-1, 4, 0), (3, 2, 0), (0, 9, 0), (0, 4, -1)]
 )
