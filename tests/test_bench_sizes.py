@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from posembed import bench
 from posembed.bench import scaling
-from posembed.bench.sizes import SYSFS_CACHES, Caches, MiB, Sizes, read_sysfs, sizes
+from posembed.bench.sizes import (
+    SYSFS_CACHES,
+    Caches,
+    MiB,
+    Sizes,
+    describe_reporting,
+    free_page_reporting,
+    read_sysfs,
+    sizes,
+)
 
 
 def fake_sysfs(folder, entries):
@@ -87,3 +98,52 @@ def test_scaling_problems_are_sized_from_the_caches(last_level):
         elif (case.kernel, case.problem) not in STREAMED_INPUT:
             assert case.nbytes >= s.in_memory, case
             assert case.nbytes <= 1.1 * s.in_memory, case
+
+
+def fake_virtio(folder, devices):
+    """devices: (device id, features string) per virtio device."""
+    for i, (device, features) in enumerate(devices):
+        d = folder / f"virtio{i}"
+        d.mkdir(parents=True)
+        (d / "device").write_text(f"0x{device:04x}\n")
+        (d / "features").write_text(features + "\n")
+    return folder
+
+
+REPORTING = "0110010100" + "0" * 22 + "1" + "0" * 31  # stats, deflate on OOM, reporting
+NO_REPORTING = "0110000100" + "0" * 22 + "1" + "0" * 31
+
+
+@pytest.mark.parametrize(
+    ("devices", "order", "want"),
+    [
+        ([(2, "1" * 64), (5, REPORTING)], "9\n", 512 * 4096),
+        ([(5, REPORTING)], "10", 1024 * 4096),
+        ([(5, NO_REPORTING)], "9", None),  # a balloon without reporting
+        ([(1, REPORTING)], "9", None),  # bit 5 of a network card means something else
+        ([], "9", None),
+        ([(5, REPORTING)], None, None),  # no order published
+        ([(5, REPORTING)], "nine", None),
+        ([(5, "01")], "9", None),  # too few feature bits
+    ],
+)
+def test_free_page_reporting_is_read_from_the_balloon_and_its_order(
+    tmp_path, monkeypatch, devices, order, want
+):
+    module = sys.modules[free_page_reporting.__module__]  # (bench.sizes is also a function)
+    monkeypatch.setattr(module, "_sysconf", lambda name: 4096)
+    folder = fake_virtio(tmp_path / "devices", devices)
+    folder.mkdir(exist_ok=True)
+    order_file = tmp_path / "order"
+    if order is not None:
+        order_file.write_text(order)
+    assert free_page_reporting(folder, order_file) == want
+
+
+def test_the_header_says_when_freed_memory_goes_back_to_the_host():
+    assert describe_reporting(None) is None
+    line = describe_reporting(2 * MiB)
+    assert line is not None
+    assert line.startswith("memory: freed blocks of 2 MiB go back to the host")
+    found = free_page_reporting()  # this machine: None, or a power of two of pages
+    assert found is None or (found >= 4096 and found & (found - 1) == 0)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from posembed import bench, cli
+from posembed.bench.sizes import describe_reporting, free_page_reporting
 
 
 def test_config_command(capsys):
@@ -74,6 +75,10 @@ def test_bench_states_the_caches_and_the_sizes_it_used(quick_bench):
     assert quick_bench.data["machine"]["problem_sizes"] == dataclasses.asdict(quick)
     assert f"caches: {caches.describe()}" in quick_bench.text
     assert f"cache-sized problems: {quick.describe(caches.last_level_name)}" in quick_bench.text
+    reporting = free_page_reporting()
+    assert quick_bench.data["machine"]["memory"] == {"free_page_reporting_bytes": reporting}
+    line = describe_reporting(reporting)
+    assert (line in quick_bench.text) if line is not None else "memory:" not in quick_bench.text
     # the main table's in-cache case fits the in-cache size
     rows = {(r["kernel"], r["case"]): r for r in quick_bench.data["results"]}
     assert rows["gather", "in cache, out="]["out_bytes"] <= quick.in_cache // 4

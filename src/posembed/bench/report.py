@@ -14,7 +14,14 @@ import posembed
 from posembed.bench.case import COLUMNS, Result
 from posembed.bench.cases._shared import optional_torch
 from posembed.bench.scaling import ScalingResult
-from posembed.bench.sizes import Caches, Sizes, caches, sizes
+from posembed.bench.sizes import (
+    Caches,
+    Sizes,
+    caches,
+    describe_reporting,
+    free_page_reporting,
+    sizes,
+)
 
 
 def machine(quick: bool = False) -> dict[str, Any]:
@@ -40,12 +47,13 @@ def machine(quick: bool = False) -> dict[str, Any]:
         "torch": None if torch is None else torch.__version__,
         "caches": dataclasses.asdict(caches()),
         "problem_sizes": dataclasses.asdict(sizes(quick)),
+        "memory": {"free_page_reporting_bytes": free_page_reporting()},
     }
 
 
 def describe(info: dict[str, Any]) -> list[str]:
     """The header lines of a run: the machine, then its caches and the problem
-    sizes taken from them."""
+    sizes taken from them, and whether its host takes freed memory back."""
     flat = {k: v for k, v in info.items() if not isinstance(v, dict)}
     lines = [", ".join(f"{k}: {v}" for k, v in flat.items())]
     if "caches" in info and "problem_sizes" in info:
@@ -53,6 +61,9 @@ def describe(info: dict[str, Any]) -> list[str]:
         lines.append(f"caches: {found.describe()}")
         problems = Sizes(**info["problem_sizes"]).describe(found.last_level_name)
         lines.append(f"cache-sized problems: {problems}")
+    reporting = describe_reporting(info.get("memory", {}).get("free_page_reporting_bytes"))
+    if reporting is not None:
+        lines.append(reporting)
     return lines
 
 

@@ -166,3 +166,45 @@ def at_least(nbytes: int, unit: int) -> int:
 def at_most(nbytes: int, unit: int) -> int:
     """The most units of ``unit`` bytes that fit ``nbytes`` (an in-cache count), at least 1."""
     return max(1, nbytes // unit)
+
+
+# Where Linux describes virtio devices, and the free page reporting order.
+SYSFS_VIRTIO = Path("/sys/bus/virtio/devices")
+SYSFS_REPORTING_ORDER = Path("/sys/module/page_reporting/parameters/page_reporting_order")
+VIRTIO_BALLOON = 5  # virtio device id of a memory balloon
+BALLOON_F_REPORTING = 5  # its feature bit: free page reporting
+
+
+def free_page_reporting(
+    devices: Path = SYSFS_VIRTIO, order_file: Path = SYSFS_REPORTING_ORDER
+) -> int | None:
+    """The block size, in bytes, in which this virtual machine hands freed
+    memory back to its host (a virtio balloon with free page reporting), or
+    None where it does not (or Linux does not say). Memory handed back costs a
+    fault on the host when it is next touched, so a benchmark row that writes
+    a fresh output varies with how much of it was handed back."""
+    try:
+        reporting = False
+        for device in sorted(devices.glob("virtio*")):
+            if int((device / "device").read_text(), 16) != VIRTIO_BALLOON:
+                continue
+            bits = (device / "features").read_text().strip()
+            reporting |= len(bits) > BALLOON_F_REPORTING and bits[BALLOON_F_REPORTING] == "1"
+        if not reporting:
+            return None
+        order = int(order_file.read_text())
+    except (OSError, ValueError):
+        return None
+    page = _sysconf("SC_PAGE_SIZE") or 4096
+    return page << order if 0 <= order < 32 else None
+
+
+def describe_reporting(block: int | None) -> str | None:
+    """The header line for free_page_reporting()'s answer."""
+    if block is None:
+        return None
+    return (
+        f"memory: freed blocks of {_mib(block)} go back to the host (virtio-balloon free page "
+        "reporting); a fresh output written on blocks handed back faults on the host, "
+        "so fresh-memory rows vary between rounds and runs"
+    )
