@@ -223,6 +223,35 @@ def test_implementations_are_timed_in_interleaved_rounds(monkeypatch, costs):
     assert result.seconds == pytest.approx(cost)
 
 
+@pytest.mark.parametrize(("slow_calls", "timed_cost"), [(0, MID), (2, MID), (5, MID + 2.0**-8)])
+def test_untimed_batches_go_on_until_the_calls_are_warm_again(monkeypatch, slow_calls, timed_cost):
+    # after each pause the first `slow_calls` calls cost 3.9 ms more (a thread
+    # pool waking up): untimed batches run until one is within 1.25x of the
+    # best so far, three at most, so the timed batch is warm unless the
+    # wake-up outlasts them
+    from posembed.bench import timing
+    from posembed.bench.case import Case
+
+    now, pending, calls = [0.0], [0], [0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(timing, "SETTLE_SECONDS", 0.0)
+
+    def quiet(case: Case, settle: float) -> None:
+        pending[0] = slow_calls
+
+    monkeypatch.setattr(timing, "_quiet", quiet)
+
+    def call() -> None:
+        calls[0] += 1
+        now[0] += MID + (2.0**-8 if pending[0] > 0 else 0.0)
+        pending[0] = max(0, pending[0] - 1)
+
+    result = timing.measure(Case("k", "c", "s", 64, {"a": call}, None), 4)
+    assert result.seconds["a"] == timed_cost
+    untimed = min(timing.REWARM_BATCHES, slow_calls + 1)
+    assert calls[0] == 2 + 4 * (untimed + 1)  # the warm-up's two, then each round's
+
+
 @pytest.mark.parametrize("quick", [True, False])
 def test_quick_runs_settle_and_rewarm_for_less(monkeypatch, quick):
     # --quick, a smoke test, waits less for other thread pools between turns

@@ -63,9 +63,9 @@ WRITES_FILES = frozenset({"file write", "file copy", "parquet decode"})
 # each a round, the median over rounds), not in a block each: the machine's
 # state (pages to zero, neighbours' traffic, a noisy spell) drifts over
 # seconds, and a drift then falls on each implementation alike instead of on
-# whichever block it met. A call shorter than this gets an untimed batch
-# before its timed one, which warms again the caches and thread pool that the
-# other implementations and the pause took from it. Waking a thread pool can
+# whichever block it met. A call shorter than this gets untimed batches
+# before its timed one (see rewarm), which warm again the caches and thread
+# pool that the other implementations and the pause took from it. Waking a thread pool can
 # cost milliseconds, not microseconds: on a 2-core VM, the first OpenMP region
 # after 50 ms of quiet took 5.8-7.8 ms (an empty one; 30 us with
 # OMP_WAIT_POLICY=passive), since libgomp's calling thread spins while it
@@ -77,6 +77,22 @@ WRITES_FILES = frozenset({"file write", "file copy", "parquet decode"})
 # calls under 1 ms: every call rewarmed took it from 42-51 s to 52-53 s.
 REWARM_SECONDS = 0.1
 QUICK_REWARM_SECONDS = 1e-3
+# One untimed batch is not always enough: on that VM, in about a third of the
+# rounds after 50 ms of quiet, the first call of a 2-thread kernel took 7-8 ms
+# longer and the second still 4 ms longer (one 4 ms scheduler tick), the third
+# none. So untimed batches go on until one runs within REWARM_SLACK of the
+# implementation's best batch so far, REWARM_BATCHES at most.
+REWARM_SLACK = 1.25
+REWARM_BATCHES = 3
+
+
+def rewarm(timed: Callable[[], float], best: float) -> int:
+    """Untimed batches of ``timed`` until one takes at most REWARM_SLACK times
+    ``best`` seconds a call (REWARM_BATCHES at most); how many ran."""
+    for n in range(1, REWARM_BATCHES + 1):
+        if timed() <= best * REWARM_SLACK:
+            return n
+    return REWARM_BATCHES
 
 
 def _quiet(case: Case, settle: float) -> None:
@@ -89,7 +105,7 @@ def _quiet(case: Case, settle: float) -> None:
 
 
 def measure(
-    case: Case, repeat: int, settle: float | None = None, rewarm: float | None = None
+    case: Case, repeat: int, settle: float | None = None, rewarm_below: float | None = None
 ) -> Result:
     """Median seconds per implementation over interleaved rounds, each timed
     batch after the other implementations' threads have gone quiet."""
@@ -109,15 +125,18 @@ def measure(
         timers = {k: timer(fn) for k, fn in fns.items()}
         reps = {k: rounds(once, repeat) for k, (_, once) in timers.items()}
         pause = SETTLE_SECONDS if settle is None else settle
-        warm_below = REWARM_SECONDS if rewarm is None else rewarm
+        warm_below = REWARM_SECONDS if rewarm_below is None else rewarm_below
+        best = {k: once for k, (_, once) in timers.items()}
         for r in range(max(reps.values())):
             for k in fns:
                 if r < reps[k]:
                     _quiet(case, pause)
                     timed, once = timers[k]
                     if once < warm_below:
-                        timed()  # the others ran since: caches and threads warmed again
+                        # the others ran since: caches and threads warmed again
+                        rewarm(timed, best[k])
                     times[k].append(timed())
+                    best[k] = min(best[k], times[k][-1])
     finally:
         if gc_was_on:
             gc.enable()
