@@ -159,9 +159,11 @@ void maximum(uint64_t* dst, const uint64_t* x, int64_t d) { POSEMBED_DISPATCH(ma
 
 float row_peak(const float* x, int64_t d) { POSEMBED_DISPATCH(row_peak(x, d)); }
 double row_peak(const double* x, int64_t d) { POSEMBED_DISPATCH(row_peak(x, d)); }
-float row_length(const float* x, int64_t d, float by) { POSEMBED_DISPATCH(row_length(x, d, by)); }
-double row_length(const double* x, int64_t d, double by) {
-  POSEMBED_DISPATCH(row_length(x, d, by));
+float row_length(const float* x, int64_t d, float by, float* dst) {
+  POSEMBED_DISPATCH(row_length(x, d, by, dst));
+}
+double row_length(const double* x, int64_t d, double by, double* dst) {
+  POSEMBED_DISPATCH(row_length(x, d, by, dst));
 }
 
 void divide(float* dst, float c, int64_t d) { POSEMBED_DISPATCH(divide(dst, c, d)); }

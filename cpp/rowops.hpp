@@ -86,9 +86,10 @@ void maximum(uint64_t* dst, const uint64_t* x, int64_t d);
 float row_peak(const float* x, int64_t d);
 double row_peak(const double* x, int64_t d);
 // The square root of the sum of (x[j] / by)^2 over j, the squares summed in
-// eight partial sums (j % 8) added in order at the end.
-float row_length(const float* x, int64_t d, float by);
-double row_length(const double* x, int64_t d, double by);
+// eight partial sums (j % 8) added in order at the end; dst, when given,
+// receives the quotients x[j] / by.
+float row_length(const float* x, int64_t d, float by, float* dst = nullptr);
+double row_length(const double* x, int64_t d, double by, double* dst = nullptr);
 // dst = dst / c (integer division for integers)
 void divide(float* dst, float c, int64_t d);
 void divide(double* dst, double c, int64_t d);

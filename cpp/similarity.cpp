@@ -1,9 +1,7 @@
 #include "similarity.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 
 #include "parallel.hpp"
@@ -18,36 +16,12 @@ namespace posembed {
 
 namespace {
 
-constexpr int64_t kLanes = 8;  // partial sums of the squares, added in one fixed order
-
-// row_length (rowops.hpp) that also writes row / scale into dst: the same
-// quotients and the same kLanes partial sums, added in the same order.
-template <class T>
-T length_of(const T* row, int64_t cols, T scale, T* dst) {
-  T lane[kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= cols; c += kLanes) {
-    for (int64_t k = 0; k < kLanes; ++k) {
-      const T y = row[c + k] / scale;
-      dst[c + k] = y;
-      lane[k] += y * y;
-    }
-  }
-  for (int64_t k = 0; c < cols; ++c, ++k) {
-    const T y = row[c] / scale;
-    dst[c] = y;
-    lane[k] += y * y;
-  }
-  T sum = 0;
-  for (int64_t k = 0; k < kLanes; ++k) sum += lane[k];
-  return std::sqrt(sum);
-}
-
 // tile[(j - j0) * k + (i - i0)] = a[i][j] for a whole k x k block of a (k a
 // multiple of 4) whose top left is (i0, j0): 4 x 4 (float) or 2 x 2 (double)
 // register transposes; one element at a time without SSE2.
-template <class T>
-void transpose_into(T* tile, const T* a, int64_t n, int64_t i0, int64_t j0, int64_t k) {
+template <class T, int64_t k>
+void transpose_into(T* tile, const T* a, int64_t n, int64_t i0, int64_t j0) {
+  static_assert(k % 4 == 0);
 #if defined(__SSE2__)
   if constexpr (std::is_same_v<T, float>) {
     for (int64_t i = 0; i < k; i += 4) {
@@ -95,7 +69,7 @@ void unit_rows(const T* x, int64_t rows, int64_t cols, T* out) {
       const T* row = x + r * cols;
       T* dst = out + r * cols;
       const T peak = row_peak(row, cols);
-      const T norm = length_of(row, cols, peak == T(0) ? T(1) : peak, dst);
+      const T norm = row_length(row, cols, peak == T(0) ? T(1) : peak, dst);
       const T by = norm == T(0) ? T(1) : norm;
       for (int64_t k = 0; k < cols; ++k) dst[k] = dst[k] / by;
     }
@@ -139,9 +113,9 @@ void mirror_lower(T* a, int64_t n, const T* inv, int64_t r0, int64_t r1, int thr
               for (int64_t j = j0; j < j1; ++j) row[j] = row[j] * by * inv[j];
             }
           }
-          transpose_into(tile, a, n, i0, j0, kTile);
+          transpose_into<T, kTile>(tile, a, n, i0, j0);
           for (int64_t j = j0; j < j1; ++j) {
-            std::memcpy(a + j * n + i0, tile + (j - j0) * kTile, sizeof(T) * kTile);
+            std::memcpy(a + j * n + i0, tile + (j - j0) * kTile, sizeof(T) * static_cast<size_t>(kTile));
           }
           continue;
         }

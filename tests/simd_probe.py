@@ -94,6 +94,7 @@ def cases(lib: Any = posembed) -> dict[str, Callable[[], np.ndarray]]:
             for d in (*WIDTHS, 1031):
                 x = table(rng, 9, d, dtype) * np.logspace(-20, 20, 9)[:, None].astype(dtype)
                 x[1, d // 2], x[2, 0], x[3] = np.nan, -np.inf, -0.0
+                x[4] = np.finfo(dtype).smallest_subnormal * np.arange(d) % 5
                 found[f"row_scales-{np.dtype(dtype).name}-d{d}"] = lambda x=x: np.concatenate(
                     _core.row_scales(x, threads=0)
                 )

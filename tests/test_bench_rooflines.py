@@ -223,7 +223,9 @@ def test_implementations_are_timed_in_interleaved_rounds(monkeypatch, costs):
     assert result.seconds == pytest.approx(cost)
 
 
-@pytest.mark.parametrize(("slow_calls", "timed_cost"), [(0, MID), (2, MID), (5, MID + 2.0**-8)])
+@pytest.mark.parametrize(
+    ("slow_calls", "timed_cost"), [(0, MID), (1, MID), (2, MID), (5, MID + 2.0**-8)]
+)
 def test_untimed_batches_go_on_until_the_calls_are_warm_again(monkeypatch, slow_calls, timed_cost):
     # after each pause the first `slow_calls` calls cost 3.9 ms more (a thread
     # pool waking up): untimed batches run until one is within 1.25x of the

@@ -101,17 +101,19 @@ def test_scaling_problems_are_sized_from_the_caches(last_level):
 
 
 def fake_virtio(folder, devices):
-    """devices: (device id, features string) per virtio device."""
+    """devices: (device id, or the device file's text; features string) per
+    virtio device."""
     for i, (device, features) in enumerate(devices):
         d = folder / f"virtio{i}"
         d.mkdir(parents=True)
-        (d / "device").write_text(f"0x{device:04x}\n")
+        (d / "device").write_text(device if isinstance(device, str) else f"0x{device:04x}\n")
         (d / "features").write_text(features + "\n")
     return folder
 
 
-REPORTING = "0110010100" + "0" * 22 + "1" + "0" * 31  # stats, deflate on OOM, reporting
-NO_REPORTING = "0110000100" + "0" * 22 + "1" + "0" * 31
+# bits 1, 2 and 5 (statistics, deflate on OOM, free page reporting), 32 (version 1)
+REPORTING = "0110010000" + "0" * 22 + "1" + "0" * 31
+NO_REPORTING = "0110000000" + "0" * 22 + "1" + "0" * 31
 
 
 @pytest.mark.parametrize(
@@ -124,6 +126,8 @@ NO_REPORTING = "0110000100" + "0" * 22 + "1" + "0" * 31
         ([], "9", None),
         ([(5, REPORTING)], None, None),  # no order published
         ([(5, REPORTING)], "nine", None),
+        ([(5, REPORTING)], "4294967295", None),  # no order set
+        ([("0xzz\n", REPORTING), (5, REPORTING)], "9", 512 * 4096),  # an odd one passed over
         ([(5, "01")], "9", None),  # too few feature bits
     ],
 )

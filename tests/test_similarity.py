@@ -133,7 +133,8 @@ def row_scales_model(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("cols", [1, 7, 8, 15, 16, 33, 64, 100, 1031])
 def test_row_scales_are_their_definition(rng, dtype, cols):
-    x = rng.standard_normal((12, cols)).astype(dtype) * np.logspace(-30, 30, 12)[:, None]
+    x = (rng.standard_normal((12, cols)) * np.logspace(-30, 30, 12)[:, None]).astype(dtype)
+    assert x.dtype == dtype  # float32 rows reach the float32 kernel
     x[0] = 0
     x[1] = -0.0
     x[2, cols // 2] = np.nan
@@ -145,12 +146,21 @@ def test_row_scales_are_their_definition(rng, dtype, cols):
     want_peak, want_norm = row_scales_model(x)
     for threads in (1, 3):
         peak, norm = _core.row_scales(x, threads=threads)
-        np.testing.assert_array_equal(peak, want_peak)
-        np.testing.assert_array_equal(norm, want_norm)
-    assert np.isnan(want_peak[[2, 6]]).all()
-    assert want_peak[3] == np.inf
-    assert want_peak[0] == want_peak[1] == 0
-    assert not np.signbit(want_peak[1])
+        assert peak.dtype == norm.dtype == dtype
+        assert peak.tobytes() == want_peak.tobytes()  # NaNs and the zeros' signs too
+        assert norm.tobytes() == want_norm.tobytes()
+    assert np.isnan(peak[[2, 6]]).all()
+    assert peak[3] == np.inf
+    assert peak[4] > 0  # subnormal magnitudes compare as themselves
+    assert peak[0] == peak[1] == 0
+    assert not np.signbit(peak[1])
+    # the pass that scales rows to unit length first: the same peaks and
+    # lengths, the row divided by the one and then by the other
+    with np.errstate(invalid="ignore", over="ignore"):
+        by_peak = np.where(want_peak == 0, 1, want_peak).astype(dtype)[:, None]
+        by_norm = np.where(want_norm == 0, 1, want_norm).astype(dtype)[:, None]
+        want_unit = (x / by_peak) / by_norm
+    assert _core.unit_rows(x).tobytes() == want_unit.tobytes()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -158,16 +168,23 @@ def test_row_scales_are_their_definition(rng, dtype, cols):
 def test_the_mirror_is_the_scaled_lower_triangle_and_its_transpose(dtype, n):
     """Tiles wholly below the diagonal are transposed in registers; the
     others (the diagonal's, a ragged edge) one element at a time. Both give
-    entry (i, j), i >= j, as a[i, j] * inv[i] * inv[j], and its mirror."""
+    entry (i, j), i >= j, as a[i, j] * inv[i] * inv[j], and its mirror, for
+    row ranges that start anywhere (as similarity's blocks do), on any
+    thread count."""
     rng = np.random.default_rng(n)
     a = rng.standard_normal((n, n)).astype(dtype)
+    a[n - 1, 0], a[n // 2, 1], a[n - 1, n // 3] = -0.0, np.inf, np.nan
     inv = rng.uniform(0.5, 2, n).astype(dtype)
+    lower = np.tri(n, dtype=bool)
     for scales in (inv, None):
-        low = np.tril(a if scales is None else a * scales[:, None] * scales[None, :])
-        want = low + np.tril(low, -1).T
-        got = a.copy()
-        _core.mirror_lower(got, scales)
-        assert got.tobytes() == want.tobytes()
+        low = a if scales is None else a * scales[:, None] * scales[None, :]
+        want = np.where(lower, low, low.T)
+        for cuts in ([0, n], [c for c in (0, 70, 200) if c < n] + [n]):
+            for threads in (1, 3):
+                got = a.copy()
+                for b, e in itertools.pairwise(cuts):
+                    _core.mirror_lower(got, scales, b, e, threads=threads)
+                assert got.tobytes() == want.tobytes()
 
 
 @pytest.mark.parametrize(

@@ -178,25 +178,30 @@ BALLOON_F_REPORTING = 5  # its feature bit: free page reporting
 def free_page_reporting(
     devices: Path = SYSFS_VIRTIO, order_file: Path = SYSFS_REPORTING_ORDER
 ) -> int | None:
-    """The block size, in bytes, in which this virtual machine hands freed
-    memory back to its host (a virtio balloon with free page reporting), or
-    None where it does not (or Linux does not say). Memory handed back costs a
-    fault on the host when it is next touched, so a benchmark row that writes
-    a fresh output varies with how much of it was handed back."""
-    try:
-        reporting = False
-        for device in sorted(devices.glob("virtio*")):
+    """The smallest block, in bytes, in which this virtual machine hands freed
+    memory back to its host (a virtio balloon with free page reporting; it
+    hands back free blocks of this size or larger), or None where it does not,
+    or where Linux does not say (kernels before 5.14 publish no order).
+    Memory handed back costs a fault on the host when it is next touched, so
+    a benchmark row that writes a fresh output varies with how much of it was
+    handed back."""
+    reporting = False
+    for device in sorted(devices.glob("virtio*")) if devices.is_dir() else []:
+        try:
             if int((device / "device").read_text(), 16) != VIRTIO_BALLOON:
                 continue
             bits = (device / "features").read_text().strip()
-            reporting |= len(bits) > BALLOON_F_REPORTING and bits[BALLOON_F_REPORTING] == "1"
-        if not reporting:
-            return None
+        except (OSError, ValueError):  # one odd device does not hide the others
+            continue
+        reporting |= len(bits) > BALLOON_F_REPORTING and bits[BALLOON_F_REPORTING] == "1"
+    if not reporting:
+        return None
+    try:
         order = int(order_file.read_text())
     except (OSError, ValueError):
         return None
     page = _sysconf("SC_PAGE_SIZE") or 4096
-    return page << order if 0 <= order < 32 else None
+    return page << order if 0 <= order < 32 else None  # unset reads 4294967295
 
 
 def describe_reporting(block: int | None) -> str | None:
@@ -204,7 +209,7 @@ def describe_reporting(block: int | None) -> str | None:
     if block is None:
         return None
     return (
-        f"memory: freed blocks of {_mib(block)} go back to the host (virtio-balloon free page "
-        "reporting); a fresh output written on blocks handed back faults on the host, "
-        "so fresh-memory rows vary between rounds and runs"
+        f"memory: freed blocks of {_mib(block)} go back to the host "
+        "(virtio-balloon free page reporting); a fresh output written on blocks handed "
+        "back faults on the host, so fresh-memory rows vary between rounds and runs"
     )
