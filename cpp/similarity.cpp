@@ -1,7 +1,6 @@
 #include "similarity.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <type_traits>
 
 #include "parallel.hpp"
@@ -103,22 +102,9 @@ void mirror_lower(T* a, int64_t n, const T* inv, int64_t r0, int64_t r1, int thr
       const int64_t i0 = r0 + ti * kTile, i1 = std::min(r1, i0 + kTile);
       for (int64_t j0 = 0; j0 < i1; j0 += kTile) {
         const int64_t j1 = std::min(n, j0 + kTile);
-        if (i1 - i0 == kTile && j1 - j0 == kTile && j1 <= i0) {
-          // a whole tile below the diagonal: scaled row by row, transposed
-          // in registers, its rows copied whole
-          if (inv != nullptr) {
-            for (int64_t i = i0; i < i1; ++i) {
-              T* row = a + i * n;
-              const T by = inv[i];
-              for (int64_t j = j0; j < j1; ++j) row[j] = row[j] * by * inv[j];
-            }
-          }
-          transpose_into<T, kTile>(tile, a, n, i0, j0);
-          for (int64_t j = j0; j < j1; ++j) {
-            std::memcpy(a + j * n + i0, tile + (j - j0) * kTile, sizeof(T) * static_cast<size_t>(kTile));
-          }
-          continue;
-        }
+        // a whole tile below the diagonal is transposed in registers once
+        // scaled; the others (the diagonal's, a ragged edge) element by element
+        const bool whole = i1 - i0 == kTile && j1 - j0 == kTile && j1 <= i0;
         for (int64_t i = i0; i < i1; ++i) {
           T* row = a + i * n;
           const int64_t end = std::min(j1, i + 1);
@@ -126,9 +112,12 @@ void mirror_lower(T* a, int64_t n, const T* inv, int64_t r0, int64_t r1, int thr
             const T by = inv[i];
             for (int64_t j = j0; j < end; ++j) row[j] = row[j] * by * inv[j];
           }
-          T* column = tile + (i - i0);
-          for (int64_t j = j0; j < end; ++j) column[(j - j0) * kTile] = row[j];
+          if (!whole) {
+            T* column = tile + (i - i0);
+            for (int64_t j = j0; j < end; ++j) column[(j - j0) * kTile] = row[j];
+          }
         }
+        if (whole) transpose_into<T, kTile>(tile, a, n, i0, j0);
         // upper tile (j0, i0) row by row, strictly above the diagonal
         for (int64_t j = j0; j < j1; ++j) {
           T* dst = a + j * n;

@@ -65,13 +65,13 @@ WRITES_FILES = frozenset({"file write", "file copy", "parquet decode"})
 # seconds, and a drift then falls on each implementation alike instead of on
 # whichever block it met. A call shorter than this gets untimed batches
 # before its timed one (see rewarm), which warm again the caches and thread
-# pool that the other implementations and the pause took from it. Waking a thread pool can
-# cost milliseconds, not microseconds: on a 2-core VM, the first OpenMP region
-# after 50 ms of quiet took 5.8-7.8 ms (an empty one; 30 us with
-# OMP_WAIT_POLICY=passive), since libgomp's calling thread spins while it
-# waits for its helper, and the helper's core came back only once the spinning
-# stopped (after GOMP_SPINCOUNT turns: 0.56 ms with 10,000, 1.6 ms with
-# 30,000). Calls up to this long are timed warm; on longer ones the wake-up is
+# pool that the other implementations and the pause took from it. Waking a
+# thread pool can cost milliseconds, not microseconds: on a 2-core VM, the
+# first OpenMP region after 50 ms of quiet took 5.8-7.8 ms (an empty one; 30
+# us with OMP_WAIT_POLICY=passive), since libgomp's calling thread spins while
+# it waits for its helper, and the helper's core came back only once the
+# spinning stopped (after GOMP_SPINCOUNT turns: 0.56 ms with 10,000, 1.6 ms
+# with 30,000). Calls up to this long are timed warm; on longer ones the wake-up is
 # a few percent at most. --quick pauses only 10 ms, after which the pools
 # were mostly still awake (44 us for the empty region), and rewarms only the
 # calls under 1 ms: every call rewarmed took it from 42-51 s to 52-53 s.
