@@ -86,6 +86,8 @@ int rename_noreplace(const py::bytes& from, const py::bytes& to) {
 void bind_runtime(py::module_& m) {
   m.def("set_num_threads", &set_num_threads, "threads"_a);
   m.def("get_num_threads", &get_num_threads);
+  m.def("set_calling_thread_threads", &set_calling_thread_threads, "threads"_a);
+  m.def("calling_thread_threads", &calling_thread_threads);
   m.def("config", &config);
   m.def("rename_exchange", &rename_exchange, "a"_a, "b"_a,
         "Swap the paths a and b (bytes, os.fsencode) atomically; 0 or the errno.");

@@ -26,6 +26,7 @@ int openmp_threads() {
 
 const int g_default_threads = openmp_threads();
 std::atomic<int> g_threads{0};  // 0: follow OpenMP
+thread_local int t_threads = 0;  // 0: no count of the calling thread's own
 std::atomic<bool> g_pool_started{false};
 std::atomic<bool> g_forked{false};
 std::atomic<int> g_last_team{1};
@@ -69,7 +70,7 @@ int max_num_threads() {
 }
 
 int get_num_threads() {
-  int n = g_threads.load(std::memory_order_relaxed);
+  int n = t_threads > 0 ? t_threads : g_threads.load(std::memory_order_relaxed);
   if (n <= 0) n = std::min(openmp_threads(), max_num_threads());
   return usable_threads(n);
 }
@@ -77,6 +78,14 @@ int get_num_threads() {
 void set_num_threads(int n) {
   g_threads.store(n <= 0 ? 0 : std::min(n, max_num_threads()), std::memory_order_relaxed);
 }
+
+int set_calling_thread_threads(int n) {
+  const int before = t_threads;
+  t_threads = n <= 0 ? 0 : std::min(n, max_num_threads());
+  return before;
+}
+
+int calling_thread_threads() { return t_threads; }
 
 bool num_threads_set() { return g_threads.load(std::memory_order_relaxed) > 0; }
 

@@ -15,6 +15,11 @@ namespace posembed {
 int get_num_threads();
 void set_num_threads(int n);   // n >= 1; 0 restores following OpenMP
 bool num_threads_set();        // whether set_num_threads(n >= 1) is in force
+// A count for the calling thread alone, above every other setting while it
+// lasts (a pipeline's own threads: its reading and writing threads beside
+// one that cuts); 0 clears it. Returns the one it replaces.
+int set_calling_thread_threads(int n);
+int calling_thread_threads();  // that count, 0 when none
 int default_num_threads();     // OpenMP's nthreads-var when the module loaded
 
 // Threads for a call that moves `bytes` of output: one below the parallel

@@ -269,6 +269,76 @@ def test_chunk_file_flags_must_be_bools(tmp_path, flag, bad):
     assert load(out)["windows"].shape == (3, 4)
 
 
+@pytest.mark.parametrize("bad", ["2", 2.0, True, np.bool_(True), [2]], ids=repr)
+def test_chunk_file_threads_must_be_an_integer(tmp_path, bad):
+    np.save(tmp_path / "tokens.npy", np.arange(10, dtype=np.int32))
+    with pytest.raises(TypeError, match=r"^threads must be an integer or None; got "):
+        chunk_file(tmp_path / "tokens.npy", tmp_path / "out", size=4, threads=bad)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tokens.npy"]
+
+
+def test_chunk_file_threads_must_be_in_range(tmp_path):
+    np.save(tmp_path / "tokens.npy", np.arange(10, dtype=np.int32))
+    top = posembed.config()["max_num_threads"]
+    for bad in (0, -1, top + 1):
+        with pytest.raises(ChunkError, match=rf"^threads must be in 1\.\.{top} .*; got {bad}$"):
+            chunk_file(tmp_path / "tokens.npy", tmp_path / "out", size=4, threads=bad)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tokens.npy"]
+    chunk_file(tmp_path / "tokens.npy", tmp_path / "out", size=4, threads=np.int64(top))
+    assert load(tmp_path / "out")["windows"].shape == (3, 4)
+
+
+@pytest.mark.parametrize("format", ["npy", "megatron"])
+def test_chunk_file_cuts_on_the_threads_of_this_call_only(corpus, monkeypatch, format):
+    # to .npy from a token file the kernels' threads read, cut and write (the
+    # global count by default); every other run reads and writes on threads
+    # of its own and cuts on one by default; either way the count holds for
+    # this call's threads alone, and the files are the same for every count
+    from posembed import _core
+
+    path, _, _ = corpus
+    seen: list[tuple[str, int]] = []
+
+    def recorded(where, f):
+        def call(*args, **kwargs):
+            seen.append((where, posembed.get_num_threads()))
+            return f(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(chunk_module, "_cut", recorded("cut", chunk_module._cut))
+    monkeypatch.setattr(_core, "fill_windows_to_file", recorded("cut", _core.fill_windows_to_file))
+    sink = chunk_module.SINKS[format]
+    monkeypatch.setattr(sink, "write", recorded("write", sink.write))
+    direct = format == "npy"
+    posembed.set_num_threads(3)
+    try:
+        files = {}
+        for threads in (None, 1, 2):
+            seen.clear()
+            out = path / f"out-{format}-{threads}"
+            chunk_file(
+                path / "tokens.npy",
+                out,
+                size=64,
+                step=48,
+                offsets_path=path / "offsets.npy",
+                format=format,
+                threads=threads,
+                quiet=True,
+            )
+            want = threads if threads is not None else (3 if direct else 1)
+            assert {where for where, _ in seen} == ({"cut"} if direct else {"cut", "write"})
+            assert {count for _, count in seen} == {want}
+            assert posembed.get_num_threads() == 3
+            written = out.iterdir() if direct else out.parent.glob(f"{out.name}.*")
+            files[threads] = {p.name.removeprefix(out.name): p.read_bytes() for p in written}
+            assert set(files[threads]) >= ({"windows.npy"} if direct else {".bin", ".idx"})
+        assert files[None] == files[1] == files[2]
+    finally:
+        posembed.set_num_threads(None)
+
+
 def test_chunk_file_takes_an_empty_raw_file_as_no_tokens(tmp_path):
     # a raw file has no header: empty is zero tokens, one empty document
     (tmp_path / "empty.bin").write_bytes(b"")

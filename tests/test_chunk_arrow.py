@@ -138,6 +138,39 @@ def test_small_batches_give_the_same_windows(corpus, tmp_path, monkeypatch):
         _same_files(tmp_path / "want", tmp_path / kind)
 
 
+def test_arrow_input_cuts_on_one_thread_unless_asked(corpus, tmp_path, monkeypatch):
+    # the decoders and the cut take the call's count: one by default, beside
+    # the reading and writing threads, whatever the global count; the files
+    # are the same for every count
+    import posembed._source_arrow as arrow_module
+
+    _, _, tokens, offsets, sources = corpus
+    seen: list[tuple[str, int]] = []
+
+    def recorded(where, f):
+        def call(*args, **kwargs):
+            seen.append((where, posembed.get_num_threads()))
+            return f(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(chunk_module, "_cut", recorded("cut", chunk_module._cut))
+    monkeypatch.setattr(arrow_module, "_csr", recorded("decode", arrow_module._csr))
+    chunk_file(tokens, tmp_path / "want", size=64, overlap=16, offsets_path=offsets, quiet=True)
+    posembed.set_num_threads(3)
+    try:
+        for threads in (None, 2):
+            seen.clear()
+            got = tmp_path / f"got-{threads}"
+            chunk_file(sources["row groups"], got, size=64, overlap=16, threads=threads, quiet=True)
+            assert {where for where, _ in seen} == {"cut", "decode"}
+            assert {count for _, count in seen} == {threads or 1}
+            assert posembed.get_num_threads() == 3
+            _same_files(tmp_path / "want", got)
+    finally:
+        posembed.set_num_threads(None)
+
+
 def test_the_command_reads_a_saved_dataset_with_another_column(corpus, tmp_path, capsys):
     _folder, docs, _, _, _ = corpus
     import datasets

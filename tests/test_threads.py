@@ -80,6 +80,34 @@ def test_small_calls_stay_on_one_thread_and_large_ones_use_all(restore_threads):
     assert _core._probes.last_team_size() == 1
 
 
+def test_a_count_for_the_calling_thread_alone(restore_threads):
+    # what chunk_file gives its own threads: above the global count on the
+    # thread that set it, never seen by another, capped, and undone on exit
+    from posembed._runtime import calling_thread_threads
+
+    posembed.set_num_threads(2)
+    table = np.ones((128, 64), np.float32)
+    ids = np.arange(100_000) % 128
+    other: list[int] = []
+    with calling_thread_threads(1):
+        assert posembed.get_num_threads() == 1
+        posembed.gather(table, ids)
+        assert _core._probes.last_team_size() == 1
+        worker = threading.Thread(target=lambda: other.append(posembed.get_num_threads()))
+        worker.start()
+        worker.join()
+        with calling_thread_threads(None):
+            assert posembed.get_num_threads() == 1
+    assert other == [2]
+    assert posembed.get_num_threads() == 2
+    posembed.gather(table, ids)
+    assert _core._probes.last_team_size() == 2
+    top = posembed.config()["max_num_threads"]
+    with calling_thread_threads(top + 5):
+        assert posembed.get_num_threads() == top
+    assert _core.calling_thread_threads() == 0
+
+
 def test_thread_count_is_capped(restore_threads):
     top = posembed.config()["max_num_threads"]
     posembed.set_num_threads(top)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import platform
 import sys
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from posembed import _core
@@ -54,6 +56,21 @@ def set_num_threads(n: int | None) -> None:
     if not 1 <= k <= top:
         raise ValueError(f"n must be in 1..{top} (4 per CPU), or None for the default; got {k}")
     _core.set_num_threads(k)
+
+
+@contextlib.contextmanager
+def calling_thread_threads(n: int | None) -> Iterator[None]:
+    """Kernels called on this thread take ``n`` threads until the block ends,
+    whatever :func:`set_num_threads` says; other threads are not affected.
+    ``None`` changes nothing. ``n`` is checked by the caller."""
+    if n is None:
+        yield
+        return
+    before = _core.set_calling_thread_threads(n)
+    try:
+        yield
+    finally:
+        _core.set_calling_thread_threads(before)
 
 
 def get_num_threads() -> int:

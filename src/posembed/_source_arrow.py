@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from posembed import _json
+from posembed import _core, _json
 from posembed._arrow import require
 from posembed._source import (
     MEMORY_BYTES,
@@ -377,7 +377,12 @@ def _parallel_groups(
             return
         put(q, None)
 
-    with ThreadPoolExecutor(DECODERS) as pool:
+    # the decoders take the reading thread's kernel thread count (they run
+    # no kernel of posembed's today; none may start a spinning team later)
+    count = _core.calling_thread_threads()
+    with ThreadPoolExecutor(
+        DECODERS, initializer=_core.set_calling_thread_threads, initargs=(count,)
+    ) as pool:
         try:
             # a row group is handed to a decoder only when the reading has
             # reached the one DECODERS - 1 before it: a row group of fewer

@@ -122,16 +122,17 @@ def _plot_similarity(args: argparse.Namespace) -> int:
 
 def _chunk(args: argparse.Namespace) -> int:
     from posembed import set_num_threads
-    from posembed._chunk import chunk_file, runs_direct
+    from posembed._chunk import chunk_file
     from posembed._source import ChunkError
 
+    # chunk_file picks the kernel threads itself (one beside its reading and
+    # writing threads); a Dask task cuts on one, beside its worker's others
     threads = args.threads
-    if threads is None and (args.dask is not None or not runs_direct(args.input, args.format)):
-        # reads and writes on threads of their own: one kernel thread keeps up
-        # with them, and idle OpenMP workers would spin on the cores they need
-        threads = 1
     try:
-        set_num_threads(threads)
+        if args.dask is not None:
+            set_num_threads(1 if threads is None else threads)
+        elif threads is not None:
+            set_num_threads(threads)  # checked here, for the message below
     except ValueError as exc:
         return _fail("chunk", f"--threads: {exc}")
     if args.size >= MAX_WINDOW:
@@ -162,6 +163,7 @@ def _chunk(args: argparse.Namespace) -> int:
                 quiet=args.quiet,
                 column=args.column,
                 format=args.format,
+                threads=threads,
                 **common,
             )
         else:

@@ -15,22 +15,6 @@ from posembed.bench.cases._shared import corpus, write_parquet
 from posembed.bench.scratch import scratch_dir
 
 
-def _as_the_command(src: Path, run: Callable[[], object]) -> object:
-    """``run()`` on the kernel threads ``posembed chunk`` takes by default for
-    ``src``: all of them where the kernels read and write the files, else one
-    (beside the command's reading and writing threads)."""
-    from posembed._chunk import runs_direct
-
-    if runs_direct(src, "npy"):
-        return run()
-    threads = posembed.get_num_threads()
-    posembed.set_num_threads(1)
-    try:
-        return run()
-    finally:
-        posembed.set_num_threads(threads)
-
-
 def build(quick: bool = False) -> list[Case]:
     from posembed._chunk import chunk_file
 
@@ -49,10 +33,7 @@ def build(quick: bool = False) -> list[Case]:
         return out
 
     def ours() -> object:
-        return _as_the_command(
-            src,
-            lambda: chunk_file(src, output_dir("posembed"), size=size, dtype="uint16", quiet=True),
-        )
+        return chunk_file(src, output_dir("posembed"), size=size, dtype="uint16", quiet=True)
 
     def save_all(impl: str, **arrays: np.ndarray) -> None:
         out = output_dir(impl)
@@ -128,7 +109,7 @@ def _indexed_case(quick: bool) -> Case:
     def ours() -> object:
         out = work / "from-indexed"
         shutil.rmtree(out, ignore_errors=True)
-        return _as_the_command(prefix, lambda: chunk_file(prefix, out, size=size, quiet=True))
+        return chunk_file(prefix, out, size=size, quiet=True)
 
     def reference_way() -> None:
         corpus_ = reference.IndexedCorpus(prefix)
@@ -189,7 +170,7 @@ def _parquet_cases(quick: bool) -> list[Case]:
 
         def ours() -> object:
             shutil.rmtree(out, ignore_errors=True)
-            return _as_the_command(src, lambda: chunk_file(src, out, size=size, quiet=True))
+            return chunk_file(src, out, size=size, quiet=True)
 
         def reference_way() -> None:  # the whole column read, cut by the NumPy twin, saved
             column = pq.read_table(src, columns=["input_ids"]).column(0).combine_chunks()
