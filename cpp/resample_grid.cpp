@@ -72,6 +72,85 @@ inline void sum_taps(C* acc, const AxisPlan& plan, int64_t i, RowFn row, int64_t
   }
 }
 
+// Where four consecutive outputs of an axis can be summed at once
+// (taps_sum4): groups[i] holds the steps of outputs i..i+3 (bit m: output
+// m + 1 reads the window of output m one row further on, else the same rows)
+// when each has the same 2 or 4 taps and each reads the rows of the one
+// before it shifted by 0 or 1, else -1. Plain (not antialiased) upsampling
+// groups everywhere, borders included (a clamped row repeats in the window).
+std::vector<int8_t> axis_groups(const AxisPlan& plan) {
+  const auto outputs = static_cast<int64_t>(plan.start.size()) - 1;
+  std::vector<int8_t> groups(static_cast<size_t>(std::max<int64_t>(outputs, 0)), -1);
+  auto at = [](const std::vector<int64_t>& v, int64_t k) { return v[static_cast<size_t>(k)]; };
+  for (int64_t i = 0; i + 4 <= outputs; ++i) {
+    const int64_t b = at(plan.start, i);
+    const int64_t n = at(plan.start, i + 1) - b;
+    if (n != 2 && n != 4) continue;
+    int64_t window[7];
+    int64_t len = n;
+    for (int64_t t = 0; t < n; ++t) window[t] = at(plan.idx, b + t);
+    int64_t s = 0;  // where the previous output's rows start in the window
+    int steps = 0;
+    bool ok = true;
+    for (int64_t m = 1; m < 4 && ok; ++m) {
+      const int64_t bm = at(plan.start, i + m);
+      if (at(plan.start, i + m + 1) - bm != n) {
+        ok = false;
+        break;
+      }
+      bool same = true;
+      for (int64_t t = 0; t < n; ++t) same = same && at(plan.idx, bm + t) == window[s + t];
+      if (same) continue;
+      bool next = true;  // the previous rows but the first, then one more
+      for (int64_t t = 0; t + 1 < n; ++t) next = next && at(plan.idx, bm + t) == window[s + 1 + t];
+      ok = next;
+      if (next) {
+        window[len++] = at(plan.idx, bm + n - 1);
+        ++s;
+        steps |= 1 << (m - 1);
+      }
+    }
+    if (ok) groups[static_cast<size_t>(i)] = static_cast<int8_t>(steps);
+  }
+  return groups;
+}
+
+// Outputs [i0, i1) of an axis: dst(i) = sum_taps of its rows, four at a time
+// where the groups allow and the rows and sums are float (the same bits).
+template <class C, class RowFn, class DstFn>
+void sum_taps_run(const AxisPlan& plan, const std::vector<int8_t>& groups, int64_t i0,
+                  int64_t i1, RowFn row, DstFn dst, int64_t d) {
+  using R = std::remove_cv_t<std::remove_pointer_t<decltype(row(int64_t{0}))>>;
+  for (int64_t i = i0; i < i1;) {
+    if constexpr (std::is_same_v<C, float> && std::is_same_v<R, float>) {
+      const int steps = i + 4 <= i1 ? groups[static_cast<size_t>(i)] : -1;
+      if (steps >= 0) {
+        const auto first = static_cast<size_t>(i);
+        const auto b = static_cast<size_t>(plan.start[first]);
+        const auto n = static_cast<size_t>(plan.start[first + 1]) - b;
+        const float* rows[7];
+        float w[16];
+        float* dsts[4];
+        size_t len = 0;
+        for (size_t t = 0; t < n; ++t) rows[len++] = row(plan.idx[b + t]);
+        for (size_t m = 0; m < 4; ++m) {
+          const auto bm = static_cast<size_t>(plan.start[first + m]);
+          if (m > 0 && ((steps >> (m - 1)) & 1) != 0) rows[len++] = row(plan.idx[bm + n - 1]);
+          for (size_t t = 0; t < n; ++t) w[m * n + t] = static_cast<float>(plan.w[bm + t]);
+          dsts[m] = dst(i + static_cast<int64_t>(m));
+        }
+        taps_sum4(dsts, rows, w, static_cast<int>(n), steps, d);
+        i += 4;
+        continue;
+      }
+    } else {
+      (void)groups;
+    }
+    sum_taps(dst(i), plan, i, row, d);
+    ++i;
+  }
+}
+
 // The x pass's rows, kept between calls on the same thread up to kKeptBytes:
 // a new allocation of megabytes is new pages from the system on every call,
 // and faulting them in took longer than the pass itself. Larger ones are
@@ -131,6 +210,22 @@ class ScratchBuffer {
   bool borrowed_ = false;
 };
 
+// The fused passes' pieces: kBand columns of the new grid (four outputs of
+// the x pass at once where taps_sum4 applies), each row cut into as few
+// chunks as keep a band's columns of the x pass within kColumnsBytes (a fifth
+// of a 1 MiB L2, beside the grid rows they are read from), every chunk but
+// the last a whole number of kChunkAlign elements.
+constexpr int64_t kBand = 4;
+constexpr int64_t kColumnsBytes = 192 << 10;
+constexpr int64_t kChunkAlign = 16;
+
+// The chunk length (elements of `size` bytes) for rows of d elements.
+int64_t column_chunk(int64_t d, int64_t size, int64_t band, int64_t h) {
+  const int64_t most = std::max(kChunkAlign, kColumnsBytes / (band * h * size));
+  const int64_t chunks = (d + most - 1) / most;
+  return std::min(d, (d / chunks + kChunkAlign - 1) / kChunkAlign * kChunkAlign);
+}
+
 // An antialiased axis whose size does not change: PyTorch leaves it alone.
 bool unchanged(int64_t in_size, int64_t out_size, bool antialias) {
   return antialias && in_size == out_size;
@@ -168,14 +263,17 @@ void resample_typed(const RowsView& t, int64_t prefix, int64_t h, int64_t w, int
 
   // Output (y2, x2) of the y pass: sum_a wy[a] * row(y_a), accumulated in the
   // output row itself when it holds the compute type, else in scratch.
-  auto y_output = [&](int64_t y2, int64_t x2, C* scratch, auto row) {
-    S* dst = reinterpret_cast<S*>(grid_out + (y2 * w2 + x2) * row_bytes);
+  auto out_row = [&](int64_t y2, int64_t x2) {
+    return reinterpret_cast<S*>(grid_out + (y2 * w2 + x2) * row_bytes);
+  };
+  auto y_output = [&](int64_t y2, int64_t x2, int64_t c0, int64_t len, C* scratch, auto row) {
+    S* dst = out_row(y2, x2) + c0;
     if constexpr (std::is_same_v<S, C>) {
       (void)scratch;
-      sum_taps(dst, py, y2, row, d);
+      sum_taps(dst, py, y2, row, len);
     } else {
-      sum_taps(scratch, py, y2, row, d);
-      store(dst, scratch, d);
+      sum_taps(scratch, py, y2, row, len);
+      store(dst, scratch, len);
     }
   };
 
@@ -188,7 +286,7 @@ void resample_typed(const RowsView& t, int64_t prefix, int64_t h, int64_t w, int
       // reads mostly the rows this one read, still in the core's cache
       for (int64_t k = begin; k < end; ++k) {
         const int64_t x2 = k / h2;
-        y_output(k % h2, x2, scratch.data(), [&](int64_t y) { return src_row(y, x2); });
+        y_output(k % h2, x2, 0, d, scratch.data(), [&](int64_t y) { return src_row(y, x2); });
       }
     });
   };
@@ -199,24 +297,53 @@ void resample_typed(const RowsView& t, int64_t prefix, int64_t h, int64_t w, int
     return;
   }
 
-  // Both passes a column of the new grid at a time, where there are columns
-  // enough for every thread: column x2 of the x pass (h rows, held in the
-  // thread's cache), then the outputs down that column from it. Each product
-  // and sum is the one the two passes below make, so the bits are the same.
+  // Both passes a band of kBand columns of the new grid at a time, and a
+  // chunk of each row (see kColumnsBytes), where there are such pieces
+  // enough for every thread: the band's columns of the x pass (h rows each,
+  // held in the thread's cache), then the outputs down each of them from
+  // those. Each product and sum is the one the two passes below make, so the
+  // bits are the same; four outputs along an axis are made at once where
+  // taps_sum4 applies (float tables). Bands of one column where four would
+  // leave a thread idle.
   const int64_t work = (h * px.taps() + w2 * py.taps()) * d * static_cast<int64_t>(sizeof(C));
   const int team = threads_for_bytes(work);
-  if (w2 >= 2 * static_cast<int64_t>(team)) {
-    parallel_for(w2, team, [&](int64_t begin, int64_t end, int) {
+  const auto elem = static_cast<int64_t>(sizeof(C));
+  int64_t band = kBand;
+  int64_t chunk = column_chunk(d, elem, band, h);
+  if ((w2 + band - 1) / band * ((d + chunk - 1) / chunk) < 2 * static_cast<int64_t>(team)) {
+    band = 1;
+    chunk = column_chunk(d, elem, band, h);
+  }
+  const int64_t pieces = (d + chunk - 1) / chunk;
+  const int64_t bands = (w2 + band - 1) / band;
+  if (bands * pieces >= 2 * static_cast<int64_t>(team)) {
+    const std::vector<int8_t> gx = axis_groups(px);
+    const std::vector<int8_t> gy = axis_groups(py);
+    parallel_for(bands * pieces, team, [&](int64_t begin, int64_t end, int) {
       ScratchBuffer held;
-      C* const column = held.get<C>(h * d);
-      std::vector<C> scratch(std::is_same_v<S, C> ? 0 : static_cast<size_t>(d));
-      for (int64_t x2 = begin; x2 < end; ++x2) {
+      C* const columns = held.get<C>(band * h * chunk);
+      std::vector<C> scratch(std::is_same_v<S, C> ? 0 : static_cast<size_t>(chunk));
+      for (int64_t k = begin; k < end; ++k) {
+        const int64_t x0 = k / pieces * band;
+        const int64_t x1 = std::min(w2, x0 + band);
+        const int64_t c0 = k % pieces * chunk;
+        const int64_t len = std::min(chunk, d - c0);
+        auto column_row = [&](int64_t x2, int64_t y) { return columns + ((x2 - x0) * h + y) * len; };
         for (int64_t y = 0; y < h; ++y) {
-          sum_taps(column + y * d, px, x2, [&](int64_t x) { return grid_row(y, x); }, d);
+          sum_taps_run<C>(
+              px, gx, x0, x1, [&](int64_t x) { return grid_row(y, x) + c0; },
+              [&](int64_t x2) { return column_row(x2, y); }, len);
         }
-        for (int64_t y2 = 0; y2 < h2; ++y2) {
-          y_output(y2, x2, scratch.data(),
-                   [&](int64_t y) { return static_cast<const C*>(column + y * d); });
+        for (int64_t x2 = x0; x2 < x1; ++x2) {
+          auto row = [&](int64_t y) { return static_cast<const C*>(column_row(x2, y)); };
+          if constexpr (std::is_same_v<S, C>) {
+            sum_taps_run<C>(
+                py, gy, 0, h2, row, [&](int64_t y2) { return out_row(y2, x2) + c0; }, len);
+          } else {
+            for (int64_t y2 = 0; y2 < h2; ++y2) {
+              y_output(y2, x2, c0, len, scratch.data(), row);
+            }
+          }
         }
       }
     });

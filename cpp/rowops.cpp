@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "half.hpp"
 #include "simd.hpp"
@@ -139,6 +140,10 @@ void dropout_add_stream(float* dst, const float* a, const float* b, const uint32
 
 void taps_sum(float* dst, const float* const* rows, const float* w, int64_t n, int64_t d) {
   POSEMBED_DISPATCH(taps_sum(dst, rows, w, n, d));
+}
+void taps_sum4(float* const* dst, const float* const* rows, const float* w, int n, int steps,
+               int64_t d) {
+  POSEMBED_DISPATCH(taps_sum4(dst, rows, w, n, steps, d));
 }
 void sum_rows(float* dst, const float* const* rows, int64_t n, int64_t d) {
   POSEMBED_DISPATCH(sum_rows(dst, rows, n, d));

@@ -68,6 +68,14 @@ void keep_mask(bool* mask, const uint32_t* u, uint32_t threshold, int64_t n);
 // of scale() then axpy() per row, the sum held in registers.
 void taps_sum(float* dst, const float* const* rows, const float* w, int64_t n, int64_t d);
 
+// Four outputs of taps_sum at once, each of n (2 or 4) consecutive rows of
+// one window: dst[m] = sum over t < n of w[m * n + t] * rows[s_m + t], with
+// s_0 = 0 and s_(m+1) = s_m + bit m of `steps` (0 or 1); rows holds the
+// n + s_3 rows of the window. The bits of taps_sum for each output; each row
+// is loaded once for all four.
+void taps_sum4(float* const* dst, const float* const* rows, const float* w, int n, int steps,
+               int64_t d);
+
 // dst = sum of rows[t] over t < n (n >= 1), left to right from +0: the bits
 // of zeroing dst and then accumulate() per row, the sum held in registers.
 void sum_rows(float* dst, const float* const* rows, int64_t n, int64_t d);

@@ -392,6 +392,37 @@ def test_wide_float_rows_match_reference(rng, d, grid, new_grid, antialias):
     assert_same(got, reference.resample_grid(table, grid, new_grid, **kw))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64], ids=str)
+@pytest.mark.parametrize(
+    ("grid", "new_grid", "align"),
+    [
+        ((24, 9), (48, 17), "half_pixel"),  # long rows cut in chunks
+        ((5, 24), (23, 48), "corners"),
+        ((10, 6), (11, 6), "half_pixel"),  # an axis of the same size: a step every output
+    ],
+    ids=str,
+)
+def test_four_outputs_at_once_and_rows_in_chunks_keep_the_bytes(
+    rng, dtype, grid, new_grid, align, tiny_thresholds, restore_threads
+):
+    """Upsampled axes make four outputs in one pass over the rows they share
+    (these grids meet every pattern of steps between them, the borders'
+    repeated rows included), and long rows are resampled a chunk at a time:
+    the twin's bytes, infinities, NaN and -0.0 included, on any thread count."""
+    table = normal_table(rng, 1 + grid[0] * grid[1], 1031, dtype)
+    table[3, ::7] = np.inf
+    table[8, 5::11] = -np.inf
+    table[11, ::5] = -0.0
+    table[-2, 3::13] = np.nan
+    for method in METHODS:
+        kw = {"prefix": 1, "method": method, "align": align}
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, as posembed computes
+            want = reference.resample_grid(table, grid, new_grid, **kw)
+        for threads in (1, 2, 5):
+            posembed.set_num_threads(threads)
+            assert_same(posembed.resample_grid(table, grid, new_grid, **kw), want)
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float32], ids=str)
 @pytest.mark.parametrize("new_grid", [(9, 1), (5, 3), (11, 7), (4, 16)], ids=str)
 def test_column_and_two_pass_orders_give_the_same_bytes(
