@@ -223,7 +223,8 @@ constexpr int64_t kChunkAlign = 16;
 int64_t column_chunk(int64_t d, int64_t size, int64_t band, int64_t h) {
   const int64_t most = std::max(kChunkAlign, kColumnsBytes / (band * h * size));
   const int64_t chunks = (d + most - 1) / most;
-  return std::min(d, (d / chunks + kChunkAlign - 1) / kChunkAlign * kChunkAlign);
+  const int64_t even = (d + chunks - 1) / chunks;  // chunks of about equal length
+  return std::min(d, (even + kChunkAlign - 1) / kChunkAlign * kChunkAlign);
 }
 
 // An antialiased axis whose size does not change: PyTorch leaves it alone.
@@ -328,7 +329,11 @@ void resample_typed(const RowsView& t, int64_t prefix, int64_t h, int64_t w, int
         const int64_t x1 = std::min(w2, x0 + band);
         const int64_t c0 = k % pieces * chunk;
         const int64_t len = std::min(chunk, d - c0);
-        auto column_row = [&](int64_t x2, int64_t y) { return columns + ((x2 - x0) * h + y) * len; };
+        // rows of the band's columns at a stride of whole chunks (a short
+        // last chunk's rows still start where a whole one's would)
+        auto column_row = [&](int64_t x2, int64_t y) {
+          return columns + ((x2 - x0) * h + y) * chunk;
+        };
         for (int64_t y = 0; y < h; ++y) {
           sum_taps_run<C>(
               px, gx, x0, x1, [&](int64_t x) { return grid_row(y, x) + c0; },

@@ -402,14 +402,15 @@ def test_wide_float_rows_match_reference(rng, d, grid, new_grid, antialias):
     ],
     ids=str,
 )
+@pytest.mark.parametrize("d", [769, 1031])
 def test_four_outputs_at_once_and_rows_in_chunks_keep_the_bytes(
-    rng, dtype, grid, new_grid, align, tiny_thresholds, restore_threads
+    rng, dtype, grid, new_grid, align, d, tiny_thresholds, restore_threads
 ):
     """Upsampled axes make four outputs in one pass over the rows they share
     (these grids meet every pattern of steps between them, the borders'
     repeated rows included), and long rows are resampled a chunk at a time:
     the twin's bytes, infinities, NaN and -0.0 included, on any thread count."""
-    table = normal_table(rng, 1 + grid[0] * grid[1], 1031, dtype)
+    table = normal_table(rng, 1 + grid[0] * grid[1], d, dtype)
     table[3, ::7] = np.inf
     table[8, 5::11] = -np.inf
     table[11, ::5] = -0.0

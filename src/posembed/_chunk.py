@@ -176,7 +176,7 @@ def chunk_file(
         format, which are read (and decoded) and written on threads of
         their own: one thread cuts as fast as they read and write, and idle
         OpenMP threads would spin on the cores the reading needs (Parquet
-        with row groups of 1000 rows took about 1.6 times as long on two
+        with row groups of 1000 rows took about 1.8 times as long on two
         cores with two cutting threads).
 
     Returns
@@ -203,7 +203,8 @@ def chunk_file(
         list of integers, a null row or token (the error names the row), a
         file that is not Parquet or Arrow IPC, a state.json that is not a
         saved dataset's or names a file outside its folder, ``dtype`` or
-        ``offsets_path`` given. For an indexed dataset: any field of its
+        ``offsets_path`` given; ``threads`` outside 1..max_num_threads.
+        For an indexed dataset: any field of its
         ``.idx`` that does not fit the others or the files (the error names
         it), ``dtype``, ``offsets_path`` or ``column`` given; with
         ``format="megatron"``, a token the output cannot hold. A ChunkError

@@ -80,7 +80,9 @@ def get_num_threads() -> int:
     -------
     int
         The count :func:`set_num_threads` set, else OpenMP's for the calling
-        thread (1 in a child forked after posembed used threads).
+        thread (1 in a child forked after posembed used threads). Inside
+        :func:`posembed.chunk.chunk_file`, its own threads use the count of
+        that call instead (its ``threads``).
     """
     return _core.get_num_threads()
 

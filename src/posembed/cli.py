@@ -132,7 +132,7 @@ def _chunk(args: argparse.Namespace) -> int:
         if args.dask is not None:
             set_num_threads(1 if threads is None else threads)
         elif threads is not None:
-            set_num_threads(threads)  # checked here, for the message below
+            set_num_threads(threads)  # checked (and set) here, for the message below
     except ValueError as exc:
         return _fail("chunk", f"--threads: {exc}")
     if args.size >= MAX_WINDOW:
