@@ -136,6 +136,29 @@ if ml_dtypes is not None:
     FLOAT_TABLE_DTYPES.append(np.dtype(ml_dtypes.bfloat16))
 
 
+class ThreadCounts:
+    """What ``posembed.get_num_threads()`` said, on whichever thread, as each
+    watched call began: ``seen`` holds (label, count) pairs."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.seen: list[tuple[str, int]] = []
+        self._monkeypatch = monkeypatch
+
+    def watch(self, owner: Any, name: str, label: str) -> None:
+        f = getattr(owner, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.seen.append((label, posembed.get_num_threads()))
+            return f(*args, **kwargs)
+
+        self._monkeypatch.setattr(owner, name, call)
+
+
+@pytest.fixture
+def thread_counts(monkeypatch: pytest.MonkeyPatch) -> ThreadCounts:
+    return ThreadCounts(monkeypatch)
+
+
 def normal_table(rng: np.random.Generator, rows: int, cols: int, dtype: Any) -> np.ndarray:
     """A float table of N(0, 1) values rounded to dtype (finite: interpolation
     tests compare bytes, and NaN payloads are not part of the contract)."""

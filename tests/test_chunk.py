@@ -289,7 +289,7 @@ def test_chunk_file_threads_must_be_in_range(tmp_path):
 
 
 @pytest.mark.parametrize("format", ["npy", "megatron"])
-def test_chunk_file_cuts_on_the_threads_of_this_call_only(corpus, monkeypatch, format):
+def test_chunk_file_cuts_on_the_threads_of_this_call_only(corpus, thread_counts, format):
     # to .npy from a token file the kernels' threads read, cut and write (the
     # global count by default); every other run reads and writes on threads
     # of its own and cuts on one by default; either way the count holds for
@@ -297,19 +297,10 @@ def test_chunk_file_cuts_on_the_threads_of_this_call_only(corpus, monkeypatch, f
     from posembed import _core
 
     path, _, _ = corpus
-    seen: list[tuple[str, int]] = []
-
-    def recorded(where, f):
-        def call(*args, **kwargs):
-            seen.append((where, posembed.get_num_threads()))
-            return f(*args, **kwargs)
-
-        return call
-
-    monkeypatch.setattr(chunk_module, "_cut", recorded("cut", chunk_module._cut))
-    monkeypatch.setattr(_core, "fill_windows_to_file", recorded("cut", _core.fill_windows_to_file))
-    sink = chunk_module.SINKS[format]
-    monkeypatch.setattr(sink, "write", recorded("write", sink.write))
+    seen = thread_counts.seen
+    thread_counts.watch(chunk_module, "_cut", "cut")
+    thread_counts.watch(_core, "fill_windows_to_file", "cut")
+    thread_counts.watch(chunk_module.SINKS[format], "write", "write")
     direct = format == "npy"
     posembed.set_num_threads(3)
     try:

@@ -138,24 +138,16 @@ def test_small_batches_give_the_same_windows(corpus, tmp_path, monkeypatch):
         _same_files(tmp_path / "want", tmp_path / kind)
 
 
-def test_arrow_input_cuts_on_one_thread_unless_asked(corpus, tmp_path, monkeypatch):
+def test_arrow_input_cuts_on_one_thread_unless_asked(corpus, tmp_path, thread_counts):
     # the decoders and the cut take the call's count: one by default, beside
     # the reading and writing threads, whatever the global count; the files
     # are the same for every count
     import posembed._source_arrow as arrow_module
 
     _, _, tokens, offsets, sources = corpus
-    seen: list[tuple[str, int]] = []
-
-    def recorded(where, f):
-        def call(*args, **kwargs):
-            seen.append((where, posembed.get_num_threads()))
-            return f(*args, **kwargs)
-
-        return call
-
-    monkeypatch.setattr(chunk_module, "_cut", recorded("cut", chunk_module._cut))
-    monkeypatch.setattr(arrow_module, "_csr", recorded("decode", arrow_module._csr))
+    seen = thread_counts.seen
+    thread_counts.watch(chunk_module, "_cut", "cut")
+    thread_counts.watch(arrow_module, "_csr", "decode")
     chunk_file(tokens, tmp_path / "want", size=64, overlap=16, offsets_path=offsets, quiet=True)
     posembed.set_num_threads(3)
     try:
