@@ -308,18 +308,25 @@ void resample_typed(const RowsView& t, int64_t prefix, int64_t h, int64_t w, int
   // leave a thread idle.
   const int64_t work = (h * px.taps() + w2 * py.taps()) * d * static_cast<int64_t>(sizeof(C));
   const int team = threads_for_bytes(work);
+  // The bands and chunks serve the groups of four outputs (float tables):
+  // where there are none, a column and whole rows at a time.
+  const std::vector<int8_t> gx = axis_groups(px);
+  const std::vector<int8_t> gy = axis_groups(py);
+  auto grouped = [](const std::vector<int8_t>& g) {
+    return std::any_of(g.begin(), g.end(), [](int8_t steps) { return steps >= 0; });
+  };
+  const bool fours = std::is_same_v<S, float> && (grouped(gx) || grouped(gy));
   const auto elem = static_cast<int64_t>(sizeof(C));
-  int64_t band = kBand;
-  int64_t chunk = column_chunk(d, elem, band, h);
-  if ((w2 + band - 1) / band * ((d + chunk - 1) / chunk) < 2 * static_cast<int64_t>(team)) {
+  int64_t band = fours ? kBand : 1;
+  int64_t chunk = fours ? column_chunk(d, elem, band, h) : d;
+  if (band > 1 &&
+      (w2 + band - 1) / band * ((d + chunk - 1) / chunk) < 2 * static_cast<int64_t>(team)) {
     band = 1;
     chunk = column_chunk(d, elem, band, h);
   }
   const int64_t pieces = (d + chunk - 1) / chunk;
   const int64_t bands = (w2 + band - 1) / band;
   if (bands * pieces >= 2 * static_cast<int64_t>(team)) {
-    const std::vector<int8_t> gx = axis_groups(px);
-    const std::vector<int8_t> gy = axis_groups(py);
     parallel_for(bands * pieces, team, [&](int64_t begin, int64_t end, int) {
       ScratchBuffer held;
       C* const columns = held.get<C>(band * h * chunk);
