@@ -310,12 +310,13 @@ void resample_typed(const RowsView& t, int64_t prefix, int64_t h, int64_t w, int
   const int team = threads_for_bytes(work);
   // The bands and chunks serve the groups of four outputs (float tables):
   // where there are none, a column and whole rows at a time.
-  const std::vector<int8_t> gx = axis_groups(px);
-  const std::vector<int8_t> gy = axis_groups(py);
+  constexpr bool kFloat = std::is_same_v<S, float>;
+  const std::vector<int8_t> gx = kFloat ? axis_groups(px) : std::vector<int8_t>{};
+  const std::vector<int8_t> gy = kFloat ? axis_groups(py) : std::vector<int8_t>{};
   auto grouped = [](const std::vector<int8_t>& g) {
     return std::any_of(g.begin(), g.end(), [](int8_t steps) { return steps >= 0; });
   };
-  const bool fours = std::is_same_v<S, float> && (grouped(gx) || grouped(gy));
+  const bool fours = grouped(gx) || grouped(gy);
   const auto elem = static_cast<int64_t>(sizeof(C));
   int64_t band = fours ? kBand : 1;
   int64_t chunk = fours ? column_chunk(d, elem, band, h) : d;

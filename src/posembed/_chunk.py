@@ -231,14 +231,14 @@ def chunk_file(
     size, step = checked_windows(size, step, overlap, tail)
     check_output(out, source.inputs(src, options), force, sink_type)
     given = source.open_input(src, options)
-    if isinstance(given, StreamInput):
-        check_pad_value(pad_value, given.dtype)
-        with calling_thread_threads(1 if count is None else count):
+    if count is None and not runs_direct(src, format):
+        count = 1  # beside the reading and writing threads (see ``threads``)
+    with calling_thread_threads(count):
+        if isinstance(given, StreamInput):
+            check_pad_value(pad_value, given.dtype)
             return _chunk_stream(src, out, given, size, step, tail, pad_value, force, quiet, format)
-    check_pad_value(pad_value, given.tokens.dtype)
-    job = ChunkJob(src, out, size, step, tail, given.tokens, given.doc_offsets)
-    direct = hasattr(sink_type, "cut_from")
-    with calling_thread_threads(1 if count is None and not direct else count):
+        check_pad_value(pad_value, given.tokens.dtype)
+        job = ChunkJob(src, out, size, step, tail, given.tokens, given.doc_offsets)
         return _chunk_ranges(job, given.meta, sink_type, pad_value, force, quiet, format)
 
 
