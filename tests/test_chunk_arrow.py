@@ -293,8 +293,11 @@ def test_a_token_file_writes_parquet_too_and_force_replaces_it(corpus, tmp_path,
 
 def _one_line(capsys) -> str:
     err = capsys.readouterr().err
+    # the error is the last thing printed, on one line (after any progress
+    # bars a library printed while making the input)
     lines = [ln for ln in err.splitlines() if ln.startswith("posembed chunk: error")]
     assert len(lines) == 1, err
+    assert err.endswith(lines[0] + "\n"), err
     assert "Traceback" not in err
     return lines[0]
 
@@ -325,10 +328,25 @@ def test_a_missing_column_lists_those_present(corpus, tmp_path, capsys):
             sources[kind],
             tmp_path / "out",
             capsys,
-            r"no column 'tokens' \(its columns: text, input_ids\); choose one with --column",
+            r"no column 'tokens' \(its columns: 'text', 'input_ids'\); choose one with --column",
             "--column",
             "tokens",
         )
+
+
+def test_column_names_with_line_breaks_stay_on_one_line(tmp_path, capsys):
+    # names are the file's text: each is quoted, a long list cut short, and the
+    # command's error stays one line whatever characters they hold
+    ids = pa.array([[1, 2]], pa.list_(pa.int64()))
+    names = ["a\nb", "c\x0cd\x1c", "e\u2028"] + [f"n{i}" for i in range(30)]
+    table = pa.table([ids] * len(names), names=names)
+    _write_ipc(tmp_path / "c.arrow", table, stream=True)
+    _refused(
+        tmp_path / "c.arrow",
+        tmp_path / "out",
+        capsys,
+        r"its columns: 'a\\nb', 'c\\x0cd\\x1c', 'e\\u2028', 'n0', .*'n16', and 13 more\)",
+    )
 
 
 def test_a_null_row_is_named(tmp_path, capsys):

@@ -182,11 +182,18 @@ def _saved_files(folder: Path) -> list[Path]:
     return paths
 
 
+# column names listed in an error message; a file may hold thousands
+_NAMES_SHOWN = 20
+
+
 def _column_type(pa: Any, schema: Any, path: Path, column: str) -> np.dtype[Any]:
     """The tokens' dtype of ``column``, a list of integers, in ``schema``."""
     index = schema.get_field_index(column)
     if index < 0:
-        names = ", ".join(schema.names) or "none"
+        shown = [repr(name) for name in schema.names[:_NAMES_SHOWN]]
+        if len(schema.names) > _NAMES_SHOWN:
+            shown.append(f"and {len(schema.names) - _NAMES_SHOWN} more")
+        names = ", ".join(shown) or "none"
         raise ChunkError(
             f"{path}: no column {column!r} (its columns: {names}); choose one with --column"
         )

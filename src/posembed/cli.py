@@ -5,11 +5,27 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import NoReturn
+
+
+def _one_line(message: str) -> str:
+    """``message`` with every control character (line breaks included) written
+    as its escape: text from a file, such as a column name, stays on one line."""
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message
+    )
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its error line kept to one line (its subcommands' too)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(_one_line(message))
 
 
 def _fail(command: str, message: str) -> int:
     """A runtime error: one line on stderr, exit status 2."""
-    print(f"posembed {command}: error: {message}", file=sys.stderr)
+    print(f"posembed {command}: error: {_one_line(message)}", file=sys.stderr)
     return 2
 
 
@@ -305,8 +321,7 @@ def _resize(args: argparse.Namespace) -> int:
     from posembed._model_folder import written_by_posembed
 
     def fail(message: str) -> int:
-        print(f"posembed resize: error: {message}", file=sys.stderr)
-        return 2
+        return _fail("resize", message)
 
     if (args.length is None) == (args.new_grid is None):
         args.parser.error("give --length T (position rows) or --new-grid HxW (a ViT's patch grid)")
@@ -413,7 +428,7 @@ def _thread_counts(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="posembed", description=__doc__)
+    parser = _Parser(prog="posembed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("bench", help="time every kernel against NumPy, PyTorch and the roofline")
