@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,7 @@ def test_a_sharded_folder_resized_by_the_command(tmp_path, rng, capsys):
     assert files_of(src) == before  # the input is never modified
     after = files_of(dst)
     kept = set(before) - {"pytorch_model.bin"}
-    assert set(after) == kept | {".posembed.json"}
+    assert set(after) == kept  # the marker is in .cache/huggingface, not beside the model
     assert not (dst / "onnx").exists()
     for name in ("tokenizer.json", "generation_config.json", "README.md", ".gitattributes"):
         assert after[name] == before[name]
@@ -158,7 +159,7 @@ def test_a_single_file_folder_by_the_function(tmp_path, rng):
     assert result.new_shape == (20, D)
     assert result.output == dst
     assert sorted(p.name for p in dst.iterdir()) == [
-        ".posembed.json",
+        ".cache",
         "config.json",
         "model.safetensors",
     ]
@@ -348,7 +349,8 @@ def test_force_replaces_only_a_model_folder_posembed_wrote(tmp_path, rng, capsys
     (tmp_path / "x").mkdir()
     other = gpt2_folder(tmp_path / "x", rng)
     assert resize_cli(src, "--length", 24, "--force", "-o", other) == 2
-    assert "a folder posembed did not write (no .posembed.json" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "a folder posembed did not write (no .cache/huggingface/posembed.json" in err
     assert resize_cli(src, "--length", 24, "--force", "-o", src) == 2
     assert "would replace the input" in capsys.readouterr().err
     # a file is never replaced by a folder, whatever --force
@@ -361,6 +363,70 @@ def test_force_replaces_only_a_model_folder_posembed_wrote(tmp_path, rng, capsys
     (other / "meta.json").write_text("{}")
     assert resize_cli(src, "--length", 24, "--force", "-o", other) == 2
     capsys.readouterr()
+
+
+def test_an_upload_to_the_hub_leaves_the_marker_out(tmp_path, rng, capsys):
+    from huggingface_hub import CommitOperationAdd
+    from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
+
+    src = gpt2_folder(tmp_path, rng, shards=1, extra={"README.md": b"# tiny\n"})
+    dst = tmp_path / "out"
+    assert resize_cli(src, "--length", 20, "-o", dst) == 0
+    written = sorted(p.relative_to(dst).as_posix() for p in dst.rglob("*") if p.is_file())
+    assert written == [
+        ".cache/huggingface/.gitignore",
+        ".cache/huggingface/posembed.json",
+        "README.md",
+        "config.json",
+        "model.safetensors",
+    ]
+    # what upload_folder (and `hf upload`) lists from a folder: its patterns
+    listed = list(filter_repo_objects(written, ignore_patterns=DEFAULT_IGNORE_PATTERNS))
+    assert listed == ["README.md", "config.json", "model.safetensors"]
+    # and the Hub client refuses a commit under .cache, named or not
+    with pytest.raises(ValueError, match=r"cannot update files under a '\.cache/' folder"):
+        CommitOperationAdd(".cache/huggingface/posembed.json", str(dst / written[1]))
+    assert (dst / ".cache" / "huggingface" / ".gitignore").read_text() == "*\n"
+
+    # the marker still lets --force replace the folder; resizing the output
+    # again copies neither it nor the Hub client's folder, and says nothing of them
+    assert resize_cli(src, "--length", 24, "--force", "-o", dst) == 0
+    assert resize_cli(dst, "--length", 28, "-o", tmp_path / "again") == 0
+    assert "not copied" not in capsys.readouterr().out
+    assert json.loads((tmp_path / "again" / "config.json").read_text())["n_positions"] == 28
+
+
+def test_force_recognises_the_marker_only_inside_the_folder(tmp_path, rng, capsys):
+    src = gpt2_folder(tmp_path, rng, shards=1)
+    # the marker the first versions wrote, at the top: still posembed's folder,
+    # and never copied into a new one
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / ".posembed.json").write_text('{"written_by": "posembed resize"}')
+    assert resize_cli(src, "--length", 20, "--force", "-o", old) == 0
+    assert not (old / ".posembed.json").exists()
+    assert (old / ".cache" / "huggingface" / "posembed.json").is_file()
+    shutil.copy(src / "config.json", old / ".posembed.json")  # as if an old resize wrote it
+    assert resize_cli(old, "--length", 24, "-o", tmp_path / "from-old") == 0
+    assert not (tmp_path / "from-old" / ".posembed.json").exists()
+    capsys.readouterr()
+    # a .cache (or .cache/huggingface) that links elsewhere is not followed to a marker
+    theirs = tmp_path / "marked"
+    (theirs / "huggingface").mkdir(parents=True)
+    (theirs / "huggingface" / "posembed.json").write_text("{}")
+    for link_at in (".cache", ".cache/huggingface"):
+        victim = tmp_path / f"victim-{link_at.count('/')}"
+        (victim / link_at).parent.mkdir(parents=True, exist_ok=True)
+        (victim / link_at).symlink_to(theirs if link_at == ".cache" else theirs / "huggingface")
+        (victim / "precious.txt").write_text("keep")
+        assert resize_cli(src, "--length", 24, "--force", "-o", victim) == 2
+        assert "a folder posembed did not write" in capsys.readouterr().err
+        assert (victim / "precious.txt").read_text() == "keep"
+    # a .cache file in the source is no model file: not copied
+    (src / ".cache").write_text("x")
+    assert resize_cli(src, "--length", 24, "-o", tmp_path / "o2") == 0
+    assert "not copied: .cache" in capsys.readouterr().out
+    assert (tmp_path / "o2" / ".cache").is_dir()
 
 
 def test_a_failure_while_writing_leaves_no_output(tmp_path, rng, monkeypatch):

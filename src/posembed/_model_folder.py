@@ -10,8 +10,10 @@ each opened without following a link and never waited on (a FIFO is refused),
 a link followed only when it stays in the folder or, for a folder of the Hugging
 Face cache (``.../snapshots/<revision>``), in that cache's ``blobs``. The
 output appears only when complete (``posembed._outdir``), marked by a small
-``.posembed.json`` that ``from_pretrained`` ignores, so that ``overwrite``
-replaces only a folder posembed wrote.
+``.cache/huggingface/posembed.json`` so that ``overwrite`` replaces only a
+folder posembed wrote: ``from_pretrained`` ignores it, and the Hub client
+neither uploads a folder's ``.cache/huggingface`` nor commits under ``.cache``
+(its ``.gitignore`` keeps it out of git too).
 """
 
 from __future__ import annotations
@@ -32,8 +34,14 @@ from posembed._checkpoint import NewTable, Plan, ResizeResult, no_table, resize_
 CONFIG = "config.json"
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
-MARKER = ".posembed.json"
-MARKERS = (MARKER,)
+# The marker sits where the Hugging Face Hub client keeps a local folder's
+# own bookkeeping, which an upload leaves out; the first versions wrote it at
+# the top of the folder, where it is still recognised (and never copied).
+CACHE = ".cache"
+MARKER_FOLDER = ".cache/huggingface"
+MARKER = MARKER_FOLDER + "/posembed.json"
+OLD_MARKER = ".posembed.json"
+MARKERS = (MARKER, OLD_MARKER)
 # Files beside config.json that hold the same size: the image processor's
 # input size (a ViT), the tokenizer's longest input (a text model).
 PROCESSOR = "preprocessor_config.json"
@@ -254,12 +262,13 @@ def resize_folder(
         config_text = _json_text(config, f"{src / CONFIG} with the new fields")
         companions, also = _companions(folder, family, changes, table)
         index_text = None if index is None else _json_text(_new_index(index, shards, table), INDEX)
-        skipped = [f"{name}/" for name in folder.folders]
+        # the Hub client's bookkeeping (and posembed's marker) is no model file
+        skipped = [f"{name}/" for name in folder.folders if name != CACHE]
         others = []
         for name in folder.files:
-            if name in shards or name in (CONFIG, INDEX, MARKER) or name in companions:
+            if name in shards or name in (CONFIG, INDEX, OLD_MARKER) or name in companions:
                 continue
-            if name.endswith(WEIGHT_SUFFIXES):
+            if name.endswith(WEIGHT_SUFFIXES) or name == CACHE:
                 skipped.append(name)
             else:
                 others.append(name)
@@ -283,6 +292,8 @@ def resize_folder(
                 (tmp / name).write_text(text, encoding="utf-8")
             if index_text is not None:
                 (tmp / INDEX).write_text(index_text, encoding="utf-8")
+            (tmp / MARKER_FOLDER).mkdir(parents=True)
+            (tmp / MARKER_FOLDER / ".gitignore").write_text("*\n", encoding="utf-8")
             (tmp / MARKER).write_text(_json_text(marker, MARKER), encoding="utf-8")
             _outdir.commit(tmp, dst, overwrite, MARKERS)
         except BaseException as exc:

@@ -83,19 +83,24 @@ def problem(
 
 def ours(folder: Path, markers: tuple[str, ...] = MARKERS) -> bool:
     """Whether ``folder`` is a real folder (no link) that posembed wrote
-    (holding one of ``markers``, a JSON object)."""
+    (holding one of ``markers``, a JSON object; a marker may lie in a
+    subfolder, "a/b/name", reached without following a link)."""
     try:
         if not stat.S_ISDIR(os.lstat(folder).st_mode):
             return False
     except OSError:
         return False
-    return any(_json_object(folder / name) for name in markers)
+    return any(_json_object(folder, name) for name in markers)
 
 
-def _json_object(path: Path) -> bool:
-    # No link followed, and a FIFO neither blocks the open nor counts.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+
+def _json_object(folder: Path, name: str) -> bool:
+    # No link followed at any step, and a FIFO neither blocks the open nor counts.
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = _open_inside(folder, name)
     except OSError:
         return False
     try:
@@ -103,12 +108,34 @@ def _json_object(path: Path) -> bool:
         if not stat.S_ISREG(st.st_mode) or st.st_size > MARKER_BYTES:
             return False
         with open(fd, "rb", closefd=False) as f:
-            value = _json.loads(f.read(MARKER_BYTES + 1), str(path))
+            value = _json.loads(f.read(MARKER_BYTES + 1), str(folder / name))
     except (OSError, ValueError):
         return False
     finally:
         os.close(fd)
     return isinstance(value, dict)
+
+
+def _open_inside(folder: Path, name: str) -> int:
+    """``folder / name`` opened for reading ("a/b/name" too) without following
+    a link at any step; OSError where a step is a link or missing."""
+    *parents, last = name.split("/")
+    flags = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
+    if os.open not in os.supports_dir_fd:  # Windows: each step checked, then opened
+        place = folder
+        for part in parents:
+            place = place / part
+            if not stat.S_ISDIR(os.lstat(place).st_mode):
+                raise NotADirectoryError(str(place))
+        return os.open(place / last, flags)
+    fds = [os.open(folder, os.O_RDONLY | _DIRECTORY | _NOFOLLOW)]
+    try:
+        for part in parents:
+            fds.append(os.open(part, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=fds[-1]))
+        return os.open(last, flags, dir_fd=fds[-1])
+    finally:
+        for parent in fds:
+            os.close(parent)
 
 
 def _holds(out: Path, given: str | os.PathLike[str]) -> bool:
