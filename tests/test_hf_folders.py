@@ -335,6 +335,35 @@ def test_set_config_for_another_model(tmp_path, rng, capsys):
     assert not (tmp_path / "o4").exists()
 
 
+def test_set_config_values_are_json_literals(tmp_path, rng, capsys):
+    src = gpt2_folder(tmp_path, rng, shards=1)
+    values = {
+        "use_cache": ("True", True),
+        "a": ("true", True),
+        "b": ("False", False),
+        "c": ("None", None),
+        "d": ("null", None),
+        "e": ("1", 1),
+        "f": ("2.5", 2.5),
+        "g": ('"text"', "text"),
+        "h": ('"True"', "True"),  # quoted: the text itself
+        "i": ("gelu_new", "gelu_new"),  # a plain word stays text
+        "j": ("NaN", "NaN"),  # no JSON number: text
+        "k": ("", ""),
+        "l": ("x=y", "x=y"),
+    }
+    sets = [f"--set-config={name}={raw}" for name, (raw, _) in values.items()]
+    assert resize_cli(src, "--length", 20, *sets, "-o", tmp_path / "out") == 0
+    printed = capsys.readouterr().out
+    assert "use_cache null -> true" in printed  # as config.json spells them
+    assert 'h null -> "True"' in printed
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert {name: config[name] for name in values} == {n: v for n, (_, v) in values.items()}
+    text = (tmp_path / "out" / "config.json").read_text()
+    assert '"use_cache": true' in text
+    assert '"c": null' in text
+
+
 def test_force_replaces_only_a_model_folder_posembed_wrote(tmp_path, rng, capsys):
     src = gpt2_folder(tmp_path, rng)
     dst = tmp_path / "out"

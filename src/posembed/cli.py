@@ -377,8 +377,14 @@ def _repeat(text: str) -> int:
     return n
 
 
+# Python's spellings of JSON's true, false and null, as config.json's
+# fields print in Python (config.use_cache is True)
+_PYTHON_LITERALS: dict[str, object] = {"True": True, "False": False, "None": None}
+
+
 def _config_field(text: str) -> tuple[str, object]:
-    """'FIELD=VALUE': VALUE as JSON (1024, true, [384, 384]), else the text itself."""
+    """'FIELD=VALUE': VALUE as JSON (1024, true, [384, 384], "text") or one of
+    Python's True, False and None, else the text itself."""
     from posembed import _json
 
     name, sep, raw = text.partition("=")
@@ -386,6 +392,8 @@ def _config_field(text: str) -> tuple[str, object]:
         raise argparse.ArgumentTypeError(
             f"must be FIELD=VALUE such as n_positions=2048; got {text!r}"
         )
+    if raw in _PYTHON_LITERALS:
+        return name, _PYTHON_LITERALS[raw]
     try:
         value = _json.loads(raw, "VALUE")
     except ValueError:
@@ -763,8 +771,9 @@ def main(argv: list[str] | None = None) -> int:
         type=_config_field,
         action="append",
         metavar="FIELD=VALUE",
-        help="a model folder's config.json field to set (repeatable; VALUE read as JSON, "
-        "else text; a.b sets field b of object a), after those a known model_type sets",
+        help="a model folder's config.json field to set (repeatable; VALUE read as JSON: "
+        'true, 2048, 2.5, "text", [384, 384]; True, False and None as in Python; any other '
+        "word as text; a.b sets field b of object a), after those a known model_type sets",
     )
     p.add_argument(
         "--force",
