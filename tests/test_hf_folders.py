@@ -27,6 +27,7 @@ from posembed import cli, resize_checkpoint
 from .conftest import assert_same, normal_table, torch_or_skip
 
 D = 8
+MAX = "max_position_embeddings"
 
 
 def write_folder(
@@ -177,6 +178,7 @@ def test_a_single_file_folder_by_the_function(tmp_path, rng):
     [
         ("roberta", "roberta.embeddings.position_embeddings.weight", None, 2 + 30),
         ("xlm-roberta", "roberta.embeddings.position_embeddings.weight", 1, 2 + 30),
+        ("camembert", "roberta.embeddings.position_embeddings.weight", 1, 2 + 30),
         ("roberta", "embeddings.position_embeddings.weight", 0, 1 + 30),
         ("opt", "model.decoder.embed_positions.weight", 1, 30),
     ],
@@ -204,6 +206,96 @@ def test_offset_rows_are_kept_and_counted_as_the_family_counts_them(
     with pytest.raises(ValueError, match=f"prefix 0 does not fit: {model_type}'s"):
         resize_checkpoint(src, tmp_path / "out2", length=30, prefix=0)
     assert not (tmp_path / "out2").exists()
+
+
+@pytest.mark.parametrize(
+    ("model_type", "name", "field"),
+    [
+        ("gpt_neo", "transformer.wpe.weight", MAX),
+        (
+            "distilbert",
+            "distilbert.embeddings.position_embeddings.weight",
+            "max_position_embeddings",
+        ),
+        ("electra", "electra.embeddings.position_embeddings.weight", "max_position_embeddings"),
+        ("whisper", "model.decoder.embed_positions.weight", "max_target_positions"),
+    ],
+)
+def test_more_text_families_are_known(tmp_path, rng, capsys, model_type, name, field):
+    config = {"model_type": model_type, field: 20}
+    table = normal_table(rng, 20, D, np.float32)
+    tensors = {name: table, "model.encoder.embed_positions.weight": table[:12] + 1}
+    generation = {"max_length": 20, "num_beams": 1}
+    extra = {"generation_config.json": json.dumps(generation).encode()}
+    src = write_folder(tmp_path / "m", config, tensors, extra=extra)
+    assert resize_cli(src, "--length", 32, "-o", tmp_path / "out") == 0
+    printed = capsys.readouterr().out
+    assert f"config.json: {field} 20 -> 32" in printed
+    # the longest generation was the positions: it follows them
+    assert "generation_config.json max_length 20 -> 32" in printed
+    new = load_file(str(tmp_path / "out" / "model.safetensors"))
+    assert_same(new[name], posembed.interpolate(table, 32))
+    assert_same(new["model.encoder.embed_positions.weight"], table[:12] + 1)  # not this one
+    assert json.loads((tmp_path / "out" / "config.json").read_text())[field] == 32
+    got = json.loads((tmp_path / "out" / "generation_config.json").read_text())
+    assert got == {"max_length": 32, "num_beams": 1}
+
+
+@pytest.mark.parametrize(
+    ("model_type", "prefix", "processor", "want"),
+    [
+        # CLIP: the shortest edge resized to 32, then cropped to 32: both follow
+        (
+            "clip",
+            1,
+            {"size": {"shortest_edge": 32}, "crop_size": {"height": 32, "width": 32}},
+            {"size": {"shortest_edge": 48}, "crop_size": {"height": 48, "width": 48}},
+        ),
+        ("siglip", 0, {"size": {"height": 32, "width": 32}}, {"size": {"height": 48, "width": 48}}),
+        ("clip_vision_model", 1, None, None),
+        ("siglip_vision_model", 0, None, None),
+    ],
+)
+def test_a_vision_tower_takes_its_grid_from_vision_config(
+    tmp_path, rng, capsys, model_type, prefix, processor, want
+):
+    tower = model_type.endswith("_vision_model")  # saved alone, its names unprefixed
+    name = "embeddings.position_embedding.weight"
+    name = name if tower else f"vision_model.{name}"
+    table = normal_table(rng, prefix + 16, D, np.float32)
+    vision = {"image_size": 32, "patch_size": 8}
+    config = {"model_type": model_type, **vision} if tower else {"model_type": model_type}
+    if not tower:
+        config |= {"vision_config": vision, "text_config": {"max_position_embeddings": 20}}
+    other = "encoder.layers.0.bias" if tower else "text_model.embeddings.position_embedding.weight"
+    text = {other: normal_table(rng, 20, D, np.float32)}
+    extra = (
+        {} if processor is None else {"preprocessor_config.json": json.dumps(processor).encode()}
+    )
+    src = write_folder(tmp_path / "m", config, {name: table, **text}, extra=extra)
+    dst = tmp_path / "out"
+    assert resize_cli(src, "--new-grid", "6x6", "-o", dst) == 0
+    field = "image_size" if tower else "vision_config.image_size"
+    assert f"config.json: {field} 32 -> 48" in capsys.readouterr().out
+    new = load_file(str(dst / "model.safetensors"))
+    assert_same(new[name], posembed.resample_grid(table, (4, 4), (6, 6), prefix=prefix))
+    assert_same(new[other], text[other])  # the text positions are not the vision tower's
+    written = json.loads((dst / "config.json").read_text())
+    assert (written if tower else written["vision_config"])["image_size"] == 48
+    if not tower:
+        assert written["text_config"] == {"max_position_embeddings": 20}
+    if want is not None:
+        assert json.loads((dst / "preprocessor_config.json").read_text()) == want
+    # these models take square images only: a list image_size would not load
+    assert resize_cli(src, "--new-grid", "6x5", "-o", tmp_path / "o2") == 2
+    assert "takes square images only; give a square new_grid" in capsys.readouterr().err
+    # a vision_config that is no object is named
+    if not tower:
+        (src / "config.json").write_text(json.dumps({"model_type": model_type, "vision_config": 3}))
+        with pytest.raises(ValueError, match="vision_config must be an object; got 3"):
+            resize_checkpoint(src, tmp_path / "o3", new_grid=(6, 6))
+    assert not (tmp_path / "o2").exists()
+    assert not (tmp_path / "o3").exists()
 
 
 @pytest.mark.parametrize(
@@ -637,6 +729,32 @@ def tiny_model(family: str) -> tuple[Any, dict[str, Any]]:
         return tf.GPT2LMHeadModel(config), {"length": 96, "init": "edge"}
     if family == "bert":
         return tf.BertModel(tf.BertConfig(max_position_embeddings=64, **text)), {"length": 96}
+    if family == "gpt_neo":
+        config = tf.GPTNeoConfig(
+            num_layers=1, num_heads=2, hidden_size=32, attention_types=[[["global"], 1]],
+            max_position_embeddings=64, vocab_size=99, bos_token_id=0, eos_token_id=0,
+        )  # fmt: skip
+        return tf.GPTNeoForCausalLM(config), {"length": 96, "init": "edge"}
+    if family == "distilbert":
+        config = tf.DistilBertConfig(
+            n_layers=1, n_heads=2, dim=32, hidden_dim=37, vocab_size=99,
+            max_position_embeddings=64,
+        )  # fmt: skip
+        return tf.DistilBertForMaskedLM(config), {"length": 96}
+    if family == "electra":
+        config = tf.ElectraConfig(max_position_embeddings=64, embedding_size=16, **text)
+        return tf.ElectraForPreTraining(config), {"length": 96, "init": "tile"}
+    if family == "camembert":
+        config = tf.CamembertConfig(max_position_embeddings=66, pad_token_id=1, **text)
+        return tf.CamembertForMaskedLM(config), {"length": 96}
+    if family == "whisper":
+        config = tf.WhisperConfig(
+            vocab_size=99, num_mel_bins=8, d_model=32, encoder_layers=1, decoder_layers=1,
+            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=37,
+            decoder_ffn_dim=37, max_source_positions=16, max_target_positions=64,
+            pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=0,
+        )  # fmt: skip
+        return tf.WhisperForConditionalGeneration(config), {"length": 96}
     if family == "roberta":
         config = tf.RobertaConfig(max_position_embeddings=66, **text)
         return tf.RobertaForMaskedLM(config), {"length": 96, "init": "tile"}
@@ -650,9 +768,25 @@ def tiny_model(family: str) -> tuple[Any, dict[str, Any]]:
     vision |= {"image_size": 32, "patch_size": 8}
     if family == "vit":
         return tf.ViTModel(tf.ViTConfig(**vision)), {"new_grid": (6, 5)}
-    assert family == "deit"
-    config = tf.DeiTConfig(**vision)
-    return tf.DeiTForImageClassificationWithTeacher(config), {"new_grid": (3, 3)}
+    if family == "clip":
+        config = tf.CLIPConfig(
+            text_config={**text, "max_position_embeddings": 20, "bos_token_id": 0,
+                         "eos_token_id": 2, "pad_token_id": 1},
+            vision_config=vision, projection_dim=16,
+        )  # fmt: skip
+        return tf.CLIPModel(config), {"new_grid": (6, 6)}
+    if family == "clip_vision_model":
+        return tf.CLIPVisionModel(tf.CLIPVisionConfig(**vision)), {"new_grid": (5, 5)}
+    if family == "siglip":
+        config = tf.SiglipConfig(
+            text_config={**text, "max_position_embeddings": 20}, vision_config=vision
+        )
+        return tf.SiglipModel(config), {"new_grid": (6, 6)}
+    if family == "deit":
+        config = tf.DeiTConfig(**vision)
+        return tf.DeiTForImageClassificationWithTeacher(config), {"new_grid": (3, 3)}
+    assert family == "siglip_vision_model"
+    return tf.SiglipVisionModel(tf.SiglipVisionConfig(**vision)), {"new_grid": (5, 5)}
 
 
 @pytest.mark.parametrize(
@@ -664,6 +798,15 @@ def tiny_model(family: str) -> tuple[Any, dict[str, Any]]:
         ("opt", True, True),
         ("vit", True, True),
         ("deit", False, False),
+        ("gpt_neo", False, True),
+        ("distilbert", False, False),
+        ("electra", True, False),
+        ("camembert", False, True),
+        ("whisper", True, True),
+        ("clip", True, True),
+        ("clip_vision_model", False, True),
+        ("siglip", True, False),
+        ("siglip_vision_model", False, False),
     ],
 )
 def test_from_pretrained_loads_the_resized_folder(
@@ -677,10 +820,13 @@ def test_from_pretrained_loads_the_resized_folder(
     src, dst = tmp_path / "src", tmp_path / "dst"
     model.save_pretrained(src, max_shard_size="20KB" if sharded else "1GB")
     assert (src / "model.safetensors.index.json").exists() == sharded
-    if family == "vit":  # an image processor saved beside it, sized for the model
-        import transformers as tf
+    import transformers as tf
 
+    if family == "vit":  # an image processor saved beside it, sized for the model
         tf.ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(src)
+    if family == "clip":  # CLIP's resizes the shortest edge, then crops
+        crop = {"height": 32, "width": 32}
+        tf.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size=crop).save_pretrained(src)
     if by_command:
         options = [f"--{k.replace('_', '-')}={v}" for k, v in resize.items() if k != "new_grid"]
         if "new_grid" in resize:
@@ -703,9 +849,11 @@ def test_from_pretrained_loads_the_resized_folder(
         assert_same(new[key], old[key])
     table, grown = old[name], new[name]
     if "new_grid" in resize:
-        prefix = 1 if family == "vit" else 2
-        grid = posembed.resample_grid(table[0], (4, 4), resize["new_grid"], prefix=prefix)
-        assert_same(grown, grid[None])  # the prefix rows bit-identical in it
+        prefix = 1 if family in ("vit", "clip", "clip_vision_model") else 0
+        prefix = 2 if family == "deit" else prefix
+        rows = table.reshape(-1, table.shape[-1])
+        grid = posembed.resample_grid(rows, (4, 4), resize["new_grid"], prefix=prefix)
+        assert_same(grown, grid.reshape(*table.shape[:-2], -1, table.shape[-1]))
     else:
         rows = table.shape[0]
         assert grown.shape[0] == rows + 96 - 64
@@ -713,12 +861,19 @@ def test_from_pretrained_loads_the_resized_folder(
             assert_same(grown[:rows], table)  # every trained row kept bit for bit
 
     with torch.no_grad():
-        if family == "vit":  # the folder's own processor makes the model's input size
+        pair = family in ("clip", "siglip")  # a text and a vision tower
+        text = {"input_ids": torch.randint(3, 99, (1, 20))} if pair else {}
+        if family in ("vit", "clip"):  # the folder's own processor makes the model's input size
             processor = tf.AutoImageProcessor.from_pretrained(dst)
             image = np.zeros((40, 50, 3), np.uint8)
-            loaded(pixel_values=processor(images=image, return_tensors="pt").pixel_values)
+            pixels = processor(images=image, return_tensors="pt").pixel_values
+            assert pixels.shape[-2:] == tuple(8 * n for n in resize["new_grid"])
+            loaded(pixel_values=pixels, **text)
         if "new_grid" in resize:
             h, w = resize["new_grid"]
-            loaded(pixel_values=torch.randn(1, 3, 8 * h, 8 * w))
+            loaded(pixel_values=torch.randn(1, 3, 8 * h, 8 * w), **text)
+        elif family == "whisper":  # the decoder takes all its new positions
+            features = torch.randn(1, 8, 32)
+            loaded(input_features=features, decoder_input_ids=torch.randint(3, 99, (1, 96)))
         else:
             loaded(input_ids=torch.randint(3, 99, (1, 96)))

@@ -104,9 +104,10 @@ def resize_checkpoint(
         Name of the table: a tensor of shape (rows, d), or (1, ..., 1, rows, d)
         as timm's ViT ``pos_embed`` (1, N, d), whose leading 1s are kept. Its
         dtype must be F16, BF16 (needs ``ml_dtypes``), F32 or F64. Required
-        for a file; for a model folder of a known ``model_type`` (gpt2, bert,
-        roberta, xlm-roberta, opt, vit, deit) the table is found by its name
-        in that family.
+        for a file; for a model folder of a known ``model_type`` (gpt2,
+        gpt_neo, bert, distilbert, electra, roberta, xlm-roberta, camembert,
+        opt, whisper, vit, deit, clip, siglip and their vision towers alone)
+        the table is found by its name in that family.
     length : int, optional
         Position rows in the result, ``prefix`` rows not counted: the output
         table has ``prefix + length`` rows. For RoBERTa (514 rows = 2 + 512),

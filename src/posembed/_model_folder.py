@@ -46,6 +46,8 @@ MARKERS = (MARKER, OLD_MARKER)
 # input size (a ViT), the tokenizer's longest input (a text model).
 PROCESSOR = "preprocessor_config.json"
 TOKENIZER = "tokenizer_config.json"
+# The longest generation a decoder's defaults ask for (Whisper's 448).
+GENERATION = "generation_config.json"
 
 # A config.json or an index larger than this is no file a model ships (an
 # index names each tensor once: a few MB for the largest models).
@@ -80,22 +82,47 @@ class Family:
     prefix: int  # leading rows that are not positions
     counts_prefix: bool  # whether the fields count those rows too
     grid: bool  # a ViT's patch grid: the field is image_size
+    # the config.json object that holds the fields (and, for a grid,
+    # patch_size): "" for config.json itself, "vision_config" for a vision tower
+    section: str = ""
+    square: bool = False  # the model takes square images only (one int image_size)
+
+    def field(self, name: str) -> str:
+        """config.json's (dotted) name of the family's field ``name``."""
+        return f"{self.section}.{name}" if self.section else name
 
 
 _TEXT_TABLE = "embeddings.position_embeddings.weight"
+_MAX = ("max_position_embeddings",)
+# A CLIP or SigLIP vision tower: one row per patch (after CLIP's class row),
+# its size in vision_config for the whole model, in config.json for the tower alone.
+_TOWER_TABLE = "vision_model.embeddings.position_embedding.weight"
+_ALONE_TABLE = "embeddings.position_embedding.weight"  # a tower saved alone
 FAMILIES = {
     "gpt2": Family("wpe.weight", ("n_positions",), ("n_ctx",), 0, False, False),
-    "bert": Family(_TEXT_TABLE, ("max_position_embeddings",), (), 0, False, False),
+    "gpt_neo": Family("wpe.weight", _MAX, (), 0, False, False),
+    "bert": Family(_TEXT_TABLE, _MAX, (), 0, False, False),
+    "distilbert": Family(_TEXT_TABLE, _MAX, (), 0, False, False),
+    "electra": Family(_TEXT_TABLE, _MAX, (), 0, False, False),
     # positions start after padding_idx (pad_token_id): prefix = pad_token_id + 1
-    "roberta": Family(_TEXT_TABLE, ("max_position_embeddings",), (), 2, True, False),
-    "xlm-roberta": Family(_TEXT_TABLE, ("max_position_embeddings",), (), 2, True, False),
+    "roberta": Family(_TEXT_TABLE, _MAX, (), 2, True, False),
+    "xlm-roberta": Family(_TEXT_TABLE, _MAX, (), 2, True, False),
+    "camembert": Family(_TEXT_TABLE, _MAX, (), 2, True, False),
     # OPTLearnedPositionalEmbedding adds 2 rows to max_position_embeddings
-    "opt": Family(
-        "decoder.embed_positions.weight", ("max_position_embeddings",), (), 2, False, False
+    "opt": Family("decoder.embed_positions.weight", _MAX, (), 2, False, False),
+    # the decoder's learned table (the encoder's is fixed sinusoids, kept)
+    "whisper": Family(
+        "decoder.embed_positions.weight", ("max_target_positions",), (), 0, False, False
     ),
     "vit": Family("embeddings.position_embeddings", ("image_size",), (), 1, False, True),
     "deit": Family("embeddings.position_embeddings", ("image_size",), (), 2, False, True),
+    "clip": Family(_TOWER_TABLE, ("image_size",), (), 1, False, True, "vision_config", True),
+    "clip_vision_model": Family(_ALONE_TABLE, ("image_size",), (), 1, False, True, "", True),
+    "siglip": Family(_TOWER_TABLE, ("image_size",), (), 0, False, True, "vision_config", True),
+    "siglip_vision_model": Family(_ALONE_TABLE, ("image_size",), (), 0, False, True, "", True),
 }
+# Families whose first position row follows pad_token_id.
+_PADDED = ("roberta", "xlm-roberta", "camembert")
 
 
 @dataclass(frozen=True)
@@ -428,7 +455,7 @@ def _family_prefix(
 ) -> int:
     rows = family.prefix
     why = f"{model_type}'s table starts with {rows} rows that are not positions"
-    if model_type in ("roberta", "xlm-roberta"):
+    if model_type in _PADDED:
         pad = config.get("pad_token_id", 1)
         if type(pad) is not int or pad < 0:
             raise ValueError(f"{src / CONFIG}: pad_token_id must be an integer >= 0; got {pad!r}")
@@ -439,16 +466,30 @@ def _family_prefix(
     return rows
 
 
-def _image_grid(src: Path, config: dict[str, Any]) -> tuple[tuple[int, int], tuple[int, int]]:
+def _section(src: Path, config: dict[str, Any], family: Family) -> dict[str, Any]:
+    """The config.json object that holds ``family``'s fields."""
+    if not family.section:
+        return config
+    value = config.get(family.section)
+    if not isinstance(value, dict):
+        raise ValueError(f"{src / CONFIG}: {family.section} must be an object; got {value!r}")
+    return value
+
+
+def _image_grid(
+    src: Path, config: dict[str, Any], family: Family
+) -> tuple[tuple[int, int], tuple[int, int]]:
     """((H, W) patch grid, (patch height, patch width)) from image_size and patch_size."""
     sizes = []
+    part = _section(src, config, family)
     for name in ("image_size", "patch_size"):
-        value = config.get(name)
+        value = part.get(name)
         pair = [value, value] if type(value) is int else value
+        where = family.field(name)
         if not (isinstance(pair, list) and len(pair) == 2 and all(type(x) is int for x in pair)):
-            raise ValueError(f"{src / CONFIG}: {name} must be an integer or [height, width]")
+            raise ValueError(f"{src / CONFIG}: {where} must be an integer or [height, width]")
         if not all(x > 0 for x in pair):
-            raise ValueError(f"{src / CONFIG}: {name} must be positive; got {value!r}")
+            raise ValueError(f"{src / CONFIG}: {where} must be positive; got {value!r}")
         sizes.append(pair)
     (h, w), (ph, pw) = sizes
     return (h // ph, w // pw), (ph, pw)
@@ -463,11 +504,18 @@ def _family_plan(
                 f"a {model_type} model's table is a patch grid: give new_grid "
                 "(--new-grid HxW), not length"
             )
-        grid, _ = _image_grid(src, config)
+        if family.square and plan.new_grid[0] != plan.new_grid[1]:
+            h, w = plan.new_grid
+            raise ValueError(
+                f"a {model_type} model takes square images only; give a square new_grid "
+                f"(--new-grid {max(h, w)}x{max(h, w)}), not {h}x{w}"
+            )
+        grid, _ = _image_grid(src, config, family)
         if plan.grid is not None and plan.grid != grid:
             raise ValueError(
                 f"grid {plan.grid[0]}x{plan.grid[1]} does not fit {src / CONFIG}, whose "
-                f"image_size and patch_size make a {grid[0]}x{grid[1]} grid; leave grid unset"
+                f"{family.field('image_size')} and {family.field('patch_size')} make a "
+                f"{grid[0]}x{grid[1]} grid; leave grid unset"
             )
         return dataclasses.replace(plan, grid=grid)
     if plan.new_grid is not None:
@@ -505,16 +553,18 @@ def _config_changes(
     if family is None:
         return changes
     positions = table.new_shape[-2] - table.prefix
+    part = _section(Path(), config, family)
     if family.grid:
         assert plan.new_grid is not None
-        old = config["image_size"]
-        _, (ph, pw) = _image_grid(Path(), config)
+        old = part["image_size"]
+        _, (ph, pw) = _image_grid(Path(), config, family)
         h, w = plan.new_grid[0] * ph, plan.new_grid[1] * pw
         value: Any = h if type(old) is int and h == w else [h, w]
     else:
         value = positions + table.prefix if family.counts_prefix else positions
-    for name in family.fields + tuple(n for n in family.optional if n in config):
-        changes[name] = (_set(config, name, value), value)
+    for name in family.fields + tuple(n for n in family.optional if n in part):
+        dotted = family.field(name)
+        changes[dotted] = (_set(config, dotted, value), value)
     return changes
 
 
@@ -535,36 +585,40 @@ def _companions(
         return texts, also
     if family.grid:
         name = PROCESSOR
-        if name not in folder.files or "image_size" not in changes:
+        image_size = family.field("image_size")
+        if name not in folder.files or image_size not in changes:
             return texts, also
-        old, new = (_pair(v) for v in changes["image_size"])
+        old, new = (_pair(v) for v in changes[image_size])
         data = folder.read_json(name)
         if not isinstance(data, dict):
             return texts, also
         crop = _resized(data.get("crop_size"), old, new)
         size = _resized(data.get("size"), old, new)
         if crop is not None and size is None:
-            # resized, then cropped to the model's size (DeiT's 256 then 224):
-            # the resize keeps its ratio to the crop
+            # resized, then cropped to the model's size (DeiT's 256 then 224,
+            # CLIP's shortest edge 224 then 224): the resize keeps its ratio to the crop
             size = _scaled(data.get("size"), old, new)
         for field, value in (("crop_size", crop), ("size", size)):
             if value is not None:
                 also[f"{name} {field}"] = (data[field], value)
                 data[field] = value
-    else:
-        name = TOKENIZER
+        if also:
+            texts[name] = _json_text(data, f"{folder.path / name} with the new size")
+        return texts, also
+    # the tokenizer's longest input, the decoder's longest generation: where
+    # they were the model's positions, they follow them
+    old_positions = table.entry.shape[-2] - table.prefix
+    new_positions = table.new_shape[-2] - table.prefix
+    for name, field in ((TOKENIZER, "model_max_length"), (GENERATION, "max_length")):
         if name not in folder.files:
-            return texts, also
-        old_positions = table.entry.shape[-2] - table.prefix
-        new_positions = table.new_shape[-2] - table.prefix
+            continue
         data = folder.read_json(name)
-        if not isinstance(data, dict) or data.get("model_max_length") != old_positions:
-            return texts, also
-        if type(data["model_max_length"]) is not int:
-            return texts, also
-        also[f"{name} model_max_length"] = (old_positions, new_positions)
-        data["model_max_length"] = new_positions
-    if also:
+        if not isinstance(data, dict) or type(data.get(field)) is not int:
+            continue
+        if data[field] != old_positions:
+            continue
+        also[f"{name} {field}"] = (old_positions, new_positions)
+        data[field] = new_positions
         texts[name] = _json_text(data, f"{folder.path / name} with the new size")
     return texts, also
 
@@ -586,9 +640,15 @@ def _resized(value: Any, old: tuple[int, int], new: tuple[int, int]) -> Any:
 
 def _scaled(value: Any, old: tuple[int, int], new: tuple[int, int]) -> Any:
     """A size field scaled by new / old (rounded), in the form it had; None
-    for a form that says no height and width (a shortest edge, say)."""
+    for a form it cannot scale. A shortest edge grows by the larger of the
+    two ratios, so that the crop still fits in the resized image."""
     if type(value) is int and old[0] == old[1] and new[0] == new[1]:
         return round(value * new[0] / old[0])
+    if isinstance(value, dict) and set(value) == {"shortest_edge"}:
+        edge = value["shortest_edge"]
+        if type(edge) is int:
+            return {"shortest_edge": round(edge * max(new[0] / old[0], new[1] / old[1]))}
+        return None
     if isinstance(value, dict) and all(type(value.get(k)) is int for k in ("height", "width")):
         height = round(value["height"] * new[0] / old[0])
         return {**value, "height": height, "width": round(value["width"] * new[1] / old[1])}
