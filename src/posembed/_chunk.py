@@ -673,7 +673,7 @@ def _chunk_stream(
     sink_type = _sink_type(format)
     with _outdir.temporary(out) as tmp:
         with contextlib.closing(sink_type(tmp, given.dtype, size, None)) as sink:
-            bar = _progress(None, quiet)  # the token count is not known before the end
+            bar = stream_progress(quiet)  # the token count is known only at the end
             counts = _run_stream(given, size, step, tail, pad_value, plan, sink, bar)
             sink.finish(counts["windows"])
         window = _Window(size, step, tail)
@@ -755,7 +755,7 @@ def _run_stream(
                     windows += n_windows
                     documents += batch.offsets.shape[0] - 1
                     tokens += batch.tokens.shape[0]
-                    bar.update(batch.tokens.shape[0])
+                    bar.batch(batch)
                 while writes:
                     writes.popleft().result()
             except BaseException:
@@ -818,11 +818,14 @@ class _Quiet:
     def update(self, k: int) -> None:
         self.n += k
 
+    def batch(self, docs: Documents) -> None:
+        self.n += int(docs.offsets[-1])
+
     def close(self) -> None:
         pass
 
 
-def _progress(total: int | None, quiet: bool) -> Any:
+def _progress(total: int | None, quiet: bool, command: str = "chunk") -> Any:
     """A tqdm bar of tokens (total None: unknown, a count and a rate), or one that shows nothing."""
     if quiet or not sys.stderr.isatty():
         return _Quiet()
@@ -830,4 +833,35 @@ def _progress(total: int | None, quiet: bool) -> Any:
         from tqdm import tqdm
     except ImportError:
         return _Quiet()
-    return tqdm(total=total, unit="tok", unit_scale=True, desc="posembed chunk")
+    return tqdm(total=total, unit="tok", unit_scale=True, desc=f"posembed {command}")
+
+
+class _Estimating:
+    """A bar of tokens for an input read in one pass, whose token count is
+    known only at the end: its total is estimated from how much of the input
+    each batch completes (:attr:`Documents.done`), and the bar says so."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+
+    @property
+    def n(self) -> int:
+        return int(self.bar.n)
+
+    def batch(self, docs: Documents) -> None:
+        self.bar.update(int(docs.offsets[-1]))
+        if docs.done is not None and docs.done > 0:
+            self.bar.total = max(self.bar.n, round(self.bar.n / min(1.0, docs.done)))
+            self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.total = self.bar.n  # the count, now known
+        self.bar.set_description(self.bar.desc.removesuffix(" (total estimated)"))
+        self.bar.close()
+
+
+def stream_progress(quiet: bool, command: str = "chunk") -> Any:
+    """The bar of an input read in one pass (Arrow, Parquet): tokens, the
+    total estimated as it is read; or one that shows nothing."""
+    bar = _progress(None, quiet, f"{command} (total estimated)")
+    return bar if isinstance(bar, _Quiet) else _Estimating(bar)

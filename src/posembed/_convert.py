@@ -240,7 +240,7 @@ def _convert_ranges(
     eod_at = offsets[1:][filled]  # where an EOD follows (non-empty documents' ends)
     block = max(1, _indexed.COPY_BLOCK_BYTES // tokens.dtype.itemsize)
     step = max(block, COPY_CALL_BYTES // tokens.dtype.itemsize)  # a progress step
-    bar = _chunk._progress(tokens.count, quiet)
+    bar = _chunk._progress(tokens.count, quiet, "convert")
     tokens.open()
 
     def where(first: int) -> Any:
@@ -287,7 +287,7 @@ def _convert_stream(
 ) -> dict[str, int]:
     """A corpus read in one pass: each batch of whole documents written as it comes."""
     n_docs = n_seqs = n_tokens = 0
-    bar = _chunk._progress(None, quiet)
+    bar = _chunk.stream_progress(quiet, "convert")
     docs = given.documents()
     try:
         with ThreadPoolExecutor(1) as reader:
@@ -315,7 +315,7 @@ def _convert_stream(
                 n_docs += lengths.shape[0]
                 n_seqs += seq_lengths.shape[0]
                 n_tokens += int(seq_lengths.sum())
-                bar.update(batch.tokens.shape[0])
+                bar.batch(batch)
     finally:
         bar.close()
         docs.close()

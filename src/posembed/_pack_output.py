@@ -400,7 +400,7 @@ class _Run:
         self.tokens, self.documents = int(lengths.sum()), int(lengths.shape[0])
         try:
             tokens.open()
-            bar = _chunk._progress(tokens.count, quiet)
+            bar = _chunk._progress(tokens.count, quiet, "pack")
             try:
                 for kind, a, b, c in _shards(lengths, self.shard, self.capacity, self.split):
                     if kind == "rows":
@@ -428,7 +428,7 @@ class _Run:
         held until the next would pass the shard, then planned together."""
         held: list[Documents] = []
         held_tokens = 0
-        bar = _chunk._progress(None, quiet)  # the token count is known only at the end
+        bar = _chunk.stream_progress(quiet, "pack")  # the token count is known only at the end
         try:
             with contextlib.closing(given.documents()) as batches:
                 for batch in batches:
@@ -438,7 +438,7 @@ class _Run:
                         held, held_tokens = [], 0
                     held.append(batch)
                     held_tokens += n
-                    bar.update(n)
+                    bar.batch(batch)
                 if held:
                     self.flush(held)
         finally:

@@ -258,12 +258,15 @@ class RangeInput(NamedTuple):
 
 
 class Documents(NamedTuple):
-    """A batch of whole documents as CSR: the tokens and their offsets (from 0)."""
+    """A batch of whole documents as CSR: the tokens and their offsets (from 0),
+    and ``done``: how much of the whole input has been read once this batch
+    has, from 0 to 1, where the source can tell (for a progress bar's total)."""
 
     tokens: np.ndarray
     offsets: np.ndarray
     path: Path
     first_row: int
+    done: float | None = None
 
 
 class StreamInput(NamedTuple):

@@ -69,6 +69,7 @@ class _Source(NamedTuple):
     path: Path
     kind: str  # "parquet", "ipc file", "ipc stream"
     stamp: tuple[int, int, int]
+    rows: int = 0  # a Parquet file's rows, as its footer says (for the progress bar only)
 
 
 class Corpus(NamedTuple):
@@ -231,9 +232,11 @@ def open_corpus(src: Path, column: str) -> Corpus:
         try:
             handle = _native_file(pa, fd)
             try:
+                rows = 0
                 if kind == "parquet":
                     meta = pq.ParquetFile(handle).metadata
                     schema = meta.schema.to_arrow_schema()
+                    rows = max(0, int(meta.num_rows))
                 elif kind == "ipc file":
                     schema = pa.ipc.open_file(handle).schema
                 else:
@@ -254,16 +257,18 @@ def open_corpus(src: Path, column: str) -> Corpus:
                 "every file must hold the same type"
             )
         dtype = found
-        files.append(_Source(path, kind, _stamp(info)))
+        files.append(_Source(path, kind, _stamp(info), rows))
     assert dtype is not None
     # The token count is in Parquet's column chunk metadata, but pyarrow's
     # accessor of it aborts the process on a crafted file (an exception its
-    # binding does not catch): the bar counts without a total.
+    # binding does not catch): the bar's total is estimated as the file is
+    # read (see _documents).
     return Corpus(src, column, files, dtype)
 
 
 def _arrays(corpus: Corpus, source: _Source) -> Iterator[Any]:
-    """The column of one file, a bounded batch of rows at a time."""
+    """The column of one file, a bounded batch of rows at a time: Parquet's
+    as :class:`Documents`, Arrow IPC's as (array, position in the file) pairs."""
     pa = require("posembed chunk on Arrow or Parquet input")
     import pyarrow.parquet as pq
 
@@ -293,11 +298,14 @@ def _arrays(corpus: Corpus, source: _Source) -> Iterator[Any]:
                 options = pa.ipc.IpcReadOptions(included_fields=[index])
                 if source.kind == "ipc file":
                     ipc = pa.ipc.open_file(handle, options=options)
-                    for i in range(ipc.num_record_batches):
-                        yield ipc.get_batch(i).column(0)
+                    count = ipc.num_record_batches
+                    for i in range(count):
+                        # read at offsets: the position says nothing, the batches do
+                        column = ipc.get_batch(i).column(0)
+                        yield column, source.stamp[0] * (i + 1) // count
                 else:
                     for batch in pa.ipc.open_stream(handle, options=options):
-                        yield batch.column(0)
+                        yield batch.column(0), handle.tell()
         except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # a name not UTF-8
             _check_stamp(source.path, fd, source.stamp)
             raise _readable(source.path, source.kind, exc) from None
@@ -464,15 +472,28 @@ def _csr(array: Any, path: Path, first_row: int, column: str, dtype: np.dtype[An
 
 
 def _documents(corpus: Corpus) -> Generator[Documents, None, None]:
+    # How much has been read: the files before this one by their sizes, and
+    # this one by its rows (Parquet: the footer's count) or by the position
+    # in it (Arrow IPC). Only an estimate for the progress bar: a crafted
+    # count is clamped, and it never decides what is read.
+    total = sum(source.stamp[0] for source in corpus.files) or 1
+    before = 0
     for source in corpus.files:
         row = 0
+        size = source.stamp[0]
         for item in _arrays(corpus, source):
             if isinstance(item, Documents):  # decoded and checked on another thread
                 docs = item
+                row = docs.first_row + docs.offsets.shape[0] - 1
+                part = row / source.rows if source.rows > 0 else 0.0
             else:
-                docs = _csr(item, source.path, row, corpus.column, corpus.dtype)
-            row = docs.first_row + docs.offsets.shape[0] - 1
-            yield docs
+                array, position = item
+                docs = _csr(array, source.path, row, corpus.column, corpus.dtype)
+                row = docs.first_row + docs.offsets.shape[0] - 1
+                part = position / size if size > 0 else 0.0
+            done = (before + size * min(1.0, max(0.0, part))) / total
+            yield docs._replace(done=done)
+        before += size
 
 
 def matches(path: Path) -> bool:
