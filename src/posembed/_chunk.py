@@ -2,18 +2,20 @@
 
 A *source* module reads one kind of input (``_source_tokens``: ``.npy`` and
 raw token files with their offsets; ``_source_arrow``: Arrow, Parquet and
-saved datasets) and gives either a :class:`~posembed._source.RangeInput`
-(tokens read by range, every document's offsets known, so that a document
-larger than memory is cut a batch of windows at a time) or a
-:class:`~posembed._source.StreamInput` (whole documents, a bounded batch at a
-time). The *cut* turns a batch into windows (:func:`posembed.windows`'s
-kernel). A *sink* module writes them (``_sink_npy``, ``_sink_parquet``). This
-module picks the source (:data:`SOURCES`) and the sink (:data:`SINKS`), and
-runs the reads, the cut and the writes on three threads; a sink that can cut
-straight from a token file (``cut_from``: the ``.npy`` sink) instead has the
-kernels' threads read, cut and write blocks of their own for a range input.
-A format is one new module, registered in one of the two tables. No source
-or sink imports another's names.
+saved datasets; ``_source_indexed``: Megatron indexed datasets;
+``_source_windows``: the folders this command writes) and gives either a
+:class:`~posembed._source.RangeInput` (tokens read by range, every
+document's offsets known, so that a document larger than memory is cut a
+batch of windows at a time) or a :class:`~posembed._source.StreamInput`
+(whole documents, a bounded batch at a time). The *cut* turns a batch into
+windows (:func:`posembed.windows`'s kernel). A *sink* module writes them
+(``_sink_npy``, ``_sink_parquet``). This module picks the source
+(:data:`SOURCES`) and the sink (:data:`SINKS`), and runs the reads, the cut
+and the writes on three threads; a sink that can cut straight from a token
+file (``cut_from``: the ``.npy`` sink) instead has the kernels' threads read,
+cut and write blocks of their own for a range input. A format is one new
+module, registered in one of the two tables. No source or sink imports
+another's names.
 """
 
 from __future__ import annotations
@@ -31,7 +33,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from posembed import _core, _outdir, _source_arrow, _source_indexed, _source_tokens
+from posembed import (
+    _core,
+    _outdir,
+    _source_arrow,
+    _source_indexed,
+    _source_tokens,
+    _source_windows,
+)
 from posembed import _validate as v
 from posembed._runtime import calling_thread_threads
 from posembed._sink_indexed import IndexedSink
@@ -433,9 +442,10 @@ def prepare_chunk(
     force = v.flag(force, "force")
     options = SourceOptions(dtype, offsets_path, None, documents)
     source = _source_for(src)
-    if source is _source_arrow:
+    if source in STREAMED:
+        what = "Arrow and Parquet input" if source is _source_arrow else "A folder of windows"
         raise ChunkError(
-            f"{src}: Arrow and Parquet input is read in one process (posembed chunk without "
+            f"{src}: {what} is read in one process (posembed chunk without "
             "--dask, or chunk_file); --dask reads .npy and raw token files and indexed datasets"
         )
     source.check(src, options)
@@ -794,7 +804,9 @@ def _sink_type(output_format: Any) -> Any:
 
 # The inputs: the first source whose matches() holds reads the input (the
 # token-file source, last, takes any input).
-SOURCES: tuple[Any, ...] = (_source_indexed, _source_arrow, _source_tokens)
+SOURCES: tuple[Any, ...] = (_source_indexed, _source_windows, _source_arrow, _source_tokens)
+# The sources read in one pass (StreamInput), in one process.
+STREAMED = (_source_windows, _source_arrow)
 
 
 def _source_for(path: Path) -> Any:
@@ -809,7 +821,7 @@ def runs_direct(path: str | os.PathLike[str], output_format: Any) -> bool:
     sink = SINKS.get(output_format) if isinstance(output_format, str) else None
     if sink is None or not hasattr(sink, "cut_from"):
         return False
-    return _source_for(Path(path)) is not _source_arrow
+    return _source_for(Path(path)) not in STREAMED
 
 
 class _Quiet:

@@ -220,6 +220,33 @@ def _stamp(info: os.stat_result) -> tuple[int, int, int]:
     return (info.st_size, info.st_mtime_ns, info.st_ino)
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _check_stamp(path: Path, fd: int, stamp: tuple[int, int, int]) -> None:
+    info = os.fstat(fd)
+    if _stamp(info) != stamp:
+        if info.st_size != stamp[0]:
+            raise _changed(path, f"{stamp[0]} bytes became {info.st_size}")
+        raise _changed(path, "it was modified or replaced")
+
+
+def _native_file(pa: Any, fd: int) -> Any:
+    """An Arrow readable file over the open descriptor ``fd`` (a regular file,
+    checked): reopened through /proc where there is one, so that Arrow reads
+    it natively; through Python's file object elsewhere."""
+    proc = f"/proc/self/fd/{fd}"
+    if os.path.exists(proc):
+        return pa.OSFile(proc, "rb")
+    return pa.PythonFile(os.fdopen(os.dup(fd), "rb"), mode="r")
+
+
+def _readable(path: Path, kind: str, exc: BaseException) -> ChunkError:
+    what = "Parquet" if kind == "parquet" else f"Arrow IPC {kind[4:]}"
+    return ChunkError(f"{path}: not a readable {what} file ({_one_line(exc)})")
+
+
 # What a source module of ``posembed chunk`` offers (``_source_tokens``,
 # ``_source_arrow``, ``_source_indexed``; the pipeline, ``_chunk``, takes the
 # first whose ``matches`` holds):

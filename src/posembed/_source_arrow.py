@@ -36,8 +36,10 @@ from posembed._source import (
     Documents,
     SourceOptions,
     StreamInput,
-    _changed,
+    _check_stamp,
+    _native_file,
     _open_regular,
+    _readable,
     _stamp,
 )
 from posembed._windows import _offsets
@@ -96,28 +98,6 @@ def is_arrow_input(path: Path) -> bool:
             return any(e.name.lower().endswith(".parquet") for e in entries)
     except OSError:
         return False
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
-
-
-def _check_stamp(path: Path, fd: int, stamp: tuple[int, int, int]) -> None:
-    info = os.fstat(fd)
-    if _stamp(info) != stamp:
-        if info.st_size != stamp[0]:
-            raise _changed(path, f"{stamp[0]} bytes became {info.st_size}")
-        raise _changed(path, "it was modified or replaced")
-
-
-def _native_file(pa: Any, fd: int) -> Any:
-    """An Arrow readable file over the open descriptor ``fd`` (a regular file,
-    checked): reopened through /proc where there is one, so that Arrow reads
-    it natively; through Python's file object elsewhere."""
-    proc = f"/proc/self/fd/{fd}"
-    if os.path.exists(proc):
-        return pa.OSFile(proc, "rb")
-    return pa.PythonFile(os.fdopen(os.dup(fd), "rb"), mode="r")
 
 
 def _files(src: Path) -> list[tuple[Path, str]]:
@@ -199,7 +179,8 @@ def _column_type(pa: Any, schema: Any, path: Path, column: str) -> np.dtype[Any]
             f"{path}: no column {column!r} (its columns: {names}); choose one with --column"
         )
     kind = schema.field(index).type
-    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)):
+    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
+    if not any(is_list(kind) for is_list in lists):
         raise ChunkError(
             f"{path}: column {column!r} is {kind}, not a list of token ids per row (document)"
         )
@@ -211,11 +192,6 @@ def _column_type(pa: Any, schema: Any, path: Path, column: str) -> np.dtype[Any]
         )
     dtype: np.dtype[Any] = np.dtype(values.to_pandas_dtype())
     return dtype
-
-
-def _readable(path: Path, kind: str, exc: BaseException) -> ChunkError:
-    what = "Parquet" if kind == "parquet" else f"Arrow IPC {kind[4:]}"
-    return ChunkError(f"{path}: not a readable {what} file ({_one_line(exc)})")
 
 
 def open_corpus(src: Path, column: str) -> Corpus:
@@ -453,6 +429,17 @@ def _csr(array: Any, path: Path, first_row: int, column: str, dtype: np.dtype[An
             where.format(first_row + int(nulls[0])) + " is null; every row must be a list of "
             "token ids (an empty list is an empty document)"
         )
+    if pa.types.is_fixed_size_list(array.type):
+        # every row a document of the list's size (padding included: rows of
+        # posembed's own windows are read without it, see _source_windows)
+        width = array.type.list_size
+        values = array.flatten()  # the rows' values, the array's offset applied
+        if values.null_count:
+            at = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+            row = first_row + at // max(1, width)
+            raise ChunkError(where.format(row) + " holds a null token id")
+        local = np.arange(len(array) + 1, dtype=np.int64) * width
+        return Documents(_view(values), local, path, first_row)
     offsets = _view(array.offsets).astype(np.int64)
     first, last = int(offsets[0]), int(offsets[-1])
     values = array.values

@@ -476,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
         "input",
         help="tokens: a 1-D .npy file, a raw binary stream with --dtype, a .parquet file or "
         "folder of them, an Arrow IPC .arrow file or stream, a datasets save_to_disk folder, "
-        "or a Megatron-LM indexed dataset (PREFIX, PREFIX.idx or PREFIX.bin)",
+        "a Megatron-LM indexed dataset (PREFIX, PREFIX.idx or PREFIX.bin), or a folder "
+        "posembed chunk wrote (one document per window)",
     )
     p.add_argument(
         "-o",
@@ -557,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "input",
         help="a 1-D .npy file, a raw token file with --dtype, Parquet, Arrow IPC, a datasets "
-        "save_to_disk folder, or an indexed dataset",
+        "save_to_disk folder, an indexed dataset, or a folder posembed chunk wrote",
     )
     p.add_argument(
         "-o", "--output", required=True, metavar="PREFIX", help="writes PREFIX.bin and PREFIX.idx"
@@ -606,7 +607,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "input",
         help="a 1-D .npy file or a raw token file (--dtype) with --offsets, an indexed "
-        "dataset (PREFIX, PREFIX.idx), Parquet, Arrow IPC or a datasets save_to_disk folder",
+        "dataset (PREFIX, PREFIX.idx), Parquet, Arrow IPC, a datasets save_to_disk folder "
+        "or a folder posembed chunk wrote",
     )
     p.add_argument("-o", "--output", required=True, help="folder (npy, parquet) or PREFIX")
     p.add_argument("--size", type=int, required=True, help="tokens per row")

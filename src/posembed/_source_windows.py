@@ -1,0 +1,312 @@
+"""``posembed chunk``'s own outputs as input: a folder of windows (``.npy``
+files, Parquet, or the parts ``--dask`` writes) read back as a corpus of one
+document per window, the window's tokens without its padding (its
+``lengths`` entry). Read in one pass, a bounded block of windows at a time;
+files are opened inside the folder without following a link, and the counts
+are checked against each other, never trusted."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from posembed import _json, _npy
+from posembed._source import (
+    MEMORY_BYTES,
+    ChunkError,
+    Documents,
+    SourceOptions,
+    StreamInput,
+    TokenFile,
+    _check_stamp,
+    _native_file,
+    _readable,
+    _stamp,
+)
+
+NPY, PARQUET, PARTS = "npy", "parquet", "parts"
+META, WINDOWS, LENGTHS = "meta.json", "windows.npy", "lengths.npy"
+PARQUET_FILE = "windows.parquet"
+# A block of windows read at a time: a quarter of the budget (the pipeline
+# holds the block, its documents and the windows cut from them).
+BLOCK_BYTES = MEMORY_BYTES // 4
+META_BYTES = 1 << 20
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _kind(path: Path) -> str | None:
+    """Which of posembed chunk's outputs the folder ``path`` holds, or None."""
+    try:
+        if not stat.S_ISDIR(os.stat(path).st_mode):
+            return None
+    except OSError:
+        return None
+    if _is_file(path / "index.json") and os.path.isdir(path / "parts"):
+        return PARTS
+    if _is_file(path / META):
+        if _is_file(path / WINDOWS):
+            return NPY
+        if _is_file(path / PARQUET_FILE):
+            return PARQUET
+    return None
+
+
+def matches(path: Path) -> bool:
+    return _kind(path) is not None
+
+
+def check(path: Path, options: SourceOptions) -> None:
+    given = [
+        option
+        for option, value in (
+            ("--dtype", options.dtype),
+            ("--offsets", options.offsets),
+            ("--column", options.column),
+            ("--documents", options.documents),
+        )
+        if value is not None
+    ]
+    if given:
+        raise ChunkError(
+            f"{given[0]} does not apply to {path}, a folder of windows posembed chunk wrote: "
+            "it is read as one document per window, without its padding"
+        )
+
+
+def inputs(path: Path, options: SourceOptions) -> tuple[Any, ...]:
+    return (path,)
+
+
+def open_input(path: Path, options: SourceOptions) -> StreamInput:
+    kind = _kind(path)
+    meta = {"input_format": f"posembed chunk output ({kind}), one document per window"}
+    if kind == PARTS:
+        return _open_parts(path, meta)
+    _read_meta(path)
+    if kind == PARQUET:
+        return _open_parquet(path, meta)
+    return _open_npy(path, meta)
+
+
+def _open_inside(folder: Path, name: str) -> tuple[int, os.stat_result]:
+    """A regular file of the folder, opened without following a link or waiting."""
+    where = folder / name
+    try:
+        fd = os.open(where, _OPEN)
+    except OSError as exc:
+        raise ChunkError(
+            f"{where}: cannot be opened ({exc.strerror}; a link is never followed)"
+        ) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise ChunkError(f"{where}: not a regular file")
+    return fd, info
+
+
+def _read_meta(folder: Path) -> dict[str, Any]:
+    fd, info = _open_inside(folder, META)
+    with os.fdopen(fd, "rb") as f:
+        if info.st_size > META_BYTES:
+            raise ChunkError(f"{folder / META}: {info.st_size} bytes; posembed writes far fewer")
+        try:
+            meta = _json.loads(f.read(META_BYTES + 1), str(folder / META))
+        except ValueError as exc:
+            raise ChunkError(str(exc)) from None
+    if not isinstance(meta, dict):
+        raise ChunkError(f"{folder / META}: not the JSON object posembed chunk writes")
+    return meta
+
+
+def _token_file(folder: Path, name: str, ndim: int) -> tuple[TokenFile, tuple[int, ...]]:
+    """A ``.npy`` file of the folder as a flat :class:`TokenFile`, and its shape."""
+    fd, info = _open_inside(folder, name)
+    where = folder / name
+    with os.fdopen(fd, "rb") as f:
+        try:
+            header = _npy.read_header(f, str(where), info.st_size)
+        except ValueError as exc:
+            raise ChunkError(str(exc)) from None
+        except OSError as exc:
+            raise ChunkError(f"{where}: cannot be read ({exc.strerror})") from None
+    if len(header.shape) != ndim or header.dtype.kind not in "iu" or header.fortran_order:
+        raise ChunkError(
+            f"{where}: must be a {ndim}-D integer array in C order, as posembed chunk writes; "
+            f"got {header.dtype} of shape {header.shape}"
+        )
+    count = int(np.prod(header.shape, dtype=np.int64))
+    tokens = TokenFile(
+        where,
+        header.dtype.newbyteorder("="),
+        header.offset,
+        count,
+        swap=not header.dtype.isnative,
+        stamp=_stamp(info),
+    )
+    return tokens, header.shape
+
+
+def _block_rows(size: int, itemsize: int) -> int:
+    return max(1, BLOCK_BYTES // max(1, size * itemsize))
+
+
+def _documents_of(
+    rows: np.ndarray, lengths: np.ndarray, where: Path, first: int, total: int
+) -> Documents:
+    """Windows ``first..`` of ``total`` as documents: each row cut to its length."""
+    size = rows.shape[1]
+    lengths = lengths.astype(np.int64, copy=False)
+    bad = np.flatnonzero((lengths < 0) | (lengths > size))
+    if bad.size:
+        i = int(bad[0])
+        raise ChunkError(
+            f"{where}: window {first + i} has length {int(lengths[i])}; a window of {size} "
+            f"holds 0..{size} tokens"
+        )
+    tokens = rows[np.arange(size)[None, :] < lengths[:, None]]
+    offsets = np.zeros(lengths.shape[0] + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    done = (first + lengths.shape[0]) / total if total else 1.0
+    return Documents(tokens, offsets, where, first, done)
+
+
+def _open_npy(folder: Path, meta: dict[str, Any]) -> StreamInput:
+    windows, shape = _token_file(folder, WINDOWS, 2)
+    lengths, count = _token_file(folder, LENGTHS, 1)
+    n, size = shape
+    if count != (n,):
+        raise ChunkError(
+            f"{folder / LENGTHS}: {count[0]} lengths for the {n} windows of {folder / WINDOWS}"
+        )
+
+    def documents() -> Generator[Documents, None, None]:
+        step = _block_rows(size, windows.dtype.itemsize)
+        windows.open()
+        try:
+            lengths.open()
+            try:
+                for first in range(0, n, step):
+                    last = min(n, first + step)
+                    rows = windows.read(first * size, last * size).reshape(-1, size)
+                    yield _documents_of(rows, lengths.read(first, last), folder, first, n)
+                windows.check()  # every block read: still the files first seen
+                lengths.check()
+            finally:
+                lengths.close()
+        finally:
+            windows.close()
+
+    return StreamInput(windows.dtype, documents, meta)
+
+
+def _open_parquet(folder: Path, meta: dict[str, Any]) -> StreamInput:
+    from posembed._arrow import require
+
+    pa = require("posembed chunk on a Parquet output")
+    import pyarrow.parquet as pq
+
+    where = folder / PARQUET_FILE
+    fd, info = _open_inside(folder, PARQUET_FILE)
+    try:
+        handle = _native_file(pa, fd)
+        try:
+            parquet = pq.ParquetFile(handle)
+            schema, n = parquet.schema_arrow, max(0, int(parquet.metadata.num_rows))
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
+            raise _readable(where, "parquet", exc) from None
+        finally:
+            handle.close()
+    finally:
+        os.close(fd)
+    ids = schema.field("input_ids").type if "input_ids" in schema.names else None
+    length = schema.field("length").type if "length" in schema.names else None
+    if (
+        ids is None
+        or not pa.types.is_fixed_size_list(ids)
+        or not pa.types.is_integer(ids.value_type)
+        or length is None
+        or not pa.types.is_integer(length)
+    ):
+        raise ChunkError(
+            f"{where}: not the windows posembed chunk writes (a fixed-size list column "
+            "'input_ids' of integers and an integer column 'length')"
+        )
+    size = ids.list_size
+    dtype = np.dtype(ids.value_type.to_pandas_dtype())
+    stamp = _stamp(info)
+
+    def documents() -> Generator[Documents, None, None]:
+        fd, _ = _open_inside(folder, PARQUET_FILE)
+        try:
+            _check_stamp(where, fd, stamp)
+            handle = _native_file(pa, fd)
+            try:
+                reader = pq.ParquetFile(handle)
+                first = 0
+                batches = reader.iter_batches(
+                    batch_size=_block_rows(size, dtype.itemsize), columns=["input_ids", "length"]
+                )
+                for batch in batches:
+                    ids, lengths = batch.column(0), batch.column(1)
+                    if ids.null_count or lengths.null_count:
+                        raise ChunkError(f"{where}: a null window or length near row {first}")
+                    values = ids.flatten().to_numpy(zero_copy_only=False)
+                    rows = values.astype(dtype, copy=False).reshape(-1, size)
+                    got = lengths.to_numpy(zero_copy_only=False)
+                    yield _documents_of(rows, got, where, first, n)
+                    first += len(batch)
+            except (pa.ArrowException, OSError) as exc:
+                _check_stamp(where, fd, stamp)
+                raise _readable(where, "parquet", exc) from None
+            finally:
+                handle.close()
+            _check_stamp(where, fd, stamp)
+        finally:
+            os.close(fd)
+
+    return StreamInput(dtype, documents, meta)
+
+
+def _open_parts(folder: Path, meta: dict[str, Any]) -> StreamInput:
+    try:
+        from posembed.dask.parts import read_parts
+    except ImportError:
+        raise ChunkError(
+            f"{folder}: reading the parts posembed chunk --dask wrote needs Dask: "
+            "pip install 'posembed[dask]'"
+        ) from None
+    try:
+        whole = read_parts(folder)
+    except ValueError as exc:
+        raise ChunkError(str(exc)) from None
+    view: Any = whole.tokens  # a PartsView: rows read from the part files when sliced
+    lengths = whole.lengths
+    n, size = view.shape
+
+    def documents() -> Generator[Documents, None, None]:
+        step = _block_rows(size, view.dtype.itemsize)
+        try:
+            for first in range(0, n, step):
+                last = min(n, first + step)
+                try:
+                    rows = view[first:last]
+                except ValueError as exc:  # a part that shrank since it was checked
+                    raise ChunkError(str(exc)) from None
+                yield _documents_of(rows, lengths[first:last], folder, first, n)
+        finally:
+            for part in view.parts:
+                part.close()
+
+    return StreamInput(np.dtype(view.dtype), documents, meta)
