@@ -241,6 +241,45 @@ def test_more_text_families_are_known(tmp_path, rng, capsys, model_type, name, f
     assert got == {"max_length": 32, "num_beams": 1}
 
 
+@pytest.mark.parametrize("model_type", ["bart", "mbart"])
+def test_bart_s_encoder_and_decoder_tables_are_resized_alike(tmp_path, rng, capsys, model_type):
+    config = {"model_type": model_type, "max_position_embeddings": 20}
+    enc, dec = "model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"
+    tensors = {
+        enc: normal_table(rng, 22, D, np.float32),
+        "model.shared.weight": normal_table(rng, 30, D, np.float32),
+        dec: normal_table(rng, 22, D, np.float32),
+    }
+    src = write_folder(tmp_path / "m", config, tensors, shards=3)  # each table its own shard
+    assert resize_cli(src, "--length", 32, "-o", tmp_path / "out") == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"resized {enc} (F32) in model-00001-of-00003.safetensors: ")
+    assert (
+        f"(22, 8) -> (34, 8) by interpolate (align=scale), 2 prefix rows kept; {dec} the same"
+        in printed
+    )
+    assert "config.json: max_position_embeddings 20 -> 32" in printed
+    new = all_tensors(tmp_path / "out")
+    for name in (enc, dec):
+        want = np.concatenate([tensors[name][:2], posembed.interpolate(tensors[name][2:], 32)])
+        assert_same(new[name], want)
+    assert_same(new["model.shared.weight"], tensors["model.shared.weight"])
+    index = index_of(tmp_path / "out")
+    assert index["metadata"]["total_size"] == sum(a.nbytes for a in new.values())
+    assert index["metadata"]["total_parameters"] == sum(a.size for a in new.values())
+    # naming either table resizes both; the result names the one asked for first
+    result = resize_checkpoint(src, tmp_path / "o2", dec, 24)
+    assert (result.key, result.others) == (enc, (dec,))
+    assert all_tensors(tmp_path / "o2")[dec].shape == (26, D)
+    # one table in one shard with the other: the file holds both, resized
+    single = write_folder(tmp_path / "one", config, tensors)
+    resize_checkpoint(single, tmp_path / "o3", length=24, init="edge")
+    both = load_file(str(tmp_path / "o3" / "model.safetensors"))
+    assert both[enc].shape == both[dec].shape == (26, D)
+    assert_same(both[dec][:22], tensors[dec])
+    assert_same(both["model.shared.weight"], tensors["model.shared.weight"])
+
+
 @pytest.mark.parametrize(
     ("model_type", "prefix", "processor", "want"),
     [
@@ -747,6 +786,16 @@ def tiny_model(family: str) -> tuple[Any, dict[str, Any]]:
     if family == "camembert":
         config = tf.CamembertConfig(max_position_embeddings=66, pad_token_id=1, **text)
         return tf.CamembertForMaskedLM(config), {"length": 96}
+    if family in ("bart", "mbart"):
+        make = tf.BartConfig if family == "bart" else tf.MBartConfig
+        config = make(
+            vocab_size=99, d_model=32, encoder_layers=1, decoder_layers=1,
+            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=37,
+            decoder_ffn_dim=37, max_position_embeddings=64, pad_token_id=1, bos_token_id=0,
+            eos_token_id=2, decoder_start_token_id=2,
+        )  # fmt: skip
+        model = (tf.BartForConditionalGeneration if family == "bart" else tf.MBartModel)(config)
+        return model, {"length": 96, "init": "tile"}
     if family == "whisper":
         config = tf.WhisperConfig(
             vocab_size=99, num_mel_bins=8, d_model=32, encoder_layers=1, decoder_layers=1,
@@ -803,6 +852,8 @@ def tiny_model(family: str) -> tuple[Any, dict[str, Any]]:
         ("electra", True, False),
         ("camembert", False, True),
         ("whisper", True, True),
+        ("bart", True, True),
+        ("mbart", False, False),
         ("clip", True, True),
         ("clip_vision_model", False, True),
         ("siglip", True, False),
@@ -843,10 +894,15 @@ def test_from_pretrained_loads_the_resized_folder(
     old = {k: v.detach().numpy() for k, v in model.state_dict().items()}
     new = {k: v.detach().numpy() for k, v in loaded.state_dict().items()}
     tables = [k for k in old if old[k].shape != new[k].shape]
-    assert len(tables) == 1
-    name = tables[0]
-    for key in old.keys() - {name}:
+    # BART's encoder and decoder each have a table, resized alike
+    assert len(tables) == (2 if family in ("bart", "mbart") else 1)
+    for key in old.keys() - set(tables):
         assert_same(new[key], old[key])
+    for key in tables[1:]:  # the other table: its 2 offset rows, then its positions extended
+        assert new[key].shape == new[tables[0]].shape
+        want = np.concatenate([old[key][:2], posembed.extend(old[key][2:], 96, init="tile")])
+        assert_same(new[key], want)
+    name = tables[0]
     table, grown = old[name], new[name]
     if "new_grid" in resize:
         prefix = 1 if family in ("vit", "clip", "clip_vision_model") else 0

@@ -39,6 +39,8 @@ class ResizeResult:
     skipped: tuple[str, ...] = ()
     # other files of the folder changed to match: "file field": (old, new)
     also: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    # the model's other tables resized alike (BART's decoder's, beside its encoder's)
+    others: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         rows = "row" if self.prefix == 1 else "rows"
@@ -46,6 +48,8 @@ class ResizeResult:
         where = f" in {self.shard}" if self.shard else ""
         text = f"{self.key} ({self.dtype}){where}: {self.old_shape} -> {self.new_shape} "
         text += f"by {self.mode}{kept}"
+        if self.others:
+            text += f"; {', '.join(self.others)} the same"
         if self.config:
             changes = ", ".join(
                 f"{name} {json.dumps(old)} -> {json.dumps(new)}"
@@ -106,8 +110,9 @@ def resize_checkpoint(
         dtype must be F16, BF16 (needs ``ml_dtypes``), F32 or F64. Required
         for a file; for a model folder of a known ``model_type`` (gpt2,
         gpt_neo, bert, distilbert, electra, roberta, xlm-roberta, camembert,
-        opt, whisper, vit, deit, clip, siglip and their vision towers alone)
-        the table is found by its name in that family.
+        opt, bart, mbart, whisper, vit, deit, clip, siglip and their vision
+        towers alone) the table is found by its name in that family (BART's
+        encoder's and decoder's both, resized alike).
     length : int, optional
         Position rows in the result, ``prefix`` rows not counted: the output
         table has ``prefix + length`` rows. For RoBERTa (514 rows = 2 + 512),
@@ -467,31 +472,44 @@ def _position_grid(
     return grid
 
 
-def write(src_fd: int, header: sft.Header, new: NewTable, dst: Path) -> None:
-    """The new file: the header as it was but for the table's shape and the
-    offsets after it; the tensors before the table and those after it are each
-    one run of the source's bytes (the data buffer is back to back), copied
-    unchanged around the table's new ``rows``."""
-    table = new.entry
-    dtype = sft.numpy_dtype(table.dtype, table.name)
-    parts = [sft.le_bytes(part, dtype) for part in new.rows]
-    table_bytes = sum(map(len, parts))
+def write(src_fd: int, header: sft.Header, new: NewTable | Sequence[NewTable], dst: Path) -> None:
+    """The new file: the header as it was but for the tables' shapes and the
+    offsets after them; the tensors before, between and after the tables are
+    each one run of the source's bytes (the data buffer is back to back),
+    copied unchanged around the tables' new ``rows``."""
+    tables = sorted((new,) if isinstance(new, NewTable) else new, key=lambda t: t.entry.begin)
+    parts: dict[str, list[Any]] = {}  # each table's bytes, prefix rows then positions
+    for table in tables:
+        dtype = sft.numpy_dtype(table.entry.dtype, table.entry.name)
+        parts[table.entry.name] = [sft.le_bytes(part, dtype) for part in table.rows]
+    sizes = {name: sum(map(len, chunks)) for name, chunks in parts.items()}
     specs = [
-        table.as_spec(shape=new.new_shape, nbytes=table_bytes)
-        if name == table.name
+        header.entries[name].as_spec(shape=new_shape, nbytes=sizes[name])
+        if (new_shape := _new_shape(tables, name)) is not None
         else header.entries[name].as_spec()
         for name in header.data_order
     ]
-    # Keep the larger unchanged run at its offset within a page (whole pages copy faster).
-    after_bytes = header.data_bytes - table.end
-    if table.begin >= after_bytes:
-        page_match = (0, header.data_start)
-    else:
-        page_match = (table.begin + table_bytes, header.data_start + table.end)
+    # The unchanged runs (before, between and after the tables), each with
+    # its offset in the new data buffer; the largest keeps its offset within
+    # a page (whole pages copy faster).
+    runs: list[tuple[int, int, int]] = []  # (source offset, bytes, new offset)
+    at = grown = 0
+    for table in tables:
+        runs.append((at, table.entry.begin - at, at + grown))
+        grown += sizes[table.entry.name] - table.entry.nbytes
+        at = table.entry.end
+    runs.append((at, header.data_bytes - at, at + grown))
+    largest = max(runs, key=lambda run: run[1])
+    page_match = (largest[2], header.data_start + largest[0])
     with sft.create(
         dst, specs, header.metadata, header_order=header.key_order, page_match=page_match
     ) as out:
-        out.copy(src_fd, header.data_start, table.begin, header.path)
-        for part in parts:
-            out.write(part)
-        out.copy(src_fd, header.data_start + table.end, after_bytes, header.path)
+        for k, (start, length, _) in enumerate(runs):
+            out.copy(src_fd, header.data_start + start, length, header.path)
+            if k < len(tables):
+                for part in parts[tables[k].entry.name]:
+                    out.write(part)
+
+
+def _new_shape(tables: Sequence[NewTable], name: str) -> tuple[int, ...] | None:
+    return next((t.new_shape for t in tables if t.entry.name == name), None)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import stat
 from collections.abc import Mapping
@@ -86,6 +87,8 @@ class Family:
     # patch_size): "" for config.json itself, "vision_config" for a vision tower
     section: str = ""
     square: bool = False  # the model takes square images only (one int image_size)
+    # other tables of the same size and field, resized alike (BART's decoder's)
+    more: tuple[str, ...] = ()
 
     def field(self, name: str) -> str:
         """config.json's (dotted) name of the family's field ``name``."""
@@ -98,6 +101,15 @@ _MAX = ("max_position_embeddings",)
 # its size in vision_config for the whole model, in config.json for the tower alone.
 _TOWER_TABLE = "vision_model.embeddings.position_embedding.weight"
 _ALONE_TABLE = "embeddings.position_embedding.weight"  # a tower saved alone
+_BART = Family(
+    "encoder.embed_positions.weight",
+    _MAX,
+    (),
+    2,
+    False,
+    False,
+    more=("decoder.embed_positions.weight",),
+)
 FAMILIES = {
     "gpt2": Family("wpe.weight", ("n_positions",), ("n_ctx",), 0, False, False),
     "gpt_neo": Family("wpe.weight", _MAX, (), 0, False, False),
@@ -110,6 +122,9 @@ FAMILIES = {
     "camembert": Family(_TEXT_TABLE, _MAX, (), 2, True, False),
     # OPTLearnedPositionalEmbedding adds 2 rows to max_position_embeddings
     "opt": Family("decoder.embed_positions.weight", _MAX, (), 2, False, False),
+    # as OPT's, one table for the encoder and one for the decoder, both resized
+    "bart": _BART,
+    "mbart": _BART,
     # the decoder's learned table (the encoder's is fixed sinusoids, kept)
     "whisper": Family(
         "decoder.embed_positions.weight", ("max_target_positions",), (), 0, False, False
@@ -235,7 +250,7 @@ def resize_folder(
     # every shard's header, read and closed (a model may have more shards than
     # a process may hold files open); only the table's stays open
     shards: dict[str, sft.Header] = {}
-    table_fd = -1
+    table_fds: dict[str, int] = {}  # the tables' shards, open until written
     try:
         if CONFIG not in folder.files:
             raise FileNotFoundError(
@@ -267,28 +282,41 @@ def resize_folder(
                     "for the config.json field that holds its size"
                 )
             family = None
+        keys: list[str] = []
         if family is None or not isinstance(model_type, str):
             _unknown_family(src, model_type, key, updates)
         else:
             prefix = _family_prefix(src, model_type, family, config, prefix)
             plan = _family_plan(src, model_type, family, config, plan)
-            key = key if key is not None else _find_table(src, model_type, family, weight_map)
+            # the family's tables (BART's encoder's and decoder's), the one named first
+            keys = [
+                key
+                if key is not None and _is_table(key, family, name)
+                else _find_table(src, model_type, family, weight_map, name)
+                for name in (family.table, *family.more)
+            ]
+            key = keys[0]
         assert key is not None
-        shard = weight_map[key]
-        table_fd = folder.open(shard)
-        with os.fdopen(os.dup(table_fd), "rb") as f:
-            header = sft.read_header(f, src / shard)
-            if header.entries != shards[shard].entries:
-                raise ValueError(f"{src / shard}: the file changed while reading")
-            shards[shard] = header
-            table = resize_table(f, header, key, prefix or 0, plan)
+        keys = [key] if family is None else keys
+        tables: list[NewTable] = []
+        for name in keys:
+            shard = weight_map[name]
+            if shard not in table_fds:
+                table_fds[shard] = folder.open(shard)
+            with os.fdopen(os.dup(table_fds[shard]), "rb") as f:
+                header = sft.read_header(f, src / shard)
+                if header.entries != shards[shard].entries:
+                    raise ValueError(f"{src / shard}: the file changed while reading")
+                shards[shard] = header
+                tables.append(resize_table(f, header, name, prefix or 0, plan))
+        table, shard = tables[0], weight_map[key]
         changes = _config_changes(config, family, table, plan)
         for name, value in updates.items():
             old = _set(config, name, value)
             changes[name] = (changes[name][0] if name in changes else old, value)
         config_text = _json_text(config, f"{src / CONFIG} with the new fields")
         companions, also = _companions(folder, family, changes, table)
-        index_text = None if index is None else _json_text(_new_index(index, shards, table), INDEX)
+        index_text = None if index is None else _json_text(_new_index(index, shards, tables), INDEX)
         # the Hub client's bookkeeping (and posembed's marker) is no model file
         skipped = [f"{name}/" for name in folder.folders if name != CACHE]
         others = []
@@ -308,8 +336,9 @@ def resize_folder(
         tmp = _outdir.new_temp(dst)
         try:
             for name, header in shards.items():
-                if name == shard:
-                    write(table_fd, header, table, tmp / name)
+                if name in table_fds:
+                    mine = [t for t in tables if weight_map[t.entry.name] == name]
+                    write(table_fds[name], header, mine, tmp / name)
                 else:
                     _copy(folder, name, tmp, header.file_size)
             for name in others:
@@ -327,8 +356,8 @@ def resize_folder(
             _outdir.discard(tmp, exc)
             raise
     finally:
-        if table_fd >= 0:
-            os.close(table_fd)
+        for fd in table_fds.values():
+            os.close(fd)
         folder.close()
     entry = table.entry
     return ResizeResult(
@@ -343,6 +372,7 @@ def resize_folder(
         config=changes,
         skipped=tuple(skipped),
         also=also,
+        others=tuple(keys[1:]),
     )
 
 
@@ -526,21 +556,25 @@ def _family_plan(
     return plan
 
 
-def _is_table(name: str, family: Family) -> bool:
-    return name == family.table or name.endswith("." + family.table)
+def _is_table(name: str, family: Family, table: str | None = None) -> bool:
+    """Whether ``name`` is ``table`` (default: any of the family's tables)."""
+    tables = (family.table, *family.more) if table is None else (table,)
+    return any(name == t or name.endswith("." + t) for t in tables)
 
 
-def _find_table(src: Path, model_type: str, family: Family, weight_map: dict[str, str]) -> str:
-    found = [n for n in weight_map if _is_table(n, family)]
+def _find_table(
+    src: Path, model_type: str, family: Family, weight_map: dict[str, str], table: str
+) -> str:
+    found = [n for n in weight_map if _is_table(n, family, table)]
     if len(found) == 1:
         return found[0]
     if not found:
         raise ValueError(
-            f"{src}: no tensor {family.table!r} (or ending in '.{family.table}') as a "
+            f"{src}: no tensor {table!r} (or ending in '.{table}') as a "
             f"{model_type} model has; give key (--key) for the table"
         )
     raise ValueError(
-        f"{src}: several tensors end in {family.table!r} ({', '.join(map(repr, found[:5]))}); "
+        f"{src}: several tensors end in {table!r} ({', '.join(map(repr, found[:5]))}); "
         "give key (--key) for the table"
     )
 
@@ -671,22 +705,18 @@ def _set(config: dict[str, Any], name: str, value: Any) -> Any:
 
 
 def _new_index(
-    index: dict[str, Any], shards: dict[str, sft.Header], table: NewTable
+    index: dict[str, Any], shards: dict[str, sft.Header], tables: list[NewTable]
 ) -> dict[str, Any]:
     """The index with its weight map as it was and the sizes of the new tensors."""
     total = sum(header.data_bytes for header in shards.values())
-    total += table.nbytes - table.entry.nbytes
+    total += sum(table.nbytes - table.entry.nbytes for table in tables)
     metadata = dict(index.get("metadata", {}))
     metadata["total_size"] = total
     count = metadata.get("total_parameters")
     if type(count) is int:
-        added = 1
-        for dim in table.new_shape:
-            added *= dim
-        removed = 1
-        for dim in table.entry.shape:
-            removed *= dim
-        metadata["total_parameters"] = count + added - removed
+        for table in tables:
+            count += math.prod(table.new_shape) - math.prod(table.entry.shape)
+        metadata["total_parameters"] = count
     return {**index, "metadata": metadata}
 
 
