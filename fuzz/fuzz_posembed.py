@@ -2162,9 +2162,9 @@ def race_input(data: bytes) -> str:
 # `posembed resize`, a .npy file to chunk_file and `posembed chunk` (as the
 # tokens or as --offsets) and to `posembed plot similarity`, a parted output
 # to posembed.dask.read_parts; a model folder to resize_checkpoint and
-# `posembed resize`, an Arrow or Parquet corpus to chunk_file and `posembed
-# chunk` (their sections below). Each is a valid file with 0 to 3 crafted
-# defects ("planted"). The reader must return (a valid input must be
+# `posembed resize`, an Arrow or Parquet corpus and a folder posembed chunk
+# wrote to chunk_file and `posembed chunk` (their sections below). Each is a
+# valid file with 0 to 3 crafted defects ("planted"). The reader must return (a valid input must be
 # accepted) or raise one of its documented exceptions; the command must exit
 # 0, or 2 with one line on stderr, never with a traceback; read_parts must not
 # read outside its folder, block on a FIFO, or serve rows that disagree with
@@ -2824,6 +2824,92 @@ def _files_npy(r: Reader, root: Path) -> str:
     return f"files npy {target}: {kind}"
 
 
+# ------------------------------------------- files mode: chunk outputs as input
+#
+# A folder posembed chunk wrote (windows.npy, lengths.npy and meta.json), read
+# back by chunk_file and `posembed chunk` as one document per window, given
+# defects: its .npy headers and data, lengths out of range or of another
+# count, meta.json, a link, a FIFO, a file missing. A valid folder must give
+# the windows of its windows cut to their lengths; a crafted one a documented
+# exception (exit 2 and one line), never a read through a link or a wait.
+
+WF_DEFECTS = ["windows npy", "lengths npy", "lengths values", "meta", "link", "fifo", "missing"]
+
+
+def _files_windows(r: Reader, root: Path) -> str:
+    rng = r.rng()
+    n, size = r.int(0, 50), r.int(1, 6)
+    dtype = np.dtype(r.pick(["<i4", "<i8", "<u2", "|u1"]))
+    tokens = (np.arange(n) % 100).astype(dtype)
+    offsets = np.array([0, *sorted(rng.integers(0, n + 1, r.int(0, 3))), n], np.int64)
+    w = posembed.windows(tokens, size, step=r.int(1, size), offsets=offsets)
+    folder = root / "w"
+    folder.mkdir()
+    np.save(folder / "windows.npy", w.tokens)
+    np.save(folder / "lengths.npy", w.lengths)
+    (folder / "meta.json").write_text('{"format": "npy"}')
+    crafted = Crafted("windows folder", folder, [])
+    defects = [r.pick(WF_DEFECTS) for _ in range(r.pick([0, 1, 1, 2]))]
+    # a FIFO last: writing another defect into it would wait for a reader
+    for defect in sorted(defects, key=lambda d: d == "fifo"):
+        if defect in ("windows npy", "lengths npy"):
+            name = defect.split()[0] + ".npy"
+            values = w.tokens if name == "windows.npy" else w.lengths
+            made = _npy_file(r, folder / name, values)
+            crafted.planted += [f"{name} {p}" for p in made.planted]
+        elif defect == "lengths values":
+            bad = w.lengths.copy()
+            if bad.size:
+                bad[r.int(0, bad.size - 1)] = r.pick([-1, size + 1, 2**62, -(2**63)])
+            else:
+                bad = np.array([1], np.int64)
+            np.save(folder / "lengths.npy", bad)
+            crafted.planted.append("lengths out of range or of another count")
+        elif defect == "meta":
+            (folder / "meta.json").write_bytes(r.pick([b"[", b"[]", b"{" * 3000, b"", b"\xff{"]))
+            crafted.planted.append("meta.json")
+        elif defect == "link":
+            np.save(root / "outside.npy", w.lengths)
+            (folder / "lengths.npy").unlink(missing_ok=True)
+            (folder / "lengths.npy").symlink_to(root / "outside.npy")
+            crafted.planted.append("lengths.npy a link")
+        elif defect == "fifo" and hasattr(os, "mkfifo"):
+            name = r.pick(["windows.npy", "lengths.npy", "meta.json"])
+            (folder / name).unlink(missing_ok=True)
+            if (folder / name).exists():  # a FIFO already
+                continue
+            os.mkfifo(folder / name)
+            crafted.fifos.append(folder / name)
+            crafted.planted.append(f"{name} a FIFO")
+        elif defect == "missing":
+            (folder / r.pick(["lengths.npy", "meta.json"])).unlink(missing_ok=True)
+            crafted.planted.append("a file missing")
+    out, size2 = root / "out", r.int(1, 8)
+    target = r.pick(["chunk_file", "posembed chunk"])
+    if target == "chunk_file":
+        call = lambda: _run(lambda pos, kw: chunk_file(folder, out, size=size2, quiet=True), [], {})  # noqa: E731
+        (_, exc), blocked = _watched(crafted, call)
+        kind = _judge(crafted, target, exc, (ValueError, TypeError))
+    else:
+        argv = ["chunk", str(folder), "-o", str(out), "--size", str(size2), "--quiet"]
+        done, blocked = _watched(crafted, lambda: _cli(argv))
+        kind = _judge_cli(crafted, argv, done=done)
+    if blocked:
+        return f"files windows: {_files_failure(crafted, target, 'blocked', 'blocked on a FIFO')}"
+    if kind == "ok" and not crafted.planted:
+        # the windows of the windows, each cut to its length
+        docs = [row[:k] for row, k in zip(w.tokens, w.lengths, strict=True)]
+        flat = np.concatenate([np.zeros(0, dtype), *docs])
+        ends = np.cumsum([0, *(d.shape[0] for d in docs)])
+        want = posembed.windows(flat, size2, offsets=ends)
+        got = np.load(out / "windows.npy")
+        if not np.array_equal(got, want.tokens) or not np.array_equal(
+            np.load(out / "lengths.npy"), want.lengths
+        ):
+            kind = _files_failure(crafted, target, "windows", "the windows read back differ")
+    return f"files windows {target}: {kind}"
+
+
 # How long read_parts may take when the folder holds a FIFO, before the
 # harness looks for a read blocked on one.
 FIFO_WAIT = 0.5
@@ -2914,7 +3000,7 @@ def _files_parts(r: Reader, root: Path) -> str:
 # 2 and one line from the command), never read through a link out of the
 # folder or blocked on a FIFO.
 
-HF_TYPES = ["gpt2", "bert", "roberta", "opt", "vit"]
+HF_TYPES = ["gpt2", "bert", "roberta", "opt", "vit", "bart", "clip"]
 MF_DEFECTS = ["config text", "config field", "model_type", "index text", "weight_map"]
 MF_DEFECTS += ["metadata", "symlink out", "fifo", "missing shard", "shard mismatch", "both"]
 MF_DEFECTS += ["shard bytes", "set_config", "key", "escape"]
@@ -2937,6 +3023,7 @@ class ModelFolder:
     give_key: bool
     set_config: dict[str, Any] | None
     cli_set_config: list[str]
+    more: tuple[str, ...] = ()  # other tables resized alike (BART's decoder's)
 
 
 def _json_text_defect(r: Reader, obj: Obj) -> tuple[str | None, str]:
@@ -2978,6 +3065,7 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
     length: int | None = n
     new_grid: tuple[int, int] | None = None
     fields: dict[str, Any] = {}
+    more: tuple[str, ...] = ()
     if model_type == "gpt2":
         p = r.int(1, 8)
         key = r.pick(["wpe.weight", "transformer.wpe.weight"])
@@ -3005,6 +3093,24 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
         config.pairs.append(("max_position_embeddings", p))
         fields["max_position_embeddings"] = n
         table_shape = (2 + n, d)
+    elif model_type == "bart":  # two tables, the encoder's and the decoder's
+        model = r.pick(["", "model."])
+        key = model + "encoder.embed_positions.weight"
+        more = (model + "decoder.embed_positions.weight",)
+        p = r.int(1, 8)
+        shape = (2 + p, d)
+        config.pairs.append(("max_position_embeddings", p))
+        fields["max_position_embeddings"] = n
+        table_shape = (2 + n, d)
+    elif model_type == "clip":  # the vision tower's grid, its size in vision_config
+        key = "vision_model.embeddings.position_embedding.weight"
+        g, ps = r.int(1, 4), r.int(1, 4)
+        shape = (1 + g * g, d)
+        config.pairs.append(("vision_config", Obj([("image_size", g * ps), ("patch_size", ps)])))
+        k = r.int(1, 5)
+        length, new_grid = None, (k, k)  # CLIP takes square images only
+        fields["vision_config"] = {"image_size": k * ps, "patch_size": ps}
+        table_shape = (1 + k * k, d)
     else:
         key = r.pick(["", "vit."]) + "embeddings.position_embeddings"
         g, ps = r.int(1, 4), r.int(1, 4)
@@ -3016,6 +3122,8 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
         table_shape = (1, 1 + new_grid[0] * new_grid[1], d)
     config.pairs.append(("hidden_size", d))
     tensors[key] = rng.standard_normal(shape).astype(dtype)
+    for name in more:
+        tensors[name] = rng.standard_normal(shape).astype(dtype)
     for i in range(r.int(0, 4)):
         kind = r.pick(["<f4", "<i8", "<f2", "|u1"])
         rows = r.int(0, 5)
@@ -3244,6 +3352,7 @@ def _model_folder(r: Reader, root: Path) -> ModelFolder:
         give_key,
         set_config,
         cli_set_config,
+        more,
     )
 
 
@@ -3302,12 +3411,15 @@ def _resized_folder_problem(m: ModelFolder, dst: Path) -> str | None:
         loaded.update(safetensors_numpy.load_file(str(path)))
     if m.crafted.planted:
         return None  # what a crafted folder that was accepted gives is not known here
-    if m.key not in loaded:
-        return f"the table {m.key!r} is not in the output"
-    if loaded[m.key].shape != m.table_shape:
-        return f"the table has shape {loaded[m.key].shape}, expected {m.table_shape}"
+    for key in (m.key, *m.more):
+        if key not in loaded:
+            return f"the table {key!r} is not in the output"
+        if loaded[key].shape != m.table_shape:
+            return f"the table {key!r} has shape {loaded[key].shape}, expected {m.table_shape}"
     for name, tensor in m.tensors.items():
-        if name != m.key and (name not in loaded or loaded[name].tobytes() != tensor.tobytes()):
+        if name in (m.key, *m.more):
+            continue
+        if name not in loaded or loaded[name].tobytes() != tensor.tobytes():
             return f"tensor {name!r} differs from the input's"
     config = json.loads((dst / "config.json").read_text())
     for name, value in m.fields.items():
@@ -3746,11 +3858,11 @@ def _files_arrow(r: Reader, root: Path) -> str:
     return f"files arrow {reader}: {kind}"
 
 
-FILE_KINDS = ["safetensors", "npy"] + (["parts"] if read_parts is not None else [])
+FILE_KINDS = ["safetensors", "npy", "windows"] + (["parts"] if read_parts is not None else [])
 FILE_KINDS += ["folder"] if safetensors_numpy is not None else []
 FILE_KINDS += ["arrow"] if pa is not None else []
 FILE_READERS = {"safetensors": _files_safetensors, "npy": _files_npy, "parts": _files_parts}
-FILE_READERS |= {"folder": _files_model_folder, "arrow": _files_arrow}
+FILE_READERS |= {"folder": _files_model_folder, "arrow": _files_arrow, "windows": _files_windows}
 
 
 def files_input(data: bytes) -> str:
