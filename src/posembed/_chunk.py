@@ -38,8 +38,10 @@ from posembed import (
     _outdir,
     _source_arrow,
     _source_indexed,
+    _source_store,
     _source_tokens,
     _source_windows,
+    _store,
 )
 from posembed import _validate as v
 from posembed._runtime import calling_thread_threads
@@ -231,7 +233,7 @@ def chunk_file(
     """
     quiet = v.flag(quiet, "quiet")
     sink_type = _sink_type(format)
-    src, out = Path(input_path), Path(output_dir)
+    src, out = input_location(input_path), local_output(output_dir, "output_dir")
     force = v.flag(force, "force")
     count = None if threads is None else _checked_threads(threads)
     options = SourceOptions(dtype, offsets_path, column, documents)
@@ -287,7 +289,8 @@ def _chunk_ranges(
         job.doc_offsets, job.size, job.step, job.tail, end=0
     ).window_offsets
     total = int(window_offsets[-1])
-    direct = hasattr(sink_type, "cut_from")
+    # the kernels' threads read a local file themselves; a store's is read here
+    direct = hasattr(sink_type, "cut_from") and not isinstance(tokens, _store.StoreTokenFile)
     plan = (_direct_plan if direct else _plan)(job.size, tokens.dtype.itemsize, MEMORY_BYTES)
 
     try:
@@ -438,12 +441,13 @@ def prepare_chunk(
     TypeError
         A ``force`` that is not a bool.
     """
-    src, out = Path(input_path), Path(output_dir)
+    src, out = input_location(input_path), local_output(output_dir, "output_dir")
     force = v.flag(force, "force")
     options = SourceOptions(dtype, offsets_path, None, documents)
     source = _source_for(src)
     if source in STREAMED:
-        what = "Arrow and Parquet input" if source is _source_arrow else "A folder of windows"
+        names = {_source_arrow: "Arrow and Parquet input", _source_store: "An input in a store"}
+        what = names.get(source, "A folder of windows")
         raise ChunkError(
             f"{src}: {what} is read in one process (posembed chunk without "
             "--dask, or chunk_file); --dask reads .npy and raw token files and indexed datasets"
@@ -804,12 +808,30 @@ def _sink_type(output_format: Any) -> Any:
 
 # The inputs: the first source whose matches() holds reads the input (the
 # token-file source, last, takes any input).
-SOURCES: tuple[Any, ...] = (_source_indexed, _source_windows, _source_arrow, _source_tokens)
-# The sources read in one pass (StreamInput), in one process.
-STREAMED = (_source_windows, _source_arrow)
+SOURCES: tuple[Any, ...] = (
+    _source_store,
+    _source_indexed,
+    _source_windows,
+    _source_arrow,
+    _source_tokens,
+)
+# The sources read in one process: in one pass (StreamInput), or from a store.
+STREAMED = (_source_windows, _source_arrow, _source_store)
 
 
-def _source_for(path: Path) -> Any:
+def input_location(path: str | os.PathLike[str]) -> Any:
+    """The input as the sources take it: a URL kept as its text, a local path as a Path."""
+    return _store.StoreUrl(path) if _store.is_url(path) else Path(path)
+
+
+def local_output(path: str | os.PathLike[str], option: str) -> Path:
+    """An output path, which must be local (a URL is refused, naming ``option``)."""
+    if _store.is_url(path):
+        raise ChunkError(f"{option} {path}: outputs are written to local paths; give one")
+    return Path(path)
+
+
+def _source_for(path: Any) -> Any:
     return next(source for source in SOURCES if source.matches(path))
 
 
@@ -821,7 +843,7 @@ def runs_direct(path: str | os.PathLike[str], output_format: Any) -> bool:
     sink = SINKS.get(output_format) if isinstance(output_format, str) else None
     if sink is None or not hasattr(sink, "cut_from"):
         return False
-    return _source_for(Path(path)) not in STREAMED
+    return _source_for(input_location(path)) not in STREAMED
 
 
 class _Quiet:

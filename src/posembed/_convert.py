@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,6 +35,7 @@ from posembed._source import (
     StreamInput,
     option_int,
 )
+from posembed._store import StoreTokenFile
 
 # Largest id uint16 keeps under Megatron's rule (a vocabulary of 65,500 ids or
 # more is written as int32).
@@ -109,7 +109,8 @@ def convert_file(
     """
     quiet = v.flag(quiet, "quiet")
     force = v.flag(force, "force")
-    src, prefix = Path(input_path), Path(output_prefix)
+    src = _chunk.input_location(input_path)
+    prefix = _chunk.local_output(output_prefix, "output_prefix")
     eod = option_int(append_eod, "--append-eod", 0)
     vocab = option_int(vocab_size, "--vocab-size", 1)
     fixed = None
@@ -257,9 +258,13 @@ def _convert_ranges(
             # an id the output does not take as it stands comes back here.
             stop = min(tokens.count, pos + step)
             low, high = ids.limits(writer)
-            at = writer.copy_from(
-                tokens, pos, stop, eod=ids.eod, eod_at=marks(pos, stop), low=low, high=high
-            )
+            if isinstance(tokens, StoreTokenFile):  # read here, not by the kernels' threads
+                at: int | None = pos
+                stop = min(stop, pos + block)
+            else:
+                at = writer.copy_from(
+                    tokens, pos, stop, eod=ids.eod, eod_at=marks(pos, stop), low=low, high=high
+                )
             if at is not None:  # the ChunkError naming the id, or the widen it needs
                 end = min(stop, at + block)
                 piece = tokens.read(at, end)

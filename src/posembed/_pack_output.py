@@ -308,7 +308,7 @@ def pack_file(
     OSError
         Writing fails (the temporary folder is removed, an old output kept).
     """
-    src, out = Path(input_path), Path(output)
+    src, out = _chunk.input_location(input_path), _chunk.local_output(output, "output")
     if not isinstance(format, str) or format not in FORMATS:
         raise ChunkError(f"--format must be one of {', '.join(FORMATS)}; got {format!r}")
     if not isinstance(strategy, str) or strategy not in STRATEGIES:

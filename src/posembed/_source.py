@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 import stat
+import warnings
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from posembed._arrow import require
 
 # Everything a running chunk holds at a time, in bytes, whatever the window
 # size, step and tail: the token buffers read ahead, the rows cut and written
@@ -314,3 +317,106 @@ class StreamInput(NamedTuple):
     dtype: np.dtype[Any]
     documents: Callable[[], Generator[Documents, None, None]]
     meta: dict[str, Any]
+
+
+# column names listed in an error message; a file may hold thousands
+_NAMES_SHOWN = 20
+
+
+def _column_type(pa: Any, schema: Any, path: Path, column: str) -> np.dtype[Any]:
+    """The tokens' dtype of ``column``, a list of integers, in ``schema``."""
+    index = schema.get_field_index(column)
+    if index < 0:
+        shown = [repr(name) for name in schema.names[:_NAMES_SHOWN]]
+        if len(schema.names) > _NAMES_SHOWN:
+            shown.append(f"and {len(schema.names) - _NAMES_SHOWN} more")
+        names = ", ".join(shown) or "none"
+        raise ChunkError(
+            f"{path}: no column {column!r} (its columns: {names}); choose one with --column"
+        )
+    kind = schema.field(index).type
+    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
+    if not any(is_list(kind) for is_list in lists):
+        raise ChunkError(
+            f"{path}: column {column!r} is {kind}, not a list of token ids per row (document)"
+        )
+    values = kind.value_type
+    if not pa.types.is_integer(values):
+        raise ChunkError(
+            f"{path}: column {column!r} holds {values}, not integer token ids; "
+            "give a list column of integers"
+        )
+    dtype: np.dtype[Any] = np.dtype(values.to_pandas_dtype())
+    return dtype
+
+
+def _view(array: Any) -> np.ndarray:
+    """A read-only NumPy view of a flat integer Arrow array without nulls: over
+    its data buffer, not by ``to_numpy``, which imports pandas (tens of MiB)."""
+    dtype = np.dtype(array.type.to_pandas_dtype())
+    if len(array) == 0:
+        return np.empty(0, dtype)
+    data = array.buffers()[1]
+    return np.frombuffer(data, dtype, len(array), array.offset * dtype.itemsize)
+
+
+def _csr(array: Any, path: Path, first_row: int, column: str, dtype: np.dtype[Any]) -> Documents:
+    where = f"{path}: row {{}} of column {column!r}"
+    pa = require("posembed chunk on Arrow or Parquet input")
+    try:
+        array.validate()  # buffers as long as the lengths say (a crafted IPC file)
+    except pa.ArrowException as exc:
+        raise ChunkError(f"{path}: column {column!r} is not a valid list column ({exc})") from None
+    if array.null_count:
+        nulls = np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))
+        raise ChunkError(
+            where.format(first_row + int(nulls[0])) + " is null; every row must be a list of "
+            "token ids (an empty list is an empty document)"
+        )
+    if pa.types.is_fixed_size_list(array.type):
+        # every row a document of the list's size (padding included: rows of
+        # posembed's own windows are read without it, see _source_windows)
+        width = array.type.list_size
+        values = array.flatten()  # the rows' values, the array's offset applied
+        if values.null_count:
+            at = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+            row = first_row + at // max(1, width)
+            raise ChunkError(where.format(row) + " holds a null token id")
+        local = np.arange(len(array) + 1, dtype=np.int64) * width
+        return Documents(_view(values), local, path, first_row)
+    offsets = _view(array.offsets).astype(np.int64)
+    first, last = int(offsets[0]), int(offsets[-1])
+    values = array.values
+    if first < 0 or last < first or last > len(values):
+        raise ChunkError(f"{path}: list offsets of column {column!r} out of range")
+    values = values.slice(first, last - first)
+    if values.null_count:
+        at = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+        row = int(np.searchsorted(offsets - first, at, side="right")) - 1
+        raise ChunkError(where.format(first_row + row) + " holds a null token id")
+    tokens = _view(values)
+    from posembed._windows import _offsets  # here: _windows imports this module's users
+
+    try:
+        local = _offsets(offsets - first, tokens.shape[0])
+    except ValueError as exc:
+        raise ChunkError(f"{path}: list offsets of column {column!r}: {exc}") from None
+    return Documents(tokens, local, path, first_row)
+
+
+def _token_dtype(spelling: Any) -> np.dtype[Any]:
+    """The integer dtype ``--dtype`` names, in the byte order it names."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a deprecated alias is judged by what it means
+        try:
+            dt: np.dtype[Any] = np.dtype(spelling)
+        # NumPy refuses odd spellings with TypeError, ValueError or others
+        # ("(-1,)u2", "(99999999999,)u1"); all of them mean the same here.
+        except Exception:
+            raise ChunkError(
+                f"--dtype {spelling!r} is not a NumPy dtype; give an integer type such as "
+                "uint16 or int32"
+            ) from None
+    if dt.kind not in "iu" or dt.shape or dt.names is not None:
+        raise ChunkError(f"--dtype must be an integer type; got {dt}")
+    return dt

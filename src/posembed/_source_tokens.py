@@ -6,7 +6,6 @@ document offsets known up front."""
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,26 +19,9 @@ from posembed._source import (
     TokenFile,
     _open_regular,
     _stamp,
+    _token_dtype,
 )
 from posembed._windows import _offsets
-
-
-def _token_dtype(spelling: Any) -> np.dtype[Any]:
-    """The integer dtype ``--dtype`` names, in the byte order it names."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a deprecated alias is judged by what it means
-        try:
-            dt: np.dtype[Any] = np.dtype(spelling)
-        # NumPy refuses odd spellings with TypeError, ValueError or others
-        # ("(-1,)u2", "(99999999999,)u1"); all of them mean the same here.
-        except Exception:
-            raise ChunkError(
-                f"--dtype {spelling!r} is not a NumPy dtype; give an integer type such as "
-                "uint16 or int32"
-            ) from None
-    if dt.kind not in "iu" or dt.shape or dt.names is not None:
-        raise ChunkError(f"--dtype must be an integer type; got {dt}")
-    return dt
 
 
 def _open_tokens(path: Path, dtype: Any) -> TokenFile:

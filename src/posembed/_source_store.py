@@ -1,0 +1,231 @@
+"""Inputs named by a URL (``s3://``, ``gs://``, ``az://``, ``hf://``, ...,
+through fsspec): a token file (a 1-D integer ``.npy`` file, or a raw file
+with ``--dtype``) with ``--offsets``, read by range as a local one is; a
+Parquet file or an Arrow IPC file or stream, read a bounded batch of rows at
+a time. Every object's size and version (its ETag) are checked when it is
+opened and after the last read, so that one replaced while it is read is
+refused rather than mixed."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from posembed import _npy
+from posembed._source import (
+    MEMORY_BYTES,
+    ChunkError,
+    Documents,
+    RangeInput,
+    SourceOptions,
+    StreamInput,
+    _column_type,
+    _csr,
+    _open_regular,
+    _token_dtype,
+)
+from posembed._store import StoreTokenFile, StoreUrl, _failed, filesystem, info, read_range
+from posembed._windows import _offsets
+
+DEFAULT_COLUMN = "input_ids"
+# Token bytes of a batch of rows read from Parquet or Arrow.
+BATCH_BYTES = MEMORY_BYTES // 8
+# Enough of a .npy file's start for its header (NumPy's own limit and more).
+NPY_PREFIX = 16 + _npy.MAX_HEADER_BYTES + 64
+# An --offsets file is read whole: 8 bytes a document.
+OFFSETS_BYTES = 1 << 34
+
+
+def matches(path: Any) -> bool:
+    return isinstance(path, StoreUrl)
+
+
+def _kind(url: str) -> str:
+    suffix = StoreUrl(url).suffix.lower()
+    return {".parquet": "parquet", ".arrow": "arrow"}.get(suffix, "tokens")
+
+
+def check(path: Any, options: SourceOptions) -> None:
+    if options.documents is not None:
+        raise ChunkError(
+            f"--documents applies to indexed datasets, which are read from local files; {path} "
+            "is a URL"
+        )
+    if _kind(path) == "tokens":
+        if options.column is not None:
+            raise ChunkError(f"--column applies to Arrow and Parquet input; {path} is a token file")
+        return
+    if options.dtype is not None:
+        raise ChunkError("--dtype applies to raw token files; Arrow and Parquet name their type")
+    if options.offsets is not None:
+        raise ChunkError(
+            "--offsets applies to token files; in Arrow and Parquet input each row of the "
+            "column is a document"
+        )
+    if options.column is not None and not isinstance(options.column, str):
+        raise ChunkError(f"--column must be a column name; got {options.column!r}")
+
+
+def inputs(path: Any, options: SourceOptions) -> tuple[Any, ...]:
+    # what the output must not replace: only a local --offsets file can be one
+    return (
+        ()
+        if options.offsets is None or isinstance(options.offsets, StoreUrl)
+        else (options.offsets,)
+    )
+
+
+def open_input(path: Any, options: SourceOptions) -> RangeInput | StreamInput:
+    url = str(path)
+    if _kind(url) == "tokens":
+        return _open_tokens(url, options)
+    return _open_columns(url, DEFAULT_COLUMN if options.column is None else options.column)
+
+
+def _open_tokens(url: str, options: SourceOptions) -> RangeInput:
+    fs, key = filesystem(url)
+    size, version = info(fs, key, url)
+    if StoreUrl(url).suffix.lower() == ".npy":
+        if options.dtype is not None:
+            raise ChunkError("--dtype applies to raw token files; a .npy file names its own")
+        start = read_range(fs, key, url, 0, min(size, NPY_PREFIX))
+        try:
+            header = _npy.read_header(io.BytesIO(start), url, size)
+        except ValueError as exc:
+            raise ChunkError(str(exc)) from None
+        if len(header.shape) != 1 or header.dtype.kind not in "iu":
+            raise ChunkError(
+                f"{url}: tokens must be a 1-D integer array; got {header.dtype} of shape "
+                f"{header.shape}"
+            )
+        dtype, offset, count = header.dtype, header.offset, header.shape[0]
+    else:
+        if options.dtype is None:
+            raise ChunkError(f"{url}: a raw token file needs --dtype (e.g. uint16)")
+        dtype, offset = _token_dtype(options.dtype), 0
+        if size % dtype.itemsize:
+            raise ChunkError(
+                f"{url}: {size} bytes is not a whole number of {dtype} tokens "
+                f"({dtype.itemsize} bytes each)"
+            )
+        count = size // dtype.itemsize
+    tokens = StoreTokenFile(
+        url,
+        dtype.newbyteorder("="),
+        offset,
+        count,
+        swap=not dtype.isnative,
+        version=(size, version),
+    )
+    if options.offsets is None:
+        offsets = np.array([0, count], dtype=np.int64)
+    else:
+        offsets = _load_offsets(options.offsets, count)
+    return RangeInput(tokens, offsets, {})
+
+
+def _load_offsets(given: Any, n_tokens: int) -> np.ndarray:
+    what = f"--offsets {given}"
+    if isinstance(given, StoreUrl) or (isinstance(given, str) and "://" in given):
+        fs, key = filesystem(str(given))
+        size, _ = info(fs, key, str(given))
+        if size > OFFSETS_BYTES:
+            raise ChunkError(f"{what}: {size} bytes; offsets of 8 bytes a document are far fewer")
+        data = read_range(fs, key, str(given), 0, size)
+    else:
+        fd, status = _open_regular(Path(given), what)
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(min(status.st_size, OFFSETS_BYTES) + 1)
+    if not data:
+        raise ChunkError(f"{what}: not a readable .npy file (it is empty)")
+    try:
+        header = _npy.read_header(io.BytesIO(data), what, len(data))
+        count = int(np.prod(header.shape, dtype=np.int64))
+        loaded = np.frombuffer(data, header.dtype, count, header.offset).reshape(
+            header.shape, order="F" if header.fortran_order else "C"
+        )
+        return _offsets(loaded, n_tokens)
+    except (TypeError, ValueError) as exc:
+        raise ChunkError(f"{what}: {exc}") from None
+
+
+def _open_columns(url: str, column: str) -> StreamInput:
+    from posembed._arrow import require
+
+    pa = require("posembed chunk on Arrow or Parquet input")
+    import pyarrow.parquet as pq
+
+    fs, key = filesystem(url)
+    version = info(fs, key, url)
+    parquet = _kind(url) == "parquet"
+
+    def opened() -> Any:
+        try:
+            return fs.open(key, "rb")
+        except Exception as exc:
+            raise _failed(url, exc) from None
+
+    with opened() as f:
+        try:
+            schema = pq.ParquetFile(f).schema_arrow if parquet else _ipc(pa, f).schema
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
+            raise ChunkError(
+                f"{url}: not a readable {'Parquet' if parquet else 'Arrow IPC'} "
+                f"file ({' '.join(str(exc).split())})"
+            ) from None
+    dtype = _column_type(pa, schema, url, column)  # type: ignore[arg-type]
+
+    def documents() -> Generator[Documents, None, None]:
+        if info(fs, key, url) != version:
+            raise ChunkError(f"{url}: input changed while reading (it was replaced)")
+        row = 0
+        with opened() as f:
+            try:
+                if parquet:
+                    reader = pq.ParquetFile(f)
+                    rows = max(1, reader.metadata.num_rows)
+                    per_row = max(1, reader.metadata.serialized_size // rows)
+                    nbytes = sum(
+                        reader.metadata.row_group(i).total_byte_size
+                        for i in range(reader.metadata.num_row_groups)
+                    )
+                    per_row = max(per_row, nbytes // rows)
+                    batch = max(1, BATCH_BYTES // per_row)
+                    arrays = (b.column(0) for b in reader.iter_batches(batch, columns=[column]))
+                else:
+                    stream = _ipc(pa, f)
+                    index = stream.schema.get_field_index(column)
+                    arrays = (b.column(index) for b in _batches(stream))
+                    rows = 0
+                for array in arrays:
+                    docs = _csr(array, url, row, column, dtype)  # type: ignore[arg-type]
+                    row += len(array)
+                    yield docs._replace(done=min(1.0, row / rows) if rows else None)
+            except (pa.ArrowException, OSError) as exc:
+                raise ChunkError(
+                    f"{url}: not a readable file ({' '.join(str(exc).split())})"
+                ) from None
+        if info(fs, key, url) != version:
+            raise ChunkError(f"{url}: input changed while reading (it was replaced)")
+
+    return StreamInput(dtype, documents, {"column": column})
+
+
+def _ipc(pa: Any, f: Any) -> Any:
+    """An Arrow IPC file's reader, or a stream's (the file format starts with ARROW1)."""
+    head = f.read(6)
+    f.seek(0)
+    return pa.ipc.open_file(f) if head == b"ARROW1" else pa.ipc.open_stream(f)
+
+
+def _batches(reader: Any) -> Generator[Any, None, None]:
+    if hasattr(reader, "num_record_batches"):
+        for i in range(reader.num_record_batches):
+            yield reader.get_batch(i)
+    else:
+        yield from reader

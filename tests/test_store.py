@@ -1,0 +1,226 @@
+"""Corpora in an object store, read through fsspec: a real S3 server (moto's,
+started on the loopback address), s3fs as its client. Token files with their
+offsets, raw token files, Parquet and Arrow IPC give the windows, Megatron
+files and packed rows of the same files on local disk, byte for byte; a
+missing object, an object replaced or deleted while it is read and a URL
+output are one-line errors, with nothing written."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+import posembed._store as store  # noqa: E402
+from posembed._chunk import ChunkError, chunk_file, prepare_chunk  # noqa: E402
+from posembed._convert import convert_file  # noqa: E402
+from posembed._pack_output import pack_file  # noqa: E402
+from posembed.cli import main  # noqa: E402
+
+NAMES = ("windows", "starts", "lengths", "documents")
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """A moto S3 server on 127.0.0.1 and a bucket holding a corpus in every
+    form, with the same files on local disk: (s3fs file system, local folder)."""
+    if os.environ.get("POSEMBED_REQUIRE_STORE") != "1":
+        pytest.importorskip("moto.server")
+        pytest.importorskip("s3fs")
+    import fsspec.config
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line a request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    saved_env = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
+    saved_conf = fsspec.config.conf.get("s3")
+    fsspec.config.conf["s3"] = {"endpoint_url": f"http://{host}:{port}"}
+    try:
+        fs = fsspec.filesystem("s3", skip_instance_cache=True)
+        fs.mkdir("corpus")
+        local = tmp_path_factory.mktemp("store")
+        rng = np.random.default_rng(4)
+        lengths = rng.integers(0, 2500, 30)
+        lengths[[2, 9]] = 0
+        tokens = rng.integers(0, 50_000, int(lengths.sum())).astype(np.uint16)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        np.save(local / "tokens.npy", tokens)
+        np.save(local / "offsets.npy", offsets)
+        tokens.astype(">u2").tofile(local / "tokens.bin")  # raw, the other byte order
+        column = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(tokens))
+        table = pa.table({"text": pa.array(["x"] * len(lengths)), "input_ids": column})
+        pq.write_table(table, local / "corpus.parquet", row_group_size=7)
+        with (
+            pa.OSFile(str(local / "corpus.arrow"), "wb") as f,
+            pa.ipc.new_file(f, table.schema) as writer,
+        ):
+            writer.write_table(table, max_chunksize=8)
+        for path in local.iterdir():
+            fs.put(str(path), f"corpus/{path.name}")
+        yield fs, local
+    finally:
+        if saved_conf is None:
+            fsspec.config.conf.pop("s3", None)
+        else:
+            fsspec.config.conf["s3"] = saved_conf
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.stop()
+
+
+def _same(got: Path, want: Path) -> None:
+    for name in NAMES:
+        np.testing.assert_array_equal(np.load(got / f"{name}.npy"), np.load(want / f"{name}.npy"))
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        ("tokens.npy", {"offsets_path": "s3://corpus/offsets.npy"}),
+        ("tokens.npy", {"offsets_path": "LOCAL/offsets.npy"}),  # the offsets on local disk
+        ("tokens.bin", {"dtype": ">u2", "offsets_path": "s3://corpus/offsets.npy"}),
+        ("corpus.parquet", {}),
+        ("corpus.arrow", {}),
+    ],
+)
+def test_a_corpus_in_the_store_gives_the_local_windows(s3, tmp_path, name, options):
+    _, local = s3
+    options = {k: str(v).replace("LOCAL", str(local)) for k, v in options.items()}
+    kw = {"size": 256, "step": 200, "quiet": True}
+    want = tmp_path / "want"
+    chunk_file(local / "tokens.npy", want, offsets_path=local / "offsets.npy", **kw)
+    meta = chunk_file(f"s3://corpus/{name}", tmp_path / "got", **options, **kw)
+    _same(tmp_path / "got", want)
+    assert meta["input"] == f"s3://corpus/{name}"
+    assert meta["windows"] == len(np.load(want / "lengths.npy"))
+
+
+@pytest.mark.parametrize("name", ["tokens.npy", "corpus.parquet"])
+def test_convert_and_pack_read_the_store(s3, tmp_path, name):
+    _, local = s3
+    extra = {"offsets_path": "s3://corpus/offsets.npy"} if name == "tokens.npy" else {}
+    convert_file(f"s3://corpus/{name}", tmp_path / "mg", quiet=True, **extra)
+    convert_file(local / "tokens.npy", tmp_path / "want", offsets_path=local / "offsets.npy")
+    for suffix in (".bin", ".idx"):
+        assert (tmp_path / f"mg{suffix}").read_bytes() == (tmp_path / f"want{suffix}").read_bytes()
+    pack_file(f"s3://corpus/{name}", tmp_path / "packed", size=1024, quiet=True, **extra)
+    pack_file(
+        local / "tokens.npy",
+        tmp_path / "packed-want",
+        size=1024,
+        offsets_path=local / "offsets.npy",
+        quiet=True,
+    )
+    for path in sorted((tmp_path / "packed-want").glob("*.npy")):
+        np.testing.assert_array_equal(np.load(tmp_path / "packed" / path.name), np.load(path))
+
+
+def test_the_command_reads_the_store_and_writes_locally(s3, tmp_path, capsys):
+    _, local = s3
+    out = tmp_path / "out"
+    argv = ["chunk", "s3://corpus/corpus.parquet", "-o", str(out), "--size", "256"]
+    assert main([*argv, "--quiet"]) == 0
+    want = tmp_path / "want"
+    chunk_file(local / "tokens.npy", want, size=256, offsets_path=local / "offsets.npy")
+    _same(out, want)
+    capsys.readouterr()
+    # an output in the store is refused before any work
+    argv = ["chunk", "s3://corpus/corpus.parquet", "-o", "s3://corpus/out", "--size", "8"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "posembed chunk: error: output_dir s3://corpus/out: outputs are written to local "
+        "paths; give one\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "text"),
+    [
+        ("s3://corpus/nothing.npy", {}, "s3://corpus/nothing.npy: no such file in the store"),
+        ("s3://nobucket/t.npy", {}, "s3://nobucket/t.npy: no such file in the store"),
+        ("s3://corpus/tokens.bin", {}, "a raw token file needs --dtype"),
+        ("s3://corpus/corpus.parquet", {"column": "text"}, "column 'text' is string, not a list"),
+        ("s3://corpus/corpus.parquet", {"column": "nope"}, "no column 'nope' (its columns:"),
+        ("s3://corpus/offsets.npy", {"offsets_path": "s3://corpus/tokens.npy"}, "--offsets"),
+        ("s3://corpus/corpus.parquet", {"dtype": "u2"}, "--dtype applies to raw token files"),
+        ("s3://corpus/tokens.npy", {"documents": "documents"}, "--documents applies to indexed"),
+        ("nosuchprotocol://x/t.npy", {}, "not a URL fsspec reads"),
+    ],
+)
+def test_a_bad_store_input_is_one_error(s3, tmp_path, url, options, text):
+    with pytest.raises(ChunkError) as raised:
+        chunk_file(url, tmp_path / "out", size=8, quiet=True, **options)
+    assert text in str(raised.value)
+    assert "\n" not in str(raised.value)
+    assert not (tmp_path / "out").exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("change", ["replace", "delete"])
+def test_an_object_changed_while_read_is_refused(s3, tmp_path, monkeypatch, change):
+    fs, local = s3
+    fs.put(str(local / "tokens.npy"), "corpus/moving.npy")
+    real = store.read_range
+    reads = []
+
+    def changing(*args):
+        reads.append(args)
+        if len(reads) == 3:  # the header and the first batch read: the object changes
+            if change == "replace":
+                fs.pipe("corpus/moving.npy", (local / "tokens.npy").read_bytes()[:-2])
+            else:
+                fs.rm("corpus/moving.npy")
+        return real(*args)
+
+    monkeypatch.setattr(store, "read_range", changing)
+    monkeypatch.setattr("posembed._source_store.read_range", changing)
+    monkeypatch.setattr("posembed._chunk.MEMORY_BYTES", 1 << 16)  # many small batches
+    with pytest.raises(ChunkError, match=r"s3://corpus/moving\.npy: ") as raised:
+        chunk_file(
+            "s3://corpus/moving.npy",
+            tmp_path / "out",
+            size=64,
+            offsets_path=local / "offsets.npy",
+            quiet=True,
+        )
+    message = str(raised.value)
+    assert "input changed while reading" in message or "no such file in the store" in message
+    assert list(tmp_path.iterdir()) == []  # no output, no temporary folder
+    # the object as it was again: the run completes
+    fs.put(str(local / "tokens.npy"), "corpus/moving.npy")
+    monkeypatch.setattr(store, "read_range", real)
+    monkeypatch.setattr("posembed._source_store.read_range", real)
+    chunk_file(
+        "s3://corpus/moving.npy",
+        tmp_path / "out",
+        size=64,
+        offsets_path=local / "offsets.npy",
+        quiet=True,
+    )
+    chunk_file(local / "tokens.npy", tmp_path / "want", size=64, offsets_path=local / "offsets.npy")
+    _same(tmp_path / "out", tmp_path / "want")
+
+
+def test_dask_and_a_missing_fsspec_are_named(s3, tmp_path, monkeypatch):
+    with pytest.raises(ChunkError, match="An input in a store is read in one process"):
+        prepare_chunk("s3://corpus/tokens.npy", tmp_path / "d", size=8)
+    monkeypatch.setitem(sys.modules, "fsspec", None)
+    with pytest.raises(
+        ChunkError, match=r"reading a URL needs fsspec: pip install 'posembed\[store\]'"
+    ):
+        chunk_file("s3://corpus/tokens.npy", tmp_path / "out", size=8, quiet=True)
+    assert list(tmp_path.iterdir()) == []
