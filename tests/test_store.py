@@ -137,13 +137,92 @@ def test_the_command_reads_the_store_and_writes_locally(s3, tmp_path, capsys):
     chunk_file(local / "tokens.npy", want, size=256, offsets_path=local / "offsets.npy")
     _same(out, want)
     capsys.readouterr()
-    # an output in the store is refused before any work
-    argv = ["chunk", "s3://corpus/corpus.parquet", "-o", "s3://corpus/out", "--size", "8"]
+    # --dask still reads and writes local files
+    argv = ["chunk", "s3://corpus/corpus.parquet", "-o", str(tmp_path / "d"), "--size", "8"]
+    assert main([*argv, "--dask", "tcp://127.0.0.1:1"]) == 2
+    assert "An input in a store is read in one process" in capsys.readouterr().err
+
+
+def _listing(fs, prefix: str) -> dict[str, bytes]:
+    fs.invalidate_cache()
+    return {p.split("/", 2)[-1]: fs.cat_file(p) for p in fs.find(prefix)}
+
+
+@pytest.mark.parametrize("fmt", ["npy", "parquet"])
+def test_an_output_in_the_store_is_the_local_one_its_manifest_last(s3, tmp_path, monkeypatch, fmt):
+    fs, _ = s3
+    url = f"s3://corpus/out-{fmt}"
+    kw = {"size": 300, "overlap": 20, "offsets_path": "s3://corpus/offsets.npy", "quiet": True}
+    meta = chunk_file("s3://corpus/tokens.npy", url, format=fmt, **kw)
+    chunk_file("s3://corpus/tokens.npy", tmp_path / "want", format=fmt, **kw)
+    want = {p.name: p.read_bytes() for p in (tmp_path / "want").iterdir()}
+    assert _listing(fs, f"corpus/out-{fmt}") == want  # every file, byte for byte
+    assert meta["format"] == fmt
+    # its files, in the order they were written: the manifest last
+    order = []
+    real = store._put
+    monkeypatch.setattr(store, "_put", lambda fs_, a, key: (order.append(key), real(fs_, a, key)))
+    with pytest.raises(ChunkError, match="holds an output; pass --force to replace it"):
+        chunk_file("s3://corpus/tokens.npy", url, format=fmt, **kw)
+    chunk_file("s3://corpus/tokens.npy", url, format=fmt, force=True, **kw)
+    assert order[-1] == f"corpus/out-{fmt}/meta.json"
+    assert sorted(k.rsplit("/", 1)[-1] for k in order) == sorted(want)
+    assert _listing(fs, f"corpus/out-{fmt}") == want
+
+
+def test_a_failed_upload_leaves_no_manifest_and_a_rerun_completes(s3, tmp_path, monkeypatch):
+    fs, _ = s3
+    url = "s3://corpus/out-failing"
+    kw = {"size": 256, "offsets_path": "s3://corpus/offsets.npy", "quiet": True}
+    real = store._put
+    calls = []
+
+    def refused(fs_, local_path, key):
+        calls.append(key)
+        if len(calls) == 2:  # the store refuses the second file
+            raise PermissionError("Access Denied")
+        return real(fs_, local_path, key)
+
+    monkeypatch.setattr(store, "_put", refused)
+    with pytest.raises(ChunkError) as raised:
+        chunk_file("s3://corpus/tokens.npy", url, **kw)
+    assert "writing to the store failed (PermissionError: Access Denied)" in str(raised.value)
+    assert "unfinished (no meta.json): run again with --force" in str(raised.value)
+    left = _listing(fs, "corpus/out-failing")
+    assert "meta.json" not in left  # never taken for a complete output
+    assert ".posembed-writing.json" in left
+    with pytest.raises(
+        ChunkError, match=r"holds an unfinished run's objects \(no meta\.json\); pass --force"
+    ):
+        chunk_file("s3://corpus/tokens.npy", url, **kw)
+    monkeypatch.setattr(store, "_put", real)
+    chunk_file("s3://corpus/tokens.npy", url, force=True, **kw)
+    chunk_file("s3://corpus/tokens.npy", tmp_path / "want", **kw)
+    want = {p.name: p.read_bytes() for p in (tmp_path / "want").iterdir()}
+    assert _listing(fs, "corpus/out-failing") == want  # the marker gone, the manifest there
+
+
+def test_force_replaces_only_posembed_s_objects(s3, tmp_path, capsys):
+    fs, _ = s3
+    fs.pipe("corpus/theirs/data.bin", b"precious")
+    fs.pipe("corpus/theirs/meta.json", b'{"not": "ours"}')  # no "format": not posembed's
+    for force in ((), ("--force",)):
+        argv = ["chunk", "s3://corpus/tokens.npy", "-o", "s3://corpus/theirs", "--size", "8"]
+        assert main([*argv, *force]) == 2
+        err = capsys.readouterr().err
+        assert "holds objects posembed did not write" in err
+        assert err.count("\n") == 1
+    assert _listing(fs, "corpus/theirs") == {
+        "data.bin": b"precious",
+        "meta.json": b'{"not": "ours"}',
+    }
+    argv = ["chunk", "s3://corpus/tokens.npy", "-o", "s3://corpus/tokens.npy", "--size", "8"]
     assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err == (
-        "posembed chunk: error: output_dir s3://corpus/out: outputs are written to local "
-        "paths; give one\n"
+    assert "is a file in the store, not a folder of outputs" in capsys.readouterr().err
+    argv = ["chunk", "s3://corpus/tokens.npy", "-o", "s3://corpus/mg", "--size", "8"]
+    assert main([*argv, "--format", "megatron"]) == 2
+    assert "--format megatron writes PREFIX.bin and PREFIX.idx on local disk" in (
+        capsys.readouterr().err
     )
 
 

@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -233,8 +234,37 @@ def chunk_file(
     """
     quiet = v.flag(quiet, "quiet")
     sink_type = _sink_type(format)
-    src, out = input_location(input_path), local_output(output_dir, "output_dir")
     force = v.flag(force, "force")
+    if _store.is_url(output_dir):
+        # a store has no rename: the run writes a local folder, uploaded once
+        # complete, its meta.json last (see _store.StoreOutput)
+        if sink_type is IndexedSink:
+            raise ChunkError(
+                "--format megatron writes PREFIX.bin and PREFIX.idx on local disk; "
+                f"{output_dir} is a URL"
+            )
+        target = _store.StoreOutput(str(output_dir), force)
+        target.check()  # before any work
+        with tempfile.TemporaryDirectory(prefix="posembed-store-") as staging:
+            meta = chunk_file(
+                input_path,
+                Path(staging) / "out",
+                size=size,
+                step=step,
+                overlap=overlap,
+                tail=tail,
+                dtype=dtype,
+                offsets_path=offsets_path,
+                pad_value=pad_value,
+                column=column,
+                documents=documents,
+                format=format,
+                threads=threads,
+                quiet=quiet,
+            )
+            target.upload(Path(staging) / "out")
+        return meta
+    src, out = input_location(input_path), local_output(output_dir, "output_dir")
     count = None if threads is None else _checked_threads(threads)
     options = SourceOptions(dtype, offsets_path, column, documents)
     source = _source_for(src)

@@ -9,6 +9,7 @@ package's own."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -153,3 +154,110 @@ class StoreTokenFile(TokenFile):
         if self.swap:
             out.byteswap(inplace=True)
         return out
+
+
+# An output in a store, which has no rename: the files are uploaded under the
+# prefix, meta.json (the manifest, which every reader of the output needs)
+# last, and a marker says meanwhile that a run is writing there. A run that
+# stops leaves the marker and no manifest: never taken for a complete output,
+# and replaced by a rerun with --force.
+MANIFEST = "meta.json"
+WRITING = ".posembed-writing.json"
+MANIFEST_BYTES = 1 << 20
+
+
+def _put(fs: Any, local: str, key: str) -> None:
+    fs.put_file(local, key)
+
+
+class StoreOutput:
+    """The folder of outputs at ``url``, written by :meth:`upload` of a
+    finished local folder; :meth:`check` says before any work whether it
+    may be written (empty, or posembed's and ``force``)."""
+
+    def __init__(self, url: str, force: bool) -> None:
+        self.url, self.force = url.rstrip("/"), force
+        self.fs, self.key = filesystem(self.url)
+        self.key = self.key.rstrip("/")
+
+    def _existing(self) -> list[str]:
+        try:
+            self.fs.invalidate_cache(self.key)
+            if self.fs.isfile(self.key):
+                raise ChunkError(f"{self.url} is a file in the store, not a folder of outputs")
+            found = self.fs.find(self.key, detail=False)
+        except ChunkError:
+            raise
+        except FileNotFoundError:
+            return []
+        except Exception as exc:
+            raise _failed(self.url, exc) from None
+        prefix = self.key + "/"
+        return sorted(str(p)[len(prefix) :] for p in found if str(p).startswith(prefix))
+
+    def _ours(self, names: list[str]) -> bool:
+        """A manifest posembed wrote (a JSON object naming its format), or the
+        marker of one of its runs."""
+        if WRITING in names:
+            return True
+        if MANIFEST not in names:
+            return False
+        from posembed import _json
+
+        key = f"{self.key}/{MANIFEST}"
+        size, _ = info(self.fs, key, f"{self.url}/{MANIFEST}")
+        if size > MANIFEST_BYTES:
+            return False
+        try:
+            meta = _json.loads(read_range(self.fs, key, self.url, 0, size), key)
+        except ValueError:
+            return False
+        return isinstance(meta, dict) and "format" in meta
+
+    def check(self) -> list[str]:
+        """The objects already under the prefix, once it is known that this
+        run may replace them (ChunkError otherwise)."""
+        names = self._existing()
+        if not names:
+            return names
+        if not self._ours(names):
+            raise ChunkError(
+                f"output {self.url} holds objects posembed did not write (no {MANIFEST} of its "
+                "own); posembed replaces only its own outputs; write to a new prefix"
+            )
+        if not self.force:
+            if MANIFEST in names:
+                raise ChunkError(f"{self.url} holds an output; pass --force to replace it")
+            raise ChunkError(
+                f"{self.url} holds an unfinished run's objects (no {MANIFEST}); pass --force "
+                "to replace them"
+            )
+        return names
+
+    def upload(self, folder: Path) -> None:
+        """The files of the finished local ``folder`` uploaded, the manifest
+        last; what the prefix held before and the new run does not write is removed."""
+        import json
+
+        old = self.check()
+        files = sorted(p.name for p in folder.iterdir() if p.is_file())
+        try:
+            self.fs.pipe(f"{self.key}/{WRITING}", json.dumps({"writing": "posembed"}).encode())
+            if MANIFEST in old:  # the old manifest first: the prefix is now unfinished
+                self.fs.rm(f"{self.key}/{MANIFEST}")
+            for name in files:
+                if name != MANIFEST:
+                    _put(self.fs, str(folder / name), f"{self.key}/{name}")
+            for name in old:
+                if name not in files and name != WRITING:
+                    self.fs.rm(f"{self.key}/{name}")
+            _put(self.fs, str(folder / MANIFEST), f"{self.key}/{MANIFEST}")
+            self.fs.rm(f"{self.key}/{WRITING}")
+        except ChunkError:
+            raise
+        except Exception as exc:
+            raise ChunkError(
+                f"{self.url}: writing to the store failed ({type(exc).__name__}: "
+                f"{' '.join(str(exc).split())}); the output is unfinished (no {MANIFEST}): "
+                "run again with --force to replace it"
+            ) from None
