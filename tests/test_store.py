@@ -170,6 +170,23 @@ def test_an_output_in_the_store_is_the_local_one_its_manifest_last(s3, tmp_path,
     assert _listing(fs, f"corpus/out-{fmt}") == want
 
 
+def test_an_output_in_the_store_reads_back(s3, tmp_path):
+    # chunked from the store into the store, then read back from it: one
+    # document per window, as a local output reads
+    kw = {"size": 200, "step": 150, "offsets_path": "s3://corpus/offsets.npy", "quiet": True}
+    chunk_file("s3://corpus/tokens.npy", "s3://corpus/round", **kw)
+    chunk_file("s3://corpus/tokens.npy", tmp_path / "local", **kw)
+    meta = chunk_file("s3://corpus/round", tmp_path / "again", size=200, step=200, quiet=True)
+    assert meta["input_format"] == "posembed chunk output (npy), one document per window"
+    local = {n: np.load(tmp_path / "local" / f"{n}.npy") for n in ("windows", "lengths")}
+    np.testing.assert_array_equal(np.load(tmp_path / "again" / "windows.npy"), local["windows"])
+    np.testing.assert_array_equal(np.load(tmp_path / "again" / "lengths.npy"), local["lengths"])
+    chunk_file("s3://corpus/round/", tmp_path / "slash", size=200, step=200, quiet=True)
+    _same(tmp_path / "slash", tmp_path / "again")
+    with pytest.raises(ChunkError, match="--offsets does not apply to s3://corpus/round"):
+        chunk_file("s3://corpus/round", tmp_path / "x", size=8, offsets_path="o.npy", quiet=True)
+
+
 def test_a_failed_upload_leaves_no_manifest_and_a_rerun_completes(s3, tmp_path, monkeypatch):
     fs, _ = s3
     url = "s3://corpus/out-failing"
@@ -195,6 +212,9 @@ def test_a_failed_upload_leaves_no_manifest_and_a_rerun_completes(s3, tmp_path, 
         ChunkError, match=r"holds an unfinished run's objects \(no meta\.json\); pass --force"
     ):
         chunk_file("s3://corpus/tokens.npy", url, **kw)
+    # what is there is never read as an output
+    with pytest.raises(ChunkError, match=r"holds an unfinished run's output \(no meta\.json"):
+        chunk_file(url, tmp_path / "read", size=8, quiet=True)
     monkeypatch.setattr(store, "_put", real)
     chunk_file("s3://corpus/tokens.npy", url, force=True, **kw)
     chunk_file("s3://corpus/tokens.npy", tmp_path / "want", **kw)

@@ -420,3 +420,24 @@ def _token_dtype(spelling: Any) -> np.dtype[Any]:
     if dt.kind not in "iu" or dt.shape or dt.names is not None:
         raise ChunkError(f"--dtype must be an integer type; got {dt}")
     return dt
+
+
+def window_documents(
+    rows: np.ndarray, lengths: np.ndarray, where: Any, first: int, total: int
+) -> Documents:
+    """Windows ``first..`` of ``total`` of a folder posembed chunk wrote, as
+    documents: each row cut to its length (one checked to be in 0..size)."""
+    size = rows.shape[1]
+    lengths = lengths.astype(np.int64, copy=False)
+    bad = np.flatnonzero((lengths < 0) | (lengths > size))
+    if bad.size:
+        i = int(bad[0])
+        raise ChunkError(
+            f"{where}: window {first + i} has length {int(lengths[i])}; a window of {size} "
+            f"holds 0..{size} tokens"
+        )
+    tokens = rows[np.arange(size)[None, :] < lengths[:, None]]
+    offsets = np.zeros(lengths.shape[0] + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    done = (first + lengths.shape[0]) / total if total else 1.0
+    return Documents(tokens, offsets, where, first, done)

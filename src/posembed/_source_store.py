@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from posembed import _npy
+from posembed import _json, _npy
 from posembed._source import (
     MEMORY_BYTES,
     ChunkError,
@@ -28,8 +28,19 @@ from posembed._source import (
     _csr,
     _open_regular,
     _token_dtype,
+    window_documents,
 )
-from posembed._store import StoreTokenFile, StoreUrl, _failed, filesystem, info, read_range
+from posembed._store import (
+    MANIFEST,
+    MANIFEST_BYTES,
+    WRITING,
+    StoreTokenFile,
+    StoreUrl,
+    _failed,
+    filesystem,
+    info,
+    read_range,
+)
 from posembed._windows import _offsets
 
 DEFAULT_COLUMN = "input_ids"
@@ -47,7 +58,27 @@ def matches(path: Any) -> bool:
 
 def _kind(url: str) -> str:
     suffix = StoreUrl(url).suffix.lower()
-    return {".parquet": "parquet", ".arrow": "arrow"}.get(suffix, "tokens")
+    kind = {".parquet": "parquet", ".arrow": "arrow"}.get(suffix, "tokens")
+    if kind == "tokens" and not suffix and _holds_manifest(url):
+        return "windows"  # a folder posembed chunk wrote there
+    return kind
+
+
+def _unfinished(url: str) -> bool:
+    fs, key = filesystem(url)
+    try:
+        return bool(fs.isfile(f"{key.rstrip('/')}/{WRITING}"))
+    except Exception:
+        return False
+
+
+def _holds_manifest(url: str) -> bool:
+    fs, key = filesystem(url)
+    try:
+        fs.invalidate_cache(key)
+        return bool(fs.isfile(f"{key.rstrip('/')}/{MANIFEST}"))
+    except Exception:  # no such prefix, or no access: judged as a file where it is read
+        return False
 
 
 def check(path: Any, options: SourceOptions) -> None:
@@ -56,7 +87,22 @@ def check(path: Any, options: SourceOptions) -> None:
             f"--documents applies to indexed datasets, which are read from local files; {path} "
             "is a URL"
         )
-    if _kind(path) == "tokens":
+    kind = _kind(path)
+    if kind == "windows":
+        given = [o for o, x in (("--dtype", options.dtype), ("--offsets", options.offsets)) if x]
+        given += ["--column"] if options.column is not None else []
+        if given:
+            raise ChunkError(
+                f"{given[0]} does not apply to {path}, a folder of windows posembed chunk "
+                "wrote: it is read as one document per window, without its padding"
+            )
+        return
+    if kind == "tokens" and not StoreUrl(path).suffix and _unfinished(str(path)):
+        raise ChunkError(
+            f"{path} holds an unfinished run's output (no {MANIFEST}, which is uploaded "
+            "last): it is not read; run that chunk again"
+        )
+    if kind == "tokens":
         if options.column is not None:
             raise ChunkError(f"--column applies to Arrow and Parquet input; {path} is a token file")
         return
@@ -82,7 +128,10 @@ def inputs(path: Any, options: SourceOptions) -> tuple[Any, ...]:
 
 def open_input(path: Any, options: SourceOptions) -> RangeInput | StreamInput:
     url = str(path)
-    if _kind(url) == "tokens":
+    kind = _kind(url)
+    if kind == "windows":
+        return _open_windows(url.rstrip("/"))
+    if kind == "tokens":
         return _open_tokens(url, options)
     return _open_columns(url, DEFAULT_COLUMN if options.column is None else options.column)
 
@@ -214,6 +263,71 @@ def _open_columns(url: str, column: str) -> StreamInput:
             raise ChunkError(f"{url}: input changed while reading (it was replaced)")
 
     return StreamInput(dtype, documents, {"column": column})
+
+
+def _npy_file(url: str, ndim: int) -> tuple[StoreTokenFile, tuple[int, ...]]:
+    """A ``.npy`` file in the store as a flat :class:`StoreTokenFile`, and its shape."""
+    fs, key = filesystem(url)
+    size, version = info(fs, key, url)
+    start = read_range(fs, key, url, 0, min(size, NPY_PREFIX))
+    try:
+        header = _npy.read_header(io.BytesIO(start), url, size)
+    except ValueError as exc:
+        raise ChunkError(str(exc)) from None
+    if len(header.shape) != ndim or header.dtype.kind not in "iu" or header.fortran_order:
+        raise ChunkError(
+            f"{url}: must be a {ndim}-D integer array in C order, as posembed chunk writes; got "
+            f"{header.dtype} of shape {header.shape}"
+        )
+    count = int(np.prod(header.shape, dtype=np.int64))
+    native = header.dtype.newbyteorder("=")
+    swap = not header.dtype.isnative
+    tokens = StoreTokenFile(url, native, header.offset, count, swap=swap, version=(size, version))
+    return tokens, header.shape
+
+
+def _open_windows(url: str) -> StreamInput:
+    """A folder of windows posembed chunk wrote to the store: complete only
+    with its manifest (meta.json, uploaded last), read from its .npy files."""
+    fs, key = filesystem(url)
+    where = f"{url}/{MANIFEST}"
+    size, _ = info(fs, f"{key}/{MANIFEST}", where)
+    if size > MANIFEST_BYTES:
+        raise ChunkError(f"{where}: {size} bytes; posembed writes far fewer")
+    try:
+        meta = _json.loads(read_range(fs, f"{key}/{MANIFEST}", where, 0, size), where)
+    except ValueError as exc:
+        raise ChunkError(str(exc)) from None
+    if not isinstance(meta, dict) or meta.get("format") not in ("npy", "parquet"):
+        raise ChunkError(f"{where}: not the manifest posembed chunk writes")
+    if meta["format"] != "npy":
+        raise ChunkError(
+            f"{url}: a --format parquet output is read from the store as Parquet: give "
+            f"{url}/windows.parquet (each window a row, its padding included)"
+        )
+    windows, shape = _npy_file(f"{url}/windows.npy", 2)
+    lengths, count = _npy_file(f"{url}/lengths.npy", 1)
+    n, width = shape
+    if count != (n,):
+        raise ChunkError(f"{url}/lengths.npy: {count[0]} lengths for the {n} windows")
+
+    def documents() -> Generator[Documents, None, None]:
+        step = max(1, BATCH_BYTES // max(1, width * windows.dtype.itemsize))
+        windows.open()
+        lengths.open()
+        try:
+            for first in range(0, n, step):
+                last = min(n, first + step)
+                rows = windows.read(first * width, last * width).reshape(-1, width)
+                yield window_documents(rows, lengths.read(first, last), url, first, n)
+            windows.check()
+            lengths.check()
+        finally:
+            windows.close()
+            lengths.close()
+
+    meta_in = {"input_format": "posembed chunk output (npy), one document per window"}
+    return StreamInput(windows.dtype, documents, meta_in)
 
 
 def _ipc(pa: Any, f: Any) -> Any:

@@ -28,6 +28,7 @@ from posembed._source import (
     _readable,
     _stamp,
 )
+from posembed._source import window_documents as _documents_of
 
 NPY, PARQUET, PARTS = "npy", "parquet", "parts"
 META, WINDOWS, LENGTHS = "meta.json", "windows.npy", "lengths.npy"
@@ -160,26 +161,6 @@ def _token_file(folder: Path, name: str, ndim: int) -> tuple[TokenFile, tuple[in
 
 def _block_rows(size: int, itemsize: int) -> int:
     return max(1, BLOCK_BYTES // max(1, size * itemsize))
-
-
-def _documents_of(
-    rows: np.ndarray, lengths: np.ndarray, where: Path, first: int, total: int
-) -> Documents:
-    """Windows ``first..`` of ``total`` as documents: each row cut to its length."""
-    size = rows.shape[1]
-    lengths = lengths.astype(np.int64, copy=False)
-    bad = np.flatnonzero((lengths < 0) | (lengths > size))
-    if bad.size:
-        i = int(bad[0])
-        raise ChunkError(
-            f"{where}: window {first + i} has length {int(lengths[i])}; a window of {size} "
-            f"holds 0..{size} tokens"
-        )
-    tokens = rows[np.arange(size)[None, :] < lengths[:, None]]
-    offsets = np.zeros(lengths.shape[0] + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    done = (first + lengths.shape[0]) / total if total else 1.0
-    return Documents(tokens, offsets, where, first, done)
 
 
 def _open_npy(folder: Path, meta: dict[str, Any]) -> StreamInput:
