@@ -7,7 +7,6 @@ output are one-line errors, with nothing written."""
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from pathlib import Path
@@ -34,20 +33,9 @@ def s3(tmp_path_factory):
     if os.environ.get("POSEMBED_REQUIRE_STORE") != "1":
         pytest.importorskip("moto.server")
         pytest.importorskip("s3fs")
-    import fsspec.config
-    from moto.server import ThreadedMotoServer
+    from bench.store_server import s3_server
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line a request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    saved_env = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
-    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
-    saved_conf = fsspec.config.conf.get("s3")
-    fsspec.config.conf["s3"] = {"endpoint_url": f"http://{host}:{port}"}
-    try:
-        fs = fsspec.filesystem("s3", skip_instance_cache=True)
-        fs.mkdir("corpus")
+    with s3_server("corpus") as fs:
         local = tmp_path_factory.mktemp("store")
         rng = np.random.default_rng(4)
         lengths = rng.integers(0, 2500, 30)
@@ -68,17 +56,6 @@ def s3(tmp_path_factory):
         for path in local.iterdir():
             fs.put(str(path), f"corpus/{path.name}")
         yield fs, local
-    finally:
-        if saved_conf is None:
-            fsspec.config.conf.pop("s3", None)
-        else:
-            fsspec.config.conf["s3"] = saved_conf
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        server.stop()
 
 
 def _same(got: Path, want: Path) -> None:
