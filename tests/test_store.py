@@ -117,7 +117,9 @@ def test_the_command_reads_the_store_and_writes_locally(s3, tmp_path, capsys):
     # --dask still reads and writes local files
     argv = ["chunk", "s3://corpus/corpus.parquet", "-o", str(tmp_path / "d"), "--size", "8"]
     assert main([*argv, "--dask", "tcp://127.0.0.1:1"]) == 2
-    assert "An input in a store is read in one process" in capsys.readouterr().err
+    assert "Arrow, Parquet and folders of windows are read in one process" in (
+        capsys.readouterr().err
+    )
 
 
 def _listing(fs, prefix: str) -> dict[str, bytes]:
@@ -292,11 +294,75 @@ def test_an_object_changed_while_read_is_refused(s3, tmp_path, monkeypatch, chan
 
 
 def test_dask_and_a_missing_fsspec_are_named(s3, tmp_path, monkeypatch):
-    with pytest.raises(ChunkError, match="An input in a store is read in one process"):
-        prepare_chunk("s3://corpus/tokens.npy", tmp_path / "d", size=8)
+    with pytest.raises(ChunkError, match="Arrow, Parquet and folders of windows are read in one"):
+        prepare_chunk("s3://corpus/corpus.parquet", tmp_path / "d", size=8)
     monkeypatch.setitem(sys.modules, "fsspec", None)
     with pytest.raises(
         ChunkError, match=r"reading a URL needs fsspec: pip install 'posembed\[store\]'"
     ):
         chunk_file("s3://corpus/tokens.npy", tmp_path / "out", size=8, quiet=True)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_dask_workers_put_their_parts_straight_in_the_store(s3, tmp_path):
+    # a 2-worker cluster on loopback: each task reads its range of the token
+    # file from the store and puts its part there; the client adds the small
+    # files and the manifest last. Byte for byte the parts of a local run.
+    import dask
+    import distributed
+
+    from posembed.dask import chunk_parts
+
+    from .conftest import SANITIZED
+
+    if SANITIZED:  # worker processes would need the sanitizer runtime preloaded
+        pytest.skip("worker processes of an AddressSanitizer build")
+    fs, local = s3
+    kw = {"size": 256, "step": 200, "part_tokens": 6000}
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
+    )
+    with distributed.Client(cluster) as client:
+        meta = chunk_parts(
+            "s3://corpus/tokens.npy",
+            "s3://corpus/parted",
+            offsets_path="s3://corpus/offsets.npy",
+            scheduler=client,
+            **kw,
+        )
+        workers = client.run(os.getpid)
+    cluster.close()
+    assert len(workers) == 2
+    with dask.config.set(scheduler="sync"):
+        want = chunk_parts(
+            local / "tokens.npy", tmp_path / "want", offsets_path=local / "offsets.npy", **kw
+        )
+    assert meta["parts"] == want["parts"] > 2
+    assert {k: v for k, v in meta.items() if k != "input"} == {
+        k: v for k, v in want.items() if k != "input"
+    }
+    got = _listing(fs, "corpus/parted")
+    files = {
+        p.relative_to(tmp_path / "want").as_posix(): p.read_bytes()
+        for p in (tmp_path / "want").rglob("*")
+        if p.is_file()
+    }
+    assert sorted(got) == sorted(files)
+    for name, data in files.items():
+        if name != "meta.json":  # which records the input's path
+            assert got[name] == data, name
+    # a second run must be told to replace it, and then leaves no stale part
+    with pytest.raises(ChunkError, match="holds an output; pass --force"):
+        chunk_parts("s3://corpus/tokens.npy", "s3://corpus/parted", scheduler="sync", size=256)
+    with dask.config.set(scheduler="sync"):
+        chunk_parts(
+            "s3://corpus/tokens.npy",
+            "s3://corpus/parted",
+            part_tokens=1 << 20,
+            force=True,
+            size=256,
+        )
+    names = sorted(_listing(fs, "corpus/parted"))
+    assert [n for n in names if n.startswith("parts/")] == ["parts/part-00000.npy"]
+    assert "meta.json" in names
+    assert ".posembed-writing.json" not in names

@@ -397,7 +397,7 @@ class ChunkJob(NamedTuple):
     """
 
     source: Path
-    output: Path
+    output: Path  # or, for posembed.dask, a StoreUrl (posembed._store)
     size: int
     step: int
     tail: str
@@ -471,24 +471,28 @@ def prepare_chunk(
     TypeError
         A ``force`` that is not a bool.
     """
-    src, out = input_location(input_path), local_output(output_dir, "output_dir")
+    src = input_location(input_path)
+    # an output in a store is checked by the caller (posembed.dask's StoreOutput)
+    out = _store.StoreUrl(output_dir) if _store.is_url(output_dir) else Path(output_dir)
     force = v.flag(force, "force")
     options = SourceOptions(dtype, offsets_path, None, documents)
     source = _source_for(src)
-    if source in STREAMED:
-        names = {_source_arrow: "Arrow and Parquet input", _source_store: "An input in a store"}
-        what = names.get(source, "A folder of windows")
-        raise ChunkError(
-            f"{src}: {what} is read in one process (posembed chunk without "
-            "--dask, or chunk_file); --dask reads .npy and raw token files and indexed datasets"
-        )
+    streamed = ChunkError(
+        f"{src}: Arrow, Parquet and folders of windows are read in one process (posembed "
+        "chunk without --dask, or chunk_file); --dask reads .npy and raw token files (on "
+        "disk or in a store) and indexed datasets"
+    )
+    if source in STREAMED and source is not _source_store:
+        raise streamed
     source.check(src, options)
     size, step = checked_windows(size, step, overlap, tail)
-    check_output(out, source.inputs(src, options), force)
+    if not isinstance(out, _store.StoreUrl):
+        check_output(out, source.inputs(src, options), force)
     given = source.open_input(src, options)
-    assert isinstance(given, RangeInput)
+    if not isinstance(given, RangeInput):
+        raise streamed
     check_pad_value(pad_value, given.tokens.dtype)
-    return ChunkJob(src, out, size, step, tail, given.tokens, given.doc_offsets)
+    return ChunkJob(src, out, size, step, tail, given.tokens, given.doc_offsets)  # type: ignore[arg-type]
 
 
 class _Plan(NamedTuple):

@@ -170,6 +170,7 @@ def _open_tokens(url: str, options: SourceOptions) -> RangeInput:
         count,
         swap=not dtype.isnative,
         version=(size, version),
+        store=(fs, key),
     )
     if options.offsets is None:
         offsets = np.array([0, count], dtype=np.int64)

@@ -102,11 +102,15 @@ class StoreTokenFile(TokenFile):
         *,
         swap: bool = False,
         version: tuple[int, str],
+        store: tuple[Any, str] | None = None,
     ) -> None:
         super().__init__(StoreUrl(url), dtype, offset, count, swap=swap)  # type: ignore[arg-type]
         self.url, self.version = StoreUrl(url), version
+        # the file system as the caller configured it (it pickles with its
+        # options, so a Dask worker reads with the caller's endpoint)
+        self.store = store if store is not None else filesystem(url)
         self.fs: Any = None
-        self.key = ""
+        self.key = self.store[1]
 
     def copy(self, path: Any = None) -> StoreTokenFile:
         return StoreTokenFile(
@@ -116,17 +120,18 @@ class StoreTokenFile(TokenFile):
             self.count,
             swap=self.swap,
             version=self.version,
+            store=self.store if path is None else None,
         )
 
     def open(self) -> None:
-        self.fs, self.key = filesystem(self.url)
+        self.fs, self.key = self.store
         self.check()
 
     def close(self) -> None:
         self.fs = None
 
     def check(self) -> None:
-        fs, key = (self.fs, self.key) if self.fs is not None else filesystem(self.url)
+        fs, key = self.store
         now = info(fs, key, self.url)
         if now != self.version:
             how = (
@@ -212,7 +217,8 @@ class StoreOutput:
             meta = _json.loads(read_range(self.fs, key, self.url, 0, size), key)
         except ValueError:
             return False
-        return isinstance(meta, dict) and "format" in meta
+        # chunk_file's meta.json names its format; chunk_parts's its parts
+        return isinstance(meta, dict) and ("format" in meta or "parts" in meta)
 
     def check(self) -> list[str]:
         """The objects already under the prefix, once it is known that this
@@ -237,27 +243,43 @@ class StoreOutput:
     def upload(self, folder: Path) -> None:
         """The files of the finished local ``folder`` uploaded, the manifest
         last; what the prefix held before and the new run does not write is removed."""
+        self.finish(folder, (), self.begin())
+
+    def _failed(self, exc: BaseException) -> ChunkError:
+        return ChunkError(
+            f"{self.url}: writing to the store failed ({type(exc).__name__}: "
+            f"{' '.join(str(exc).split())}); the output is unfinished (no {MANIFEST}): "
+            "run again with --force to replace it"
+        )
+
+    def begin(self) -> list[str]:
+        """Mark the prefix as being written (and no longer complete), before
+        any object of the new run is; returns what it held."""
         import json
 
         old = self.check()
-        files = sorted(p.name for p in folder.iterdir() if p.is_file())
         try:
             self.fs.pipe(f"{self.key}/{WRITING}", json.dumps({"writing": "posembed"}).encode())
             if MANIFEST in old:  # the old manifest first: the prefix is now unfinished
                 self.fs.rm(f"{self.key}/{MANIFEST}")
+        except Exception as exc:
+            raise self._failed(exc) from None
+        return old
+
+    def finish(self, folder: Path, written: tuple[str, ...], old: list[str]) -> None:
+        """The files of the local ``folder`` uploaded beside those the run
+        already wrote to the prefix (``written``), the old objects the run
+        did not write removed, the manifest last, then the marker removed."""
+        files = sorted(p.name for p in folder.iterdir() if p.is_file())
+        try:
             for name in files:
                 if name != MANIFEST:
                     _put(self.fs, str(folder / name), f"{self.key}/{name}")
+            keep = {*files, *written, WRITING}
             for name in old:
-                if name not in files and name != WRITING:
+                if name not in keep:
                     self.fs.rm(f"{self.key}/{name}")
             _put(self.fs, str(folder / MANIFEST), f"{self.key}/{MANIFEST}")
             self.fs.rm(f"{self.key}/{WRITING}")
-        except ChunkError:
-            raise
         except Exception as exc:
-            raise ChunkError(
-                f"{self.url}: writing to the store failed ({type(exc).__name__}: "
-                f"{' '.join(str(exc).split())}); the output is unfinished (no {MANIFEST}): "
-                "run again with --force to replace it"
-            ) from None
+            raise self._failed(exc) from None

@@ -10,10 +10,13 @@ whose tokens are a :class:`PartsView` reading the parts on demand.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import re
+import shutil
 import stat
+import tempfile
 import uuid
 import weakref
 from pathlib import Path
@@ -25,6 +28,7 @@ import numpy as np
 
 import posembed
 from posembed import _json, _npy, _outdir
+from posembed._store import StoreOutput, StoreTokenFile, is_url
 from posembed.chunk import ChunkError, TokenFile, prepare_chunk
 
 INDEX_VERSION = 1
@@ -39,11 +43,13 @@ def _write_part(
     b: int,
     pad_value: int,
     path: str,
+    store: Any = None,
 ) -> int:
     """On a worker: windows [first, end), those that start in tokens [a, b)
     of the token file, written to ``path`` (a .npy file, appearing whole: a
-    retried task, after a worker died, writes it again from scratch). Returns
-    the windows written."""
+    retried task, after a worker died, writes it again from scratch; with
+    ``store``, a file system of fsspec, one object put in it at once).
+    Returns the windows written."""
     # a file of its own: tasks on threads of one worker must not share one
     tokens = source.copy()
     tokens.open()
@@ -53,6 +59,11 @@ def _write_part(
         rows = layout.cut(block, windows=slice(first, end), token_start=a, pad_value=pad_value)
     finally:
         tokens.close()
+    if store is not None:  # an object appears whole when its upload completes
+        buffer = io.BytesIO()
+        np.save(buffer, rows, allow_pickle=False)
+        store.pipe(path, buffer.getvalue())
+        return int(rows.shape[0])
     partial = f"{path}.partial-{os.getpid()}-{uuid.uuid4().hex}"
     with open(partial, "wb") as f:
         np.save(f, rows, allow_pickle=False)
@@ -145,9 +156,19 @@ def chunk_parts(
     total = tokens.count
     bounds = np.append(np.arange(0, total, per_part, dtype=np.int64), total)
     cut = np.searchsorted(corpus_starts, bounds, side="left")
-    source = tokens.copy(tokens.path.resolve())
+    # the workers' own closed copy: a local file by its absolute path
+    source = (
+        tokens.copy() if isinstance(tokens, StoreTokenFile) else tokens.copy(tokens.path.resolve())
+    )
     shared = dask.delayed(layout, traverse=False)  # in the graph once, not once per part
-    tmp = _outdir.new_temp(out)
+    target = StoreOutput(str(out), force) if is_url(str(out)) else None
+    if target is not None:
+        # the workers put their parts in the store; the small files and the
+        # manifest follow from here once every part is there
+        old = target.begin()
+        tmp = Path(tempfile.mkdtemp(prefix="posembed-store-"))
+    else:
+        tmp = _outdir.new_temp(out)
     (tmp / "parts").mkdir()
     try:
         tasks: list[Any] = []
@@ -162,6 +183,10 @@ def chunk_parts(
                     "tokens": [int(bounds[c]), int(bounds[c + 1])],
                 }
             )
+            if target is None:
+                where, store = str((tmp / "parts" / name).resolve()), None
+            else:
+                where, store = f"{target.key}/parts/{name}", target.fs
             tasks.append(
                 dask.delayed(_write_part, pure=False)(
                     source,
@@ -171,7 +196,8 @@ def chunk_parts(
                     int(bounds[c]),
                     int(bounds[c + 1]),
                     int(pad_value),
-                    str((tmp / "parts" / name).resolve()),
+                    where,
+                    store,
                 )
             )
         written = _compute(tasks, scheduler)
@@ -201,10 +227,20 @@ def chunk_parts(
         }
         (tmp / "index.json").write_text(json.dumps(index, indent=1) + "\n")
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-        _outdir.commit(tmp, out, force)
+        if target is None:
+            _outdir.commit(tmp, out, force)
+        else:
+            target.finish(tmp, tuple(part["file"] for part in parts), old)
     except BaseException as exc:
-        _outdir.discard(tmp, exc)
+        if target is None:
+            _outdir.discard(tmp, exc)
+        else:  # the store keeps its marker and no manifest: an unfinished output
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not isinstance(exc, ChunkError) and isinstance(exc, Exception):
+                raise target._failed(exc) from None
         raise
+    if target is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
     return meta
 
 
