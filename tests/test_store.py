@@ -366,3 +366,34 @@ def test_dask_workers_put_their_parts_straight_in_the_store(s3, tmp_path):
     assert [n for n in names if n.startswith("parts/")] == ["parts/part-00000.npy"]
     assert "meta.json" in names
     assert ".posembed-writing.json" not in names
+
+
+def test_convert_and_pack_write_to_the_store(s3, tmp_path, capsys):
+    fs, _ = s3
+    src = ("s3://corpus/tokens.npy",)
+    kw = {"offsets_path": "s3://corpus/offsets.npy", "quiet": True}
+    convert_file(*src, "s3://corpus/megatron/data", **kw)
+    convert_file(*src, tmp_path / "data", **kw)
+    for suffix in (".bin", ".idx"):
+        assert (
+            fs.cat_file(f"corpus/megatron/data{suffix}")
+            == (tmp_path / f"data{suffix}").read_bytes()
+        )
+    assert not fs.exists("corpus/megatron/data.posembed-writing.json")
+    with pytest.raises(ChunkError, match=r"\.idx or \.bin exists; pass --force"):
+        convert_file(*src, "s3://corpus/megatron/data", **kw)
+    convert_file(*src, "s3://corpus/megatron/data", force=True, **kw)
+    fs.pipe("corpus/megatron/other.idx", b"not an index")
+    with pytest.raises(ChunkError, match="is no indexed dataset"):
+        convert_file(*src, "s3://corpus/megatron/other", force=True, **kw)
+    assert fs.cat_file("corpus/megatron/other.idx") == b"not an index"
+    # an indexed dataset in the store is named as one, not taken for raw tokens
+    argv = ["chunk", "s3://corpus/megatron/data.idx", "-o", str(tmp_path / "w"), "--size", "8"]
+    assert main(argv) == 2
+    assert "an indexed dataset in a store is read from a local copy" in capsys.readouterr().err
+    pack_file(*src, "s3://corpus/packed", size=1024, **kw)
+    pack_file(*src, tmp_path / "packed", size=1024, **kw)
+    want = {p.name: p.read_bytes() for p in (tmp_path / "packed").iterdir()}
+    assert _listing(fs, "corpus/packed") == want
+    with pytest.raises(ChunkError, match="--format megatron writes PREFIX.bin and PREFIX.idx"):
+        pack_file(*src, "s3://corpus/packed-mg", size=64, format="megatron", **kw)

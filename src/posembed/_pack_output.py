@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -40,6 +41,7 @@ from posembed._source import (
     StreamInput,
     option_int,
 )
+from posembed._store import StoreOutput, is_url
 
 FORMATS = ("npy", "parquet", "megatron")
 NPY_ARRAYS = ("input_ids", "position_ids", "seq_lengths", "row_segments", "documents", "starts")
@@ -308,6 +310,34 @@ def pack_file(
     OSError
         Writing fails (the temporary folder is removed, an old output kept).
     """
+    if is_url(output):
+        # a store has no rename: packed in a local folder, then uploaded, its
+        # meta.json last (see posembed._store.StoreOutput)
+        if format == "megatron":
+            raise ChunkError(
+                f"--format megatron writes PREFIX.bin and PREFIX.idx on local disk; {output} "
+                "is a URL"
+            )
+        target = StoreOutput(str(output), bool(force))
+        target.check()  # before any work
+        with tempfile.TemporaryDirectory(prefix="posembed-store-") as staging:
+            meta = pack_file(
+                input_path,
+                Path(staging) / "out",
+                size=size,
+                strategy=strategy,
+                split=split,
+                shard_tokens=shard_tokens,
+                dtype=dtype,
+                offsets_path=offsets_path,
+                pad_value=pad_value,
+                format=format,
+                documents=documents,
+                column=column,
+                quiet=quiet,
+            )
+            target.upload(Path(staging) / "out")
+        return meta
     src, out = _chunk.input_location(input_path), _chunk.local_output(output, "output")
     if not isinstance(format, str) or format not in FORMATS:
         raise ChunkError(f"--format must be one of {', '.join(FORMATS)}; got {format!r}")

@@ -88,6 +88,11 @@ def check(path: Any, options: SourceOptions) -> None:
             "is a URL"
         )
     kind = _kind(path)
+    if StoreUrl(path).suffix.lower() == ".idx":
+        raise ChunkError(
+            f"{path}: an indexed dataset in a store is read from a local copy (PREFIX.bin "
+            "and PREFIX.idx); a token file, Parquet or Arrow file is read from the store"
+        )
     if kind == "windows":
         given = [o for o, x in (("--dtype", options.dtype), ("--offsets", options.offsets)) if x]
         given += ["--column"] if options.column is not None else []

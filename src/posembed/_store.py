@@ -283,3 +283,65 @@ class StoreOutput:
             self.fs.rm(f"{self.key}/{WRITING}")
         except Exception as exc:
             raise self._failed(exc) from None
+
+
+# Megatron-LM's .idx starts with these bytes.
+IDX_MAGIC = b"MMIDIDX\x00\x00"
+
+
+class StorePair:
+    """An indexed dataset at the URL ``PREFIX`` (``PREFIX.bin`` and
+    ``PREFIX.idx``) in a store: uploaded once written locally, the ``.idx``
+    (what a reader opens first) last, a marker object meanwhile, the old
+    ``.idx`` removed first; :meth:`check` says before any work whether it
+    may be written (nothing there, or an indexed dataset and ``force``)."""
+
+    def __init__(self, url: str, force: bool) -> None:
+        self.url, self.force = url, force
+        self.fs, self.key = filesystem(url)
+        self.marker = f"{self.key}.posembed-writing.json"
+
+    def _exists(self, key: str) -> bool:
+        try:
+            self.fs.invalidate_cache(key)
+            return bool(self.fs.isfile(key))
+        except FileNotFoundError:
+            return False
+        except Exception as exc:
+            raise _failed(self.url, exc) from None
+
+    def check(self) -> None:
+        there = [s for s in (".bin", ".idx") if self._exists(self.key + s)]
+        unfinished = self._exists(self.marker)
+        if not there and not unfinished:
+            return
+        ours = unfinished or (
+            ".idx" in there
+            and read_range(self.fs, self.key + ".idx", self.url + ".idx", 0, len(IDX_MAGIC))
+            == IDX_MAGIC
+        )
+        if not ours:
+            raise ChunkError(
+                f"{self.url}{there[0]} is no indexed dataset (no .idx posembed or Megatron "
+                "wrote); posembed replaces only those; write to a new prefix"
+            )
+        if not self.force:
+            raise ChunkError(f"{self.url}.idx or .bin exists; pass --force to replace them")
+
+    def upload(self, bin_path: Path, idx_path: Path) -> None:
+        import json
+
+        self.check()
+        try:
+            self.fs.pipe(self.marker, json.dumps({"writing": "posembed"}).encode())
+            if self._exists(self.key + ".idx"):  # first: the pair is now unfinished
+                self.fs.rm(self.key + ".idx")
+            _put(self.fs, str(bin_path), self.key + ".bin")
+            _put(self.fs, str(idx_path), self.key + ".idx")
+            self.fs.rm(self.marker)
+        except Exception as exc:
+            raise ChunkError(
+                f"{self.url}: writing to the store failed ({type(exc).__name__}: "
+                f"{' '.join(str(exc).split())}); the dataset is unfinished (no .idx): run "
+                "again with --force to replace it"
+            ) from None
