@@ -395,5 +395,5 @@ def test_convert_and_pack_write_to_the_store(s3, tmp_path, capsys):
     pack_file(*src, tmp_path / "packed", size=1024, **kw)
     want = {p.name: p.read_bytes() for p in (tmp_path / "packed").iterdir()}
     assert _listing(fs, "corpus/packed") == want
-    with pytest.raises(ChunkError, match="--format megatron writes PREFIX.bin and PREFIX.idx"):
+    with pytest.raises(ChunkError, match=r"--format megatron writes PREFIX\.bin and PREFIX\.idx"):
         pack_file(*src, "s3://corpus/packed-mg", size=64, format="megatron", **kw)
