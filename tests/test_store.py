@@ -397,3 +397,34 @@ def test_convert_and_pack_write_to_the_store(s3, tmp_path, capsys):
     assert _listing(fs, "corpus/packed") == want
     with pytest.raises(ChunkError, match=r"--format megatron writes PREFIX\.bin and PREFIX\.idx"):
         pack_file(*src, "s3://corpus/packed-mg", size=64, format="megatron", **kw)
+
+
+def test_parts_in_the_store_read_back(s3, tmp_path):
+    import dask
+
+    from posembed.dask import chunk_parts, read_parts
+
+    _, local = s3
+    kw = {"size": 128, "step": 100, "part_tokens": 9000}
+    with dask.config.set(scheduler="sync"):
+        chunk_parts(
+            "s3://corpus/tokens.npy", "s3://corpus/rp", offsets_path="s3://corpus/offsets.npy", **kw
+        )
+        chunk_parts(
+            local / "tokens.npy", tmp_path / "want", offsets_path=local / "offsets.npy", **kw
+        )
+    got, want = read_parts("s3://corpus/rp"), read_parts(tmp_path / "want")
+    assert got.tokens.shape == want.tokens.shape
+    np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(want.tokens))
+    np.testing.assert_array_equal(got.tokens[[5, 0, 77, 5]], want.tokens[[5, 0, 77, 5]])
+    for name in ("starts", "lengths", "documents", "doc_offsets"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+    with dask.config.set(scheduler="sync"):  # one chunk a part, each read where it runs
+        np.testing.assert_array_equal(got.tokens.to_dask().compute(), np.asarray(want.tokens))
+    # as a corpus: one document per window
+    chunk_file("s3://corpus/rp", tmp_path / "again", size=128, step=128, quiet=True)
+    np.testing.assert_array_equal(
+        np.load(tmp_path / "again" / "windows.npy"), np.asarray(want.tokens)
+    )
+    with pytest.raises(ValueError, match=r"not a finished parted chunk output \(no meta\.json"):
+        read_parts("s3://corpus/nothing-here")

@@ -304,6 +304,8 @@ def _open_windows(url: str) -> StreamInput:
         meta = _json.loads(read_range(fs, f"{key}/{MANIFEST}", where, 0, size), where)
     except ValueError as exc:
         raise ChunkError(str(exc)) from None
+    if isinstance(meta, dict) and "parts" in meta and "format" not in meta:
+        return _open_parts(url)
     if not isinstance(meta, dict) or meta.get("format") not in ("npy", "parquet"):
         raise ChunkError(f"{where}: not the manifest posembed chunk writes")
     if meta["format"] != "npy":
@@ -334,6 +336,37 @@ def _open_windows(url: str) -> StreamInput:
 
     meta_in = {"input_format": "posembed chunk output (npy), one document per window"}
     return StreamInput(windows.dtype, documents, meta_in)
+
+
+def _open_parts(url: str) -> StreamInput:
+    """The parts posembed chunk --dask put in the store, read a block of windows at a time."""
+    try:
+        from posembed.dask.parts import read_parts
+    except ImportError:
+        raise ChunkError(
+            f"{url}: reading the parts posembed chunk --dask wrote needs Dask: "
+            "pip install 'posembed[dask]'"
+        ) from None
+    try:
+        whole = read_parts(url)
+    except ValueError as exc:
+        raise ChunkError(str(exc)) from None
+    view: Any = whole.tokens
+    lengths = whole.lengths
+    n, width = view.shape
+
+    def documents() -> Generator[Documents, None, None]:
+        step = max(1, BATCH_BYTES // max(1, width * view.dtype.itemsize))
+        for first in range(0, n, step):
+            last = min(n, first + step)
+            try:
+                rows = view[first:last]
+            except ValueError as exc:  # a part replaced since it was checked
+                raise ChunkError(str(exc)) from None
+            yield window_documents(rows, lengths[first:last], url, first, n)
+
+    meta_in = {"input_format": "posembed chunk output (parts), one document per window"}
+    return StreamInput(np.dtype(view.dtype), documents, meta_in)
 
 
 def _ipc(pa: Any, f: Any) -> Any:

@@ -28,7 +28,7 @@ import numpy as np
 
 import posembed
 from posembed import _json, _npy, _outdir
-from posembed._store import StoreOutput, StoreTokenFile, is_url
+from posembed._store import StoreOutput, StoreTokenFile, filesystem, info, is_url, read_range
 from posembed.chunk import ChunkError, TokenFile, prepare_chunk
 
 INDEX_VERSION = 1
@@ -329,6 +329,145 @@ class _Part:
         return (_LoadedPart, (self.what, self.read(0, self.shape[0])))
 
 
+class _StorePart(_Part):
+    """One part in a store: its rows read by range through fsspec when asked
+    for, its size and version (ETag) checked first."""
+
+    def __init__(
+        self, store: Any, key: str, what: str, offset: int, rows: int, size: int, dtype: Any
+    ) -> None:
+        self.what, self.store, self.key = what, store, key
+        self.dtype = np.dtype(dtype)
+        self.shape = (rows, size)
+        self.ndim = 2
+        self._offset = offset
+        self._row_bytes = size * self.dtype.itemsize
+        self.version = _store_info(store, key, what)
+
+    def close(self) -> None:
+        pass
+
+    def read_into(self, out: np.ndarray, first: int) -> None:
+        if not out.size:
+            return
+        start = self._offset + first * self._row_bytes
+        if _store_info(self.store, self.key, self.what) != self.version:
+            raise ValueError(f"{self.what}: changed while reading (it was replaced)")
+        data = _store_read(self.store, self.key, self.what, start, start + out.nbytes)
+        if len(data) < out.nbytes:
+            raise ValueError(f"{self.what}: changed while reading (the object is shorter)")
+        out.reshape(-1)[:] = np.frombuffer(data, self.dtype, out.size)
+
+    def __dask_tokenize__(self) -> Any:
+        return (self.what, self.version, self.shape, self.dtype.str)
+
+    def __reduce__(self) -> Any:
+        # the store's file system pickles with its options: a worker reads the part itself
+        return (
+            _store_part,
+            (self.store, self.key, self.what, self._offset, self.shape, self.dtype.str),
+        )
+
+
+def _store_part(store: Any, key: str, what: str, offset: int, shape: Any, dtype: str) -> _StorePart:
+    return _StorePart(store, key, what, offset, shape[0], shape[1], dtype)
+
+
+def _store_info(store: Any, key: str, what: str) -> tuple[int, str]:
+    try:
+        return info(store, key, what)
+    except ChunkError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _store_read(store: Any, key: str, what: str, start: int, stop: int) -> bytes:
+    try:
+        return read_range(store, key, what, start, stop)
+    except ChunkError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _store_npy(store: Any, key: str, what: str) -> tuple[Any, bytes]:
+    """A small .npy object of the store, whole: (its checked header, its bytes)."""
+    size, _ = _store_info(store, key, what)
+    if size > MAX_SMALL_BYTES:
+        raise ValueError(f"{what}: {size} bytes; posembed writes this file far smaller")
+    data = _store_read(store, key, what, 0, size)
+    return _npy.read_header(io.BytesIO(data), what, len(data)), data
+
+
+# index.json, meta.json and the layout arrays of an output in a store are read
+# whole: this bounds them (the layout arrays hold 8 bytes a window).
+MAX_SMALL_BYTES = 1 << 36
+
+
+def _read_parts_in_store(url: str) -> posembed.Windows:
+    """read_parts of an output in a store: complete only with its meta.json
+    (uploaded last), every field and header checked as on disk."""
+    try:
+        fs, key = filesystem(url)
+    except ChunkError as exc:
+        raise ValueError(str(exc)) from None
+    key = key.rstrip("/")
+    url = url.rstrip("/")
+
+    def small(name: str) -> bytes:
+        what = f"{url}/{name}"
+        size, _ = _store_info(fs, f"{key}/{name}", what)
+        if size > MAX_SMALL_BYTES:
+            raise ValueError(f"{what}: {size} bytes; posembed writes this file far smaller")
+        return _store_read(fs, f"{key}/{name}", what, 0, size)
+
+    try:
+        meta_text = small("meta.json")
+    except ValueError as exc:
+        raise ValueError(
+            f"{url}: not a finished parted chunk output (no meta.json, which is uploaded last: "
+            f"{exc})"
+        ) from None
+    index = _json.loads(small("index.json"), f"{url}/index.json")
+    dtype, size, entries = _check_index(index, f"{url}/index.json")
+    meta = _check_meta(
+        _json.loads(meta_text, f"{url}/meta.json"), f"{url}/meta.json", size, entries
+    )
+    parts = []
+    for part in entries:
+        what = f"{url}/{part['file']}"
+        part_key = f"{key}/{part['file']}"
+        head = _store_read(fs, part_key, what, 0, 16 + _npy.MAX_HEADER_BYTES + 64)
+        total, _ = _store_info(fs, part_key, what)
+        header = _npy.read_header(io.BytesIO(head), what, total)
+        rows = part["windows"][1] - part["windows"][0]
+        if header.dtype != dtype or header.shape != (rows, size) or header.fortran_order:
+            raise ValueError(
+                f"{what}: holds {header.shape} of {header.dtype.str}; index.json says "
+                f"({rows}, {size}) of {dtype.str}"
+            )
+        parts.append(_StorePart(fs, part_key, what, header.offset, rows, size, dtype))
+    counts = {"doc_offsets": meta["documents"] + 1}
+    layout = {}
+    for name in _LAYOUT:
+        what = f"{url}/{name}.npy"
+        header, data = _store_npy(fs, f"{key}/{name}.npy", what)
+        count = counts.get(name, meta["windows"])
+        if header.dtype != np.dtype(np.int64) or header.shape != (count,):
+            raise ValueError(
+                f"{what}: holds {header.shape} of {header.dtype.str}; the index and meta.json "
+                f"say ({count},) of {np.dtype(np.int64).str}"
+            )
+        layout[name] = np.frombuffer(data, np.int64, count, header.offset).copy()
+    return posembed.Windows(
+        PartsView(parts, size, dtype),  # type: ignore[arg-type]
+        layout["starts"],
+        layout["lengths"],
+        layout["documents"],
+        layout["doc_offsets"],
+        size,
+        meta["step"],
+        meta["tail"],
+    )
+
+
 class _LoadedPart(_Part):
     """A part whose rows were read (a :class:`_Part` after pickling)."""
 
@@ -590,7 +729,10 @@ def _load_layout(dir_fd: int, folder: Path, name: str, count: int) -> np.ndarray
 def read_parts(output_dir: str | os.PathLike[str]) -> posembed.Windows:
     """The windows ``chunk_parts`` (``posembed chunk --dask``) wrote.
 
-    Every file is opened inside ``output_dir`` without following symbolic
+    ``output_dir`` may be a URL of a store (``s3://...``, through fsspec):
+    the output is read only once its ``meta.json`` (uploaded last) is there,
+    and the parts by range when indexed, each object's ETag checked first.
+    On disk, every file is opened inside ``output_dir`` without following symbolic
     links, and must be a regular file: ``index.json``, ``meta.json``, the
     layout arrays and each part, which ``index.json`` must name as
     ``parts/<name>.npy``. Every field of ``index.json`` and ``meta.json`` and
@@ -620,6 +762,8 @@ def read_parts(output_dir: str | os.PathLike[str]) -> posembed.Windows:
     OSError
         The process may open no more files.
     """
+    if is_url(output_dir):
+        return _read_parts_in_store(str(output_dir))
     folder = Path(output_dir)
     try:
         out_fd = os.open(folder, _DIR_FLAGS)
