@@ -751,7 +751,9 @@ def test_dask_takes_token_files_only(corpus, tmp_path, capsys):
         == 2
     )
     assert "--dask writes .npy parts from a token file" in _one_line(capsys)
-    with pytest.raises(ChunkError, match=r"Arrow and Parquet input is read in one process"):
+    with pytest.raises(
+        ChunkError, match=r"Arrow, Parquet and folders of windows are read in one process"
+    ):
         prepare_chunk(sources["to_parquet"], out, size=8)
     assert not (tmp_path / "out").exists()
 

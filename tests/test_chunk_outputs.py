@@ -136,7 +136,9 @@ def test_the_command_reads_an_output_and_says_so(written, tmp_path, capsys):
         err = capsys.readouterr().err
         assert f"{option} does not apply to {outputs['npy']}, a folder of windows" in err
         assert err.count("\n") == 1
-    with pytest.raises(ChunkError, match="A folder of windows is read in one process"):
+    with pytest.raises(
+        ChunkError, match="Arrow, Parquet and folders of windows are read in one process"
+    ):
         prepare_chunk(outputs["parquet"], tmp_path / "d", size=8)
     assert not (tmp_path / "x").exists()
     assert not (tmp_path / "d").exists()
@@ -229,11 +231,12 @@ def test_a_crafted_output_folder_is_one_line(written, tmp_path, capsys, spoil, t
 
 
 def test_an_output_that_changes_while_read_is_refused(written, tmp_path, monkeypatch):
+    import posembed._source as shared
     import posembed._source_windows as windows_source
 
     src = _copy_npy_output(written, tmp_path)
     monkeypatch.setattr(windows_source, "BLOCK_BYTES", 64)  # a block of one or two windows
-    real = windows_source._documents_of
+    real = shared.window_documents
     calls = []
 
     def rewriting(*args):
@@ -245,7 +248,7 @@ def test_an_output_that_changes_while_read_is_refused(written, tmp_path, monkeyp
                 f.truncate()
         return real(*args)
 
-    monkeypatch.setattr(windows_source, "_documents_of", rewriting)
+    monkeypatch.setattr(shared, "window_documents", rewriting)
     with pytest.raises(ChunkError, match="input changed while reading"):
         chunk_file(src, tmp_path / "out", size=8, quiet=True)
     assert not (tmp_path / "out").exists()

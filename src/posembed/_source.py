@@ -441,3 +441,65 @@ def window_documents(
     np.cumsum(lengths, out=offsets[1:])
     done = (first + lengths.shape[0]) / total if total else 1.0
     return Documents(tokens, offsets, where, first, done)
+
+
+def window_blocks(
+    windows: Any, lengths: Any, n: int, width: int, where: Any, rows_per_block: int
+) -> Generator[Documents, None, None]:
+    """The ``n`` windows of a folder posembed chunk wrote, as documents, read
+    ``rows_per_block`` at a time from its windows and lengths (each a flat
+    :class:`TokenFile`, on disk or in a store), both checked after the last
+    block to be the files first seen."""
+    windows.open()
+    try:
+        lengths.open()
+        try:
+            for first in range(0, n, rows_per_block):
+                last = min(n, first + rows_per_block)
+                rows = windows.read(first * width, last * width).reshape(-1, width)
+                yield window_documents(rows, lengths.read(first, last), where, first, n)
+            windows.check()
+            lengths.check()
+        finally:
+            lengths.close()
+    finally:
+        windows.close()
+
+
+def check_column_options(options: SourceOptions) -> None:
+    """The options an Arrow or Parquet input refuses, refused."""
+    if options.dtype is not None:
+        raise ChunkError("--dtype applies to raw token files; Arrow and Parquet name their type")
+    if options.offsets is not None:
+        raise ChunkError(
+            "--offsets applies to token files; in Arrow and Parquet input each row of the "
+            "column is a document"
+        )
+    if options.column is not None and not isinstance(options.column, str):
+        raise ChunkError(f"--column must be a column name; got {options.column!r}")
+
+
+def token_layout(
+    where: Any, header: Any, dtype: Any, nbytes: int
+) -> tuple[np.dtype[Any], int, int]:
+    """(dtype, bytes before the first token, token count) of a token file:
+    a 1-D integer ``.npy`` file's (``header``), or a raw one of ``nbytes``
+    bytes of ``--dtype`` tokens (``header`` None)."""
+    if header is not None:
+        if dtype is not None:
+            raise ChunkError("--dtype applies to raw token files; a .npy file names its own")
+        if len(header.shape) != 1 or header.dtype.kind not in "iu":
+            raise ChunkError(
+                f"{where}: tokens must be a 1-D integer array; got {header.dtype} "
+                f"of shape {header.shape}"
+            )
+        return header.dtype, header.offset, header.shape[0]
+    if dtype is None:
+        raise ChunkError(f"{where}: a raw token file needs --dtype (e.g. uint16)")
+    dt = _token_dtype(dtype)
+    if nbytes % dt.itemsize:
+        raise ChunkError(
+            f"{where}: {nbytes} bytes is not a whole number of {dt} tokens "
+            f"({dt.itemsize} bytes each)"
+        )
+    return dt, 0, nbytes // dt.itemsize

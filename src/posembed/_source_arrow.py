@@ -43,6 +43,7 @@ from posembed._source import (
     _open_regular,
     _readable,
     _stamp,
+    check_column_options,
 )
 
 DEFAULT_COLUMN = "input_ids"
@@ -406,20 +407,12 @@ def matches(path: Path) -> bool:
 
 
 def check(path: Path, options: SourceOptions) -> None:
-    if options.dtype is not None:
-        raise ChunkError("--dtype applies to raw token files; Arrow and Parquet name their type")
-    if options.offsets is not None:
-        raise ChunkError(
-            "--offsets applies to token files; in Arrow and Parquet input each row of the "
-            "column is a document"
-        )
+    check_column_options(options)
     if options.documents is not None:
         raise ChunkError(
             "--documents applies to indexed datasets; in Arrow and Parquet input each row of "
             "the column is a document"
         )
-    if options.column is not None and not isinstance(options.column, str):
-        raise ChunkError(f"--column must be a column name; got {options.column!r}")
 
 
 def inputs(path: Path, options: SourceOptions) -> tuple[Any, ...]:

@@ -27,7 +27,9 @@ from posembed._source import (
     _column_type,
     _csr,
     _open_regular,
-    _token_dtype,
+    check_column_options,
+    token_layout,
+    window_blocks,
     window_documents,
 )
 from posembed._store import (
@@ -111,15 +113,7 @@ def check(path: Any, options: SourceOptions) -> None:
         if options.column is not None:
             raise ChunkError(f"--column applies to Arrow and Parquet input; {path} is a token file")
         return
-    if options.dtype is not None:
-        raise ChunkError("--dtype applies to raw token files; Arrow and Parquet name their type")
-    if options.offsets is not None:
-        raise ChunkError(
-            "--offsets applies to token files; in Arrow and Parquet input each row of the "
-            "column is a document"
-        )
-    if options.column is not None and not isinstance(options.column, str):
-        raise ChunkError(f"--column must be a column name; got {options.column!r}")
+    check_column_options(options)
 
 
 def inputs(path: Any, options: SourceOptions) -> tuple[Any, ...]:
@@ -144,30 +138,14 @@ def open_input(path: Any, options: SourceOptions) -> RangeInput | StreamInput:
 def _open_tokens(url: str, options: SourceOptions) -> RangeInput:
     fs, key = filesystem(url)
     size, version = info(fs, key, url)
+    header = None
     if StoreUrl(url).suffix.lower() == ".npy":
-        if options.dtype is not None:
-            raise ChunkError("--dtype applies to raw token files; a .npy file names its own")
         start = read_range(fs, key, url, 0, min(size, NPY_PREFIX))
         try:
             header = _npy.read_header(io.BytesIO(start), url, size)
         except ValueError as exc:
             raise ChunkError(str(exc)) from None
-        if len(header.shape) != 1 or header.dtype.kind not in "iu":
-            raise ChunkError(
-                f"{url}: tokens must be a 1-D integer array; got {header.dtype} of shape "
-                f"{header.shape}"
-            )
-        dtype, offset, count = header.dtype, header.offset, header.shape[0]
-    else:
-        if options.dtype is None:
-            raise ChunkError(f"{url}: a raw token file needs --dtype (e.g. uint16)")
-        dtype, offset = _token_dtype(options.dtype), 0
-        if size % dtype.itemsize:
-            raise ChunkError(
-                f"{url}: {size} bytes is not a whole number of {dtype} tokens "
-                f"({dtype.itemsize} bytes each)"
-            )
-        count = size // dtype.itemsize
+    dtype, offset, count = token_layout(url, header, options.dtype, size)
     tokens = StoreTokenFile(
         url,
         dtype.newbyteorder("="),
@@ -321,18 +299,7 @@ def _open_windows(url: str) -> StreamInput:
 
     def documents() -> Generator[Documents, None, None]:
         step = max(1, BATCH_BYTES // max(1, width * windows.dtype.itemsize))
-        windows.open()
-        lengths.open()
-        try:
-            for first in range(0, n, step):
-                last = min(n, first + step)
-                rows = windows.read(first * width, last * width).reshape(-1, width)
-                yield window_documents(rows, lengths.read(first, last), url, first, n)
-            windows.check()
-            lengths.check()
-        finally:
-            windows.close()
-            lengths.close()
+        return window_blocks(windows, lengths, n, width, url, step)
 
     meta_in = {"input_format": "posembed chunk output (npy), one document per window"}
     return StreamInput(windows.dtype, documents, meta_in)

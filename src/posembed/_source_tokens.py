@@ -19,7 +19,7 @@ from posembed._source import (
     TokenFile,
     _open_regular,
     _stamp,
-    _token_dtype,
+    token_layout,
 )
 from posembed._windows import _offsets
 
@@ -27,6 +27,7 @@ from posembed._windows import _offsets
 def _open_tokens(path: Path, dtype: Any) -> TokenFile:
     fd, info = _open_regular(path, str(path))
     with os.fdopen(fd, "rb") as f:
+        header = None
         if path.suffix == ".npy":
             if dtype is not None:
                 raise ChunkError("--dtype applies to raw token files; a .npy file names its own")
@@ -42,22 +43,7 @@ def _open_tokens(path: Path, dtype: Any) -> TokenFile:
                 raise ChunkError(str(exc)) from None
             except OSError as exc:
                 raise ChunkError(f"{path}: cannot be read ({exc.strerror})") from None
-            if len(header.shape) != 1 or header.dtype.kind not in "iu":
-                raise ChunkError(
-                    f"{path}: tokens must be a 1-D integer array; got {header.dtype} "
-                    f"of shape {header.shape}"
-                )
-            dt, offset, count = header.dtype, header.offset, header.shape[0]
-        else:
-            if dtype is None:
-                raise ChunkError(f"{path}: a raw token file needs --dtype (e.g. uint16)")
-            dt, offset = _token_dtype(dtype), 0
-            if info.st_size % dt.itemsize:
-                raise ChunkError(
-                    f"{path}: {info.st_size} bytes is not a whole number of {dt} tokens "
-                    f"({dt.itemsize} bytes each)"
-                )
-            count = info.st_size // dt.itemsize
+        dt, offset, count = token_layout(path, header, dtype, info.st_size)
         return TokenFile(
             path,
             dt.newbyteorder("="),

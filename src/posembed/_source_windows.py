@@ -27,6 +27,7 @@ from posembed._source import (
     _native_file,
     _readable,
     _stamp,
+    window_blocks,
 )
 from posembed._source import window_documents as _documents_of
 
@@ -174,20 +175,7 @@ def _open_npy(folder: Path, meta: dict[str, Any]) -> StreamInput:
 
     def documents() -> Generator[Documents, None, None]:
         step = _block_rows(size, windows.dtype.itemsize)
-        windows.open()
-        try:
-            lengths.open()
-            try:
-                for first in range(0, n, step):
-                    last = min(n, first + step)
-                    rows = windows.read(first * size, last * size).reshape(-1, size)
-                    yield _documents_of(rows, lengths.read(first, last), folder, first, n)
-                windows.check()  # every block read: still the files first seen
-                lengths.check()
-            finally:
-                lengths.close()
-        finally:
-            windows.close()
+        return window_blocks(windows, lengths, n, size, folder, step)
 
     return StreamInput(windows.dtype, documents, meta)
 

@@ -450,11 +450,7 @@ def _read_parts_in_store(url: str) -> posembed.Windows:
         what = f"{url}/{name}.npy"
         header, data = _store_npy(fs, f"{key}/{name}.npy", what)
         count = counts.get(name, meta["windows"])
-        if header.dtype != np.dtype(np.int64) or header.shape != (count,):
-            raise ValueError(
-                f"{what}: holds {header.shape} of {header.dtype.str}; the index and meta.json "
-                f"say ({count},) of {np.dtype(np.int64).str}"
-            )
+        _check_layout(header, what, count)
         layout[name] = np.frombuffer(data, np.int64, count, header.offset).copy()
     return posembed.Windows(
         PartsView(parts, size, dtype),  # type: ignore[arg-type]
@@ -717,13 +713,17 @@ def _load_layout(dir_fd: int, folder: Path, name: str, count: int) -> np.ndarray
     what = f"{folder}/{name}.npy"
     fd = _open_in(dir_fd, f"{name}.npy", what)
     with os.fdopen(fd, "rb") as f:
-        header = _npy.read_header(f, what, os.fstat(fd).st_size)
-        if header.dtype != np.dtype(np.int64) or header.shape != (count,):
-            raise ValueError(
-                f"{what}: holds {header.shape} of {header.dtype.str}; the index and meta.json "
-                f"say ({count},) of {np.dtype(np.int64).str}"
-            )
+        _check_layout(_npy.read_header(f, what, os.fstat(fd).st_size), what, count)
         return _npy.load_open(f, what)
+
+
+def _check_layout(header: Any, what: str, count: int) -> None:
+    """A layout array's header: ``count`` int64 values, as the index and meta.json say."""
+    if header.dtype != np.dtype(np.int64) or header.shape != (count,):
+        raise ValueError(
+            f"{what}: holds {header.shape} of {header.dtype.str}; the index and meta.json "
+            f"say ({count},) of {np.dtype(np.int64).str}"
+        )
 
 
 def read_parts(output_dir: str | os.PathLike[str]) -> posembed.Windows:
