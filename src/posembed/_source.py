@@ -503,3 +503,39 @@ def token_layout(
             f"({dt.itemsize} bytes each)"
         )
     return dt, 0, nbytes // dt.itemsize
+
+
+def parts_input(where: Any, meta: dict[str, Any], block_bytes: int) -> StreamInput:
+    """The windows ``posembed chunk --dask`` wrote at ``where`` (a folder, or
+    a URL of a store) as a corpus of one document per window, read
+    ``block_bytes`` of windows at a time (needs the dask extra)."""
+    try:
+        from posembed.dask.parts import read_parts
+    except ImportError:
+        raise ChunkError(
+            f"{where}: reading the parts posembed chunk --dask wrote needs Dask: "
+            "pip install 'posembed[dask]'"
+        ) from None
+    try:
+        whole = read_parts(where)
+    except ValueError as exc:
+        raise ChunkError(str(exc)) from None
+    view: Any = whole.tokens  # a PartsView: rows read from the parts when sliced
+    lengths = whole.lengths
+    n, width = view.shape
+
+    def documents() -> Generator[Documents, None, None]:
+        step = max(1, block_bytes // max(1, width * view.dtype.itemsize))
+        try:
+            for first in range(0, n, step):
+                last = min(n, first + step)
+                try:
+                    rows = view[first:last]
+                except ValueError as exc:  # a part that changed since it was checked
+                    raise ChunkError(str(exc)) from None
+                yield window_documents(rows, lengths[first:last], where, first, n)
+        finally:
+            for part in view.parts:
+                part.close()
+
+    return StreamInput(np.dtype(view.dtype), documents, meta)

@@ -28,9 +28,9 @@ from posembed._source import (
     _csr,
     _open_regular,
     check_column_options,
+    parts_input,
     token_layout,
     window_blocks,
-    window_documents,
 )
 from posembed._store import (
     MANIFEST,
@@ -307,33 +307,8 @@ def _open_windows(url: str) -> StreamInput:
 
 def _open_parts(url: str) -> StreamInput:
     """The parts posembed chunk --dask put in the store, read a block of windows at a time."""
-    try:
-        from posembed.dask.parts import read_parts
-    except ImportError:
-        raise ChunkError(
-            f"{url}: reading the parts posembed chunk --dask wrote needs Dask: "
-            "pip install 'posembed[dask]'"
-        ) from None
-    try:
-        whole = read_parts(url)
-    except ValueError as exc:
-        raise ChunkError(str(exc)) from None
-    view: Any = whole.tokens
-    lengths = whole.lengths
-    n, width = view.shape
-
-    def documents() -> Generator[Documents, None, None]:
-        step = max(1, BATCH_BYTES // max(1, width * view.dtype.itemsize))
-        for first in range(0, n, step):
-            last = min(n, first + step)
-            try:
-                rows = view[first:last]
-            except ValueError as exc:  # a part replaced since it was checked
-                raise ChunkError(str(exc)) from None
-            yield window_documents(rows, lengths[first:last], url, first, n)
-
-    meta_in = {"input_format": "posembed chunk output (parts), one document per window"}
-    return StreamInput(np.dtype(view.dtype), documents, meta_in)
+    meta = {"input_format": "posembed chunk output (parts), one document per window"}
+    return parts_input(url, meta, BATCH_BYTES)
 
 
 def _ipc(pa: Any, f: Any) -> Any:

@@ -27,9 +27,10 @@ from posembed._source import (
     _native_file,
     _readable,
     _stamp,
+    parts_input,
     window_blocks,
+    window_documents,
 )
-from posembed._source import window_documents as _documents_of
 
 NPY, PARQUET, PARTS = "npy", "parquet", "parts"
 META, WINDOWS, LENGTHS = "meta.json", "windows.npy", "lengths.npy"
@@ -234,7 +235,7 @@ def _open_parquet(folder: Path, meta: dict[str, Any]) -> StreamInput:
                     values = ids.flatten().to_numpy(zero_copy_only=False)
                     rows = values.astype(dtype, copy=False).reshape(-1, size)
                     got = lengths.to_numpy(zero_copy_only=False)
-                    yield _documents_of(rows, got, where, first, n)
+                    yield window_documents(rows, got, where, first, n)
                     first += len(batch)
             except (pa.ArrowException, OSError) as exc:
                 _check_stamp(where, fd, stamp)
@@ -249,33 +250,4 @@ def _open_parquet(folder: Path, meta: dict[str, Any]) -> StreamInput:
 
 
 def _open_parts(folder: Path, meta: dict[str, Any]) -> StreamInput:
-    try:
-        from posembed.dask.parts import read_parts
-    except ImportError:
-        raise ChunkError(
-            f"{folder}: reading the parts posembed chunk --dask wrote needs Dask: "
-            "pip install 'posembed[dask]'"
-        ) from None
-    try:
-        whole = read_parts(folder)
-    except ValueError as exc:
-        raise ChunkError(str(exc)) from None
-    view: Any = whole.tokens  # a PartsView: rows read from the part files when sliced
-    lengths = whole.lengths
-    n, size = view.shape
-
-    def documents() -> Generator[Documents, None, None]:
-        step = _block_rows(size, view.dtype.itemsize)
-        try:
-            for first in range(0, n, step):
-                last = min(n, first + step)
-                try:
-                    rows = view[first:last]
-                except ValueError as exc:  # a part that shrank since it was checked
-                    raise ChunkError(str(exc)) from None
-                yield _documents_of(rows, lengths[first:last], folder, first, n)
-        finally:
-            for part in view.parts:
-                part.close()
-
-    return StreamInput(np.dtype(view.dtype), documents, meta)
+    return parts_input(folder, meta, BLOCK_BYTES)

@@ -430,7 +430,7 @@ def _read_parts_in_store(url: str) -> posembed.Windows:
     meta = _check_meta(
         _json.loads(meta_text, f"{url}/meta.json"), f"{url}/meta.json", size, entries
     )
-    parts = []
+    parts: list[_Part] = []
     for part in entries:
         what = f"{url}/{part['file']}"
         part_key = f"{key}/{part['file']}"
@@ -452,8 +452,14 @@ def _read_parts_in_store(url: str) -> posembed.Windows:
         count = counts.get(name, meta["windows"])
         _check_layout(header, what, count)
         layout[name] = np.frombuffer(data, np.int64, count, header.offset).copy()
+    return _windows(PartsView(parts, size, dtype), layout, size, meta)
+
+
+def _windows(
+    view: PartsView, layout: dict[str, np.ndarray], size: int, meta: dict[str, Any]
+) -> posembed.Windows:
     return posembed.Windows(
-        PartsView(parts, size, dtype),  # type: ignore[arg-type]
+        view,  # type: ignore[arg-type]
         layout["starts"],
         layout["lengths"],
         layout["documents"],
@@ -806,13 +812,4 @@ def read_parts(output_dir: str | os.PathLike[str]) -> posembed.Windows:
         raise
     finally:
         os.close(out_fd)
-    return posembed.Windows(
-        PartsView(opened, size, dtype),  # type: ignore[arg-type]
-        layout["starts"],
-        layout["lengths"],
-        layout["documents"],
-        layout["doc_offsets"],
-        size,
-        meta["step"],
-        meta["tail"],
-    )
+    return _windows(PartsView(opened, size, dtype), layout, size, meta)
