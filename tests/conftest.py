@@ -234,3 +234,23 @@ def trl_or_skip() -> Any:
         else:
             pack_dataset = pytest.importorskip("trl").pack_dataset
     return pack_dataset
+
+
+def assert_convert_and_pack_agree(
+    src: Any, tokens: Any, offsets: Any, folder: Path, size: int, **options: Any
+) -> None:
+    """``posembed convert`` and ``posembed pack`` of the corpus ``src`` (with
+    ``options``) give the files they give for the token file ``tokens`` with
+    the document ``offsets`` (both paths), byte for byte; in ``folder``."""
+    from posembed._convert import convert_file
+    from posembed._pack_output import pack_file
+
+    local = {"offsets_path": offsets, "quiet": True}
+    convert_file(src, folder / "mg", quiet=True, **options)
+    convert_file(tokens, folder / "want", **local)
+    for suffix in (".bin", ".idx"):
+        assert (folder / f"mg{suffix}").read_bytes() == (folder / f"want{suffix}").read_bytes()
+    pack_file(src, folder / "packed", size=size, quiet=True, **options)
+    pack_file(tokens, folder / "packed-want", size=size, **local)
+    for path in sorted((folder / "packed-want").glob("*.npy")):
+        np.testing.assert_array_equal(np.load(folder / "packed" / path.name), np.load(path))

@@ -18,9 +18,9 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from posembed._chunk import ChunkError, chunk_file, prepare_chunk  # noqa: E402
-from posembed._convert import convert_file  # noqa: E402
-from posembed._pack_output import pack_file  # noqa: E402
 from posembed.cli import main  # noqa: E402
+
+from .conftest import assert_convert_and_pack_agree  # noqa: E402
 
 NAMES = ("windows", "starts", "lengths", "documents")
 SIZE, STEP = 32, 24
@@ -106,21 +106,9 @@ def test_convert_and_pack_read_an_output(written, tmp_path, fmt):
     tokens, offsets = _as_documents(outputs["npy"])
     np.save(tmp_path / "t.npy", tokens)
     np.save(tmp_path / "o.npy", offsets)
-    convert_file(outputs[fmt], tmp_path / "mg", quiet=True)
-    convert_file(tmp_path / "t.npy", tmp_path / "want", offsets_path=tmp_path / "o.npy", quiet=True)
-    for suffix in (".bin", ".idx"):
-        got = (tmp_path / f"mg{suffix}").read_bytes()
-        assert got == (tmp_path / f"want{suffix}").read_bytes()
-    pack_file(outputs[fmt], tmp_path / "packed", size=64, quiet=True)
-    pack_file(
-        tmp_path / "t.npy",
-        tmp_path / "packed-want",
-        size=64,
-        offsets_path=tmp_path / "o.npy",
-        quiet=True,
+    assert_convert_and_pack_agree(
+        outputs[fmt], tmp_path / "t.npy", tmp_path / "o.npy", tmp_path, size=64
     )
-    for path in sorted((tmp_path / "packed-want").glob("*.npy")):
-        np.testing.assert_array_equal(np.load(tmp_path / "packed" / path.name), np.load(path))
 
 
 def test_the_command_reads_an_output_and_says_so(written, tmp_path, capsys):

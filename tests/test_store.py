@@ -23,6 +23,8 @@ from posembed._convert import convert_file  # noqa: E402
 from posembed._pack_output import pack_file  # noqa: E402
 from posembed.cli import main  # noqa: E402
 
+from .conftest import assert_convert_and_pack_agree  # noqa: E402
+
 NAMES = ("windows", "starts", "lengths", "documents")
 
 
@@ -89,20 +91,8 @@ def test_a_corpus_in_the_store_gives_the_local_windows(s3, tmp_path, name, optio
 def test_convert_and_pack_read_the_store(s3, tmp_path, name):
     _, local = s3
     extra = {"offsets_path": "s3://corpus/offsets.npy"} if name == "tokens.npy" else {}
-    convert_file(f"s3://corpus/{name}", tmp_path / "mg", quiet=True, **extra)
-    convert_file(local / "tokens.npy", tmp_path / "want", offsets_path=local / "offsets.npy")
-    for suffix in (".bin", ".idx"):
-        assert (tmp_path / f"mg{suffix}").read_bytes() == (tmp_path / f"want{suffix}").read_bytes()
-    pack_file(f"s3://corpus/{name}", tmp_path / "packed", size=1024, quiet=True, **extra)
-    pack_file(
-        local / "tokens.npy",
-        tmp_path / "packed-want",
-        size=1024,
-        offsets_path=local / "offsets.npy",
-        quiet=True,
-    )
-    for path in sorted((tmp_path / "packed-want").glob("*.npy")):
-        np.testing.assert_array_equal(np.load(tmp_path / "packed" / path.name), np.load(path))
+    src, tokens, offsets = f"s3://corpus/{name}", local / "tokens.npy", local / "offsets.npy"
+    assert_convert_and_pack_agree(src, tokens, offsets, tmp_path, size=1024, **extra)
 
 
 def test_the_command_reads_the_store_and_writes_locally(s3, tmp_path, capsys):
