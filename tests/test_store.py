@@ -215,6 +215,27 @@ def test_force_replaces_only_posembed_s_objects(s3, tmp_path, capsys):
     )
 
 
+def test_a_crafted_indexed_dataset_in_the_store_is_one_error(s3, tmp_path):
+    fs, _ = s3
+    tokens = np.arange(50, dtype=np.uint16)
+    from posembed import write_indexed
+
+    write_indexed(tmp_path / "ok", tokens, np.array([0, 20, 50]))
+    idx, bin_ = (tmp_path / "ok.idx").read_bytes(), (tmp_path / "ok.bin").read_bytes()
+    cases = {
+        "magic": (b"XXIDIDX\x00\x00" + idx[9:], bin_, "magic is"),
+        "short": (idx[:-3], bin_, "need"),
+        "bin": (idx, bin_[:-2], "it holds 98 bytes, but"),
+        "header": (idx[:10], bin_, "shorter than the"),
+    }
+    for name, (i, b, text) in cases.items():
+        fs.pipe(f"corpus/bad-{name}.idx", i)
+        fs.pipe(f"corpus/bad-{name}.bin", b)
+        with pytest.raises(ChunkError, match=text):
+            chunk_file(f"s3://corpus/bad-{name}.idx", tmp_path / "out", size=8, quiet=True)
+        assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(
     ("url", "options", "text"),
     [
@@ -377,10 +398,34 @@ def test_convert_and_pack_write_to_the_store(s3, tmp_path, capsys):
     with pytest.raises(ChunkError, match="is no indexed dataset"):
         convert_file(*src, "s3://corpus/megatron/other", force=True, **kw)
     assert fs.cat_file("corpus/megatron/other.idx") == b"not an index"
-    # an indexed dataset in the store is named as one, not taken for raw tokens
-    argv = ["chunk", "s3://corpus/megatron/data.idx", "-o", str(tmp_path / "w"), "--size", "8"]
-    assert main(argv) == 2
-    assert "an indexed dataset in a store is read from a local copy" in capsys.readouterr().err
+    # the indexed dataset in the store reads as the local one does
+    for unit in ("documents", "sequences"):
+        kw2 = {"size": 300, "step": 250, "documents": unit, "quiet": True}
+        chunk_file("s3://corpus/megatron/data.idx", tmp_path / f"w-{unit}", **kw2)
+        chunk_file(tmp_path / "data", tmp_path / f"want-{unit}", **kw2)
+        _same(tmp_path / f"w-{unit}", tmp_path / f"want-{unit}")
+    import dask
+
+    from posembed.dask import chunk_parts
+
+    with dask.config.set(scheduler="sync"):  # a Megatron corpus in a store, cut by tasks
+        meta = chunk_parts(
+            "s3://corpus/megatron/data.idx", tmp_path / "p", size=300, part_tokens=7000
+        )
+    assert meta["parts"] > 2
+    from posembed.dask import read_parts
+
+    chunk_file(tmp_path / "data", tmp_path / "want-p", size=300, quiet=True)
+    parted = read_parts(tmp_path / "p")
+    np.testing.assert_array_equal(
+        np.asarray(parted.tokens), np.load(tmp_path / "want-p" / "windows.npy")
+    )
+    np.testing.assert_array_equal(parted.lengths, np.load(tmp_path / "want-p" / "lengths.npy"))
+    argv = ["chunk", "s3://corpus/megatron/data.idx", "-o", str(tmp_path / "x"), "--size", "8"]
+    assert main([*argv, "--dtype", "u2"]) == 2
+    assert "--dtype does not apply to s3://corpus/megatron/data.idx, an indexed dataset" in (
+        capsys.readouterr().err
+    )
     pack_file(*src, "s3://corpus/packed", size=1024, **kw)
     pack_file(*src, tmp_path / "packed", size=1024, **kw)
     want = {p.name: p.read_bytes() for p in (tmp_path / "packed").iterdir()}

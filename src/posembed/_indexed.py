@@ -128,18 +128,28 @@ def _first(mask: np.ndarray) -> int:
 class _Index:
     """The checked contents of a ``.idx`` file."""
 
-    def __init__(self, path: Path) -> None:
-        fd, info = _open(path, "index (.idx)")
-        try:
+    def __init__(self, path: Path, read: Any = None) -> None:
+        """The index at ``path``, or the one ``read(start, stop)`` returns the
+        bytes of (with ``read.size``, its size: an index in a store)."""
+        if read is None:
+            fd, info = _open(path, "index (.idx)")
             size = info.st_size
+
+            def read(start: int, stop: int) -> bytes:
+                return _read_exactly(fd, stop - start, path, start)
+
+        else:
+            fd, size = -1, int(read.size)
+        try:
             if size < HEADER.size:
                 raise _bad(path, f"it is {size} bytes, shorter than the {HEADER.size}-byte header")
             # The header first: a file that is no index is refused before its
             # size is read into memory.
-            n, d, code = self._check_header(path, _read_exactly(fd, HEADER.size, path), size)
-            data = _read_exactly(fd, size - HEADER.size, path, HEADER.size)
+            n, d, code = self._check_header(path, read(0, HEADER.size), size)
+            data = read(HEADER.size, size)
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
         self.dtype = CODES[code]
         self.lengths = np.frombuffer(data, "<i4", n, 0).astype(np.int32)
         self.pointers = np.frombuffer(data, "<i8", n, 4 * n).astype(np.int64)

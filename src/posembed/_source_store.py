@@ -60,7 +60,7 @@ def matches(path: Any) -> bool:
 
 def _kind(url: str) -> str:
     suffix = StoreUrl(url).suffix.lower()
-    kind = {".parquet": "parquet", ".arrow": "arrow"}.get(suffix, "tokens")
+    kind = {".parquet": "parquet", ".arrow": "arrow", ".idx": "indexed"}.get(suffix, "tokens")
     if kind == "tokens" and not suffix and _holds_manifest(url):
         return "windows"  # a folder posembed chunk wrote there
     return kind
@@ -84,17 +84,21 @@ def _holds_manifest(url: str) -> bool:
 
 
 def check(path: Any, options: SourceOptions) -> None:
-    if options.documents is not None:
-        raise ChunkError(
-            f"--documents applies to indexed datasets, which are read from local files; {path} "
-            "is a URL"
-        )
     kind = _kind(path)
-    if StoreUrl(path).suffix.lower() == ".idx":
+    if options.documents is not None and kind != "indexed":
         raise ChunkError(
-            f"{path}: an indexed dataset in a store is read from a local copy (PREFIX.bin "
-            "and PREFIX.idx); a token file, Parquet or Arrow file is read from the store"
+            f"--documents applies to indexed datasets (PREFIX.idx and PREFIX.bin); {path} is "
+            "not one"
         )
+    if kind == "indexed":
+        given = [o for o, x in (("--dtype", options.dtype), ("--offsets", options.offsets)) if x]
+        given += ["--column"] if options.column is not None else []
+        if given:
+            raise ChunkError(
+                f"{given[0]} does not apply to {path}, an indexed dataset (its .idx names its "
+                "type and documents; --documents chooses documents or sequences)"
+            )
+        return
     if kind == "windows":
         given = [o for o, x in (("--dtype", options.dtype), ("--offsets", options.offsets)) if x]
         given += ["--column"] if options.column is not None else []
@@ -130,6 +134,8 @@ def open_input(path: Any, options: SourceOptions) -> RangeInput | StreamInput:
     kind = _kind(url)
     if kind == "windows":
         return _open_windows(url.rstrip("/"))
+    if kind == "indexed":
+        return _open_indexed(url, options.documents or "documents")
     if kind == "tokens":
         return _open_tokens(url, options)
     return _open_columns(url, DEFAULT_COLUMN if options.column is None else options.column)
@@ -309,6 +315,53 @@ def _open_parts(url: str) -> StreamInput:
     """The parts posembed chunk --dask put in the store, read a block of windows at a time."""
     meta = {"input_format": "posembed chunk output (parts), one document per window"}
     return parts_input(url, meta, BATCH_BYTES)
+
+
+class _Reader:
+    """Bytes [start, stop) of an object in the store, and its size (as the
+    index reader takes a file)."""
+
+    def __init__(self, fs: Any, key: str, url: str) -> None:
+        self.fs, self.key, self.url = fs, key, url
+        self.size, self.version = info(fs, key, url)
+
+    def __call__(self, start: int, stop: int) -> bytes:
+        data = read_range(self.fs, self.key, self.url, start, stop)
+        if len(data) != stop - start:
+            raise ChunkError(f"{self.url}: input changed while reading (it is shorter)")
+        return data
+
+
+def _open_indexed(url: str, unit: Any) -> RangeInput:
+    """A Megatron indexed dataset in the store: its .idx read whole and
+    checked as on disk, its .bin read by range."""
+    from posembed._indexed import UNITS, _Index
+
+    if unit not in UNITS:
+        raise ChunkError(f"--documents must be documents or sequences; got {unit!r}")
+    fs, key = filesystem(url)
+    index_read = _Reader(fs, key, url)
+    if index_read.size > OFFSETS_BYTES:
+        raise ChunkError(f"{url}: {index_read.size} bytes; far more than an index holds")
+    try:
+        index = _Index(StoreUrl(url), index_read)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ChunkError(str(exc)) from None
+    ends = np.concatenate([np.zeros(1, np.int64), index.ends])
+    offsets = ends[index.documents] if unit == "documents" else ends
+    count = int(ends[-1])
+    bin_url = url[: -len(".idx")] + ".bin"
+    bin_fs, bin_key = filesystem(bin_url)
+    size, version = info(bin_fs, bin_key, bin_url)
+    if size != count * index.dtype.itemsize:
+        raise ChunkError(
+            f"{bin_url}: it holds {size} bytes, but {url} describes {count} tokens of "
+            f"{index.dtype} ({count * index.dtype.itemsize} bytes)"
+        )
+    tokens = StoreTokenFile(
+        bin_url, index.dtype, 0, count, version=(size, version), store=(bin_fs, bin_key)
+    )
+    return RangeInput(tokens, offsets, {"documents_are": unit})
 
 
 def _ipc(pa: Any, f: Any) -> Any:

@@ -477,8 +477,8 @@ def main(argv: list[str] | None = None) -> int:
         help="tokens: a 1-D .npy file, a raw binary stream with --dtype, a .parquet file or "
         "folder of them, an Arrow IPC .arrow file or stream, a datasets save_to_disk folder, "
         "a Megatron-LM indexed dataset (PREFIX, PREFIX.idx or PREFIX.bin), or a folder "
-        "posembed chunk wrote (one document per window); a token file, Parquet or Arrow "
-        "file may be a URL (s3://..., gs://..., hf://..., through fsspec)",
+        "posembed chunk wrote (one document per window); a token file, indexed dataset "
+        "(PREFIX.idx), Parquet or Arrow file may be a URL (s3://..., hf://..., through fsspec)",
     )
     p.add_argument(
         "-o",
