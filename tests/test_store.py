@@ -208,11 +208,6 @@ def test_force_replaces_only_posembed_s_objects(s3, tmp_path, capsys):
     argv = ["chunk", "s3://corpus/tokens.npy", "-o", "s3://corpus/tokens.npy", "--size", "8"]
     assert main(argv) == 2
     assert "is a file in the store, not a folder of outputs" in capsys.readouterr().err
-    argv = ["chunk", "s3://corpus/tokens.npy", "-o", "s3://corpus/mg", "--size", "8"]
-    assert main([*argv, "--format", "megatron"]) == 2
-    assert "--format megatron writes PREFIX.bin and PREFIX.idx on local disk" in (
-        capsys.readouterr().err
-    )
 
 
 def test_a_crafted_indexed_dataset_in_the_store_is_one_error(s3, tmp_path):
@@ -430,8 +425,15 @@ def test_convert_and_pack_write_to_the_store(s3, tmp_path, capsys):
     pack_file(*src, tmp_path / "packed", size=1024, **kw)
     want = {p.name: p.read_bytes() for p in (tmp_path / "packed").iterdir()}
     assert _listing(fs, "corpus/packed") == want
-    with pytest.raises(ChunkError, match=r"--format megatron writes PREFIX\.bin and PREFIX\.idx"):
-        pack_file(*src, "s3://corpus/packed-mg", size=64, format="megatron", **kw)
+    # --format megatron of chunk and pack: PREFIX.bin, then PREFIX.idx, in the store
+    for make, name in ((chunk_file, "chunk"), (pack_file, "pack")):
+        make(*src, f"s3://corpus/mg-{name}", size=64, format="megatron", **kw)
+        make(*src, tmp_path / f"mg-{name}", size=64, format="megatron", **kw)
+        for suffix in (".bin", ".idx"):
+            got = fs.cat_file(f"corpus/mg-{name}{suffix}")
+            assert got == (tmp_path / f"mg-{name}{suffix}").read_bytes()
+        with pytest.raises(ChunkError, match=r"\.idx or \.bin exists; pass --force"):
+            make(*src, f"s3://corpus/mg-{name}", size=64, format="megatron", **kw)
 
 
 def test_parts_in_the_store_read_back(s3, tmp_path):

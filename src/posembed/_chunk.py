@@ -238,12 +238,9 @@ def chunk_file(
     if _store.is_url(output_dir):
         # a store has no rename: the run writes a local folder, uploaded once
         # complete, its meta.json last (see _store.StoreOutput)
-        if sink_type is IndexedSink:
-            raise ChunkError(
-                "--format megatron writes PREFIX.bin and PREFIX.idx on local disk; "
-                f"{output_dir} is a URL"
-            )
-        target = _store.StoreOutput(str(output_dir), force)
+        # --format megatron: PREFIX.bin, then PREFIX.idx (see _store.StorePair)
+        pair = sink_type is IndexedSink
+        target: Any = (_store.StorePair if pair else _store.StoreOutput)(str(output_dir), force)
         target.check()  # before any work
         with tempfile.TemporaryDirectory(prefix="posembed-store-") as staging:
             meta = chunk_file(
@@ -262,7 +259,10 @@ def chunk_file(
                 threads=threads,
                 quiet=quiet,
             )
-            target.upload(Path(staging) / "out")
+            if pair:
+                target.upload(Path(staging) / "out.bin", Path(staging) / "out.idx")
+            else:
+                target.upload(Path(staging) / "out")
         return meta
     src, out = input_location(input_path), local_output(output_dir, "output_dir")
     count = None if threads is None else _checked_threads(threads)

@@ -41,7 +41,7 @@ from posembed._source import (
     StreamInput,
     option_int,
 )
-from posembed._store import StoreOutput, is_url
+from posembed._store import StoreOutput, StorePair, is_url
 
 FORMATS = ("npy", "parquet", "megatron")
 NPY_ARRAYS = ("input_ids", "position_ids", "seq_lengths", "row_segments", "documents", "starts")
@@ -313,12 +313,9 @@ def pack_file(
     if is_url(output):
         # a store has no rename: packed in a local folder, then uploaded, its
         # meta.json last (see posembed._store.StoreOutput)
-        if format == "megatron":
-            raise ChunkError(
-                f"--format megatron writes PREFIX.bin and PREFIX.idx on local disk; {output} "
-                "is a URL"
-            )
-        target = StoreOutput(str(output), bool(force))
+        # --format megatron: PREFIX.bin, then PREFIX.idx (see posembed._store.StorePair)
+        pair = format == "megatron"
+        target: Any = (StorePair if pair else StoreOutput)(str(output), bool(force))
         target.check()  # before any work
         with tempfile.TemporaryDirectory(prefix="posembed-store-") as staging:
             meta = pack_file(
@@ -336,7 +333,10 @@ def pack_file(
                 column=column,
                 quiet=quiet,
             )
-            target.upload(Path(staging) / "out")
+            if pair:
+                target.upload(Path(staging) / "out.bin", Path(staging) / "out.idx")
+            else:
+                target.upload(Path(staging) / "out")
         return meta
     src, out = _chunk.input_location(input_path), _chunk.local_output(output, "output")
     if not isinstance(format, str) or format not in FORMATS:
