@@ -465,3 +465,56 @@ def test_parts_in_the_store_read_back(s3, tmp_path):
     )
     with pytest.raises(ValueError, match=r"not a finished parted chunk output \(no meta\.json"):
         read_parts("s3://corpus/nothing-here")
+
+
+def test_a_store_that_stops_mid_run_leaves_an_error_and_a_rerun_completes(tmp_path, monkeypatch):
+    # a server of its own, stopped in the middle of a read and of an upload
+    # (requests fail at once: one attempt, a 1 s connect timeout), then
+    # started again on its port with what it held
+    if os.environ.get("POSEMBED_REQUIRE_STORE") != "1":
+        pytest.importorskip("moto.server")
+        pytest.importorskip("s3fs")
+    from bench.store_server import s3_server
+
+    np.save(tmp_path / "t.npy", np.arange(1 << 20, dtype=np.uint16))
+    with s3_server("halting", quick_failure=True) as fs:
+        fs.put(str(tmp_path / "t.npy"), "halting/t.npy")
+        reads = []
+        real_read, real_put = store.read_range, store._put
+
+        def stopping_read(*args):
+            reads.append(args)
+            if len(reads) == 3:
+                fs.server.stop()
+            return real_read(*args)
+
+        monkeypatch.setattr(store, "read_range", stopping_read)
+        monkeypatch.setattr("posembed._source_store.read_range", stopping_read)
+        monkeypatch.setattr("posembed._chunk.MEMORY_BYTES", 1 << 16)
+        with pytest.raises(ChunkError, match=r"s3://halting/t\.npy: the store failed"):
+            chunk_file("s3://halting/t.npy", tmp_path / "out", size=64, quiet=True)
+        assert not (tmp_path / "out").exists()
+        fs.server.start()
+        monkeypatch.setattr(store, "read_range", real_read)
+        monkeypatch.setattr("posembed._source_store.read_range", real_read)
+        chunk_file("s3://halting/t.npy", tmp_path / "out", size=64, quiet=True)
+        # the upload: the server goes after the first file
+        puts = []
+
+        def stopping_put(fs_, local_path, key):
+            puts.append(key)
+            if len(puts) == 2:
+                fs.server.stop()
+            return real_put(fs_, local_path, key)
+
+        monkeypatch.setattr(store, "_put", stopping_put)
+        with pytest.raises(ChunkError, match="writing to the store failed"):
+            chunk_file("s3://halting/t.npy", "s3://halting/w", size=64, quiet=True)
+        fs.server.start()
+        monkeypatch.setattr(store, "_put", real_put)
+        left = _listing(fs, "halting/w")
+        assert "meta.json" not in left
+        assert ".posembed-writing.json" in left
+        chunk_file("s3://halting/t.npy", "s3://halting/w", size=64, quiet=True, force=True)
+        want = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+        assert _listing(fs, "halting/w") == want
