@@ -139,21 +139,23 @@ def test_an_output_in_the_store_is_the_local_one_its_manifest_last(s3, tmp_path,
     assert _listing(fs, f"corpus/out-{fmt}") == want
 
 
-def test_an_output_in_the_store_reads_back(s3, tmp_path):
+@pytest.mark.parametrize("fmt", ["npy", "parquet"])
+def test_an_output_in_the_store_reads_back(s3, tmp_path, fmt):
     # chunked from the store into the store, then read back from it: one
     # document per window, as a local output reads
     kw = {"size": 200, "step": 150, "offsets_path": "s3://corpus/offsets.npy", "quiet": True}
-    chunk_file("s3://corpus/tokens.npy", "s3://corpus/round", **kw)
+    chunk_file("s3://corpus/tokens.npy", f"s3://corpus/round-{fmt}", format=fmt, **kw)
     chunk_file("s3://corpus/tokens.npy", tmp_path / "local", **kw)
-    meta = chunk_file("s3://corpus/round", tmp_path / "again", size=200, step=200, quiet=True)
-    assert meta["input_format"] == "posembed chunk output (npy), one document per window"
+    url = f"s3://corpus/round-{fmt}"
+    meta = chunk_file(url, tmp_path / "again", size=200, step=200, quiet=True)
+    assert meta["input_format"] == f"posembed chunk output ({fmt}), one document per window"
     local = {n: np.load(tmp_path / "local" / f"{n}.npy") for n in ("windows", "lengths")}
     np.testing.assert_array_equal(np.load(tmp_path / "again" / "windows.npy"), local["windows"])
     np.testing.assert_array_equal(np.load(tmp_path / "again" / "lengths.npy"), local["lengths"])
-    chunk_file("s3://corpus/round/", tmp_path / "slash", size=200, step=200, quiet=True)
+    chunk_file(f"{url}/", tmp_path / "slash", size=200, step=200, quiet=True)
     _same(tmp_path / "slash", tmp_path / "again")
-    with pytest.raises(ChunkError, match="--offsets does not apply to s3://corpus/round"):
-        chunk_file("s3://corpus/round", tmp_path / "x", size=8, offsets_path="o.npy", quiet=True)
+    with pytest.raises(ChunkError, match=f"--offsets does not apply to {url}"):
+        chunk_file(url, tmp_path / "x", size=8, offsets_path="o.npy", quiet=True)
 
 
 def test_a_failed_upload_leaves_no_manifest_and_a_rerun_completes(s3, tmp_path, monkeypatch):
@@ -518,3 +520,28 @@ def test_a_store_that_stops_mid_run_leaves_an_error_and_a_rerun_completes(tmp_pa
         chunk_file("s3://halting/t.npy", "s3://halting/w", size=64, quiet=True, force=True)
         want = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
         assert _listing(fs, "halting/w") == want
+
+
+def test_indexed_corpus_reads_a_dataset_in_the_store(s3, tmp_path):
+    import posembed
+
+    fs, _ = s3
+    rng = np.random.default_rng(8)
+    tokens = rng.integers(0, 60_000, 5000).astype(np.uint16)
+    posembed.write_indexed(tmp_path / "d", tokens, np.array([0, 10, 10, 4000, 5000]))
+    for suffix in (".bin", ".idx"):
+        fs.put(str(tmp_path / f"d{suffix}"), f"corpus/ic/d{suffix}")
+    for prefix in ("s3://corpus/ic/d", "s3://corpus/ic/d.idx", "s3://corpus/ic/d.bin"):
+        got, want = posembed.IndexedCorpus(prefix), posembed.IndexedCorpus(tmp_path / "d")
+        assert str(got.prefix) == "s3://corpus/ic/d"
+        assert len(got) == len(want) == 4
+        np.testing.assert_array_equal(got.offsets, want.offsets)
+        np.testing.assert_array_equal(got[3], want[3])
+        np.testing.assert_array_equal(got.read(5, 4100), want.read(5, 4100))
+        np.testing.assert_array_equal(got.to_arrays()[0], tokens)
+    # windows of it, as of the local one
+    w = posembed.windows(posembed.IndexedCorpus("s3://corpus/ic/d"), 64, step=48)
+    v = posembed.windows(posembed.IndexedCorpus(tmp_path / "d"), 64, step=48)
+    np.testing.assert_array_equal(w.tokens, v.tokens)
+    with pytest.raises(ValueError, match=r"s3://corpus/ic/nothing\.idx: no such file in the store"):
+        posembed.IndexedCorpus("s3://corpus/ic/nothing")

@@ -32,6 +32,10 @@ import numpy.typing as npt
 
 from posembed import _core
 from posembed._source import ChunkError, TokenFile, _open_regular, _stamp
+from posembed._store import ObjectReader, StoreTokenFile, StoreUrl, filesystem, info, is_url
+
+# An .idx in a store is read whole: 12 bytes a sequence and 8 a document.
+MAX_INDEX_BYTES = 1 << 36
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -303,6 +307,9 @@ class IndexedCorpus:
             )
         if documents not in UNITS:
             raise ValueError(f"documents must be 'documents' or 'sequences'; got {documents!r}")
+        if is_url(prefix):
+            self._open_in_store(str(prefix), documents)
+            return
         self.prefix, self.idx_path, self.bin_path = paths(prefix)
         self.documents = documents
         index = _Index(self.idx_path)
@@ -325,6 +332,46 @@ class IndexedCorpus:
                 f"{self.token_count} tokens of {self.dtype} ({nbytes} bytes)",
             )
         self.tokens = TokenFile(self.bin_path, self.dtype, 0, self.token_count, stamp=_stamp(info))
+
+    def _set_index(self, index: _Index, documents: Literal["documents", "sequences"]) -> None:
+        self.documents = documents
+        self.dtype = index.dtype
+        self.sequence_lengths = index.lengths
+        self.sequence_pointers = index.pointers
+        self.document_indices = index.documents
+        ends = np.concatenate([np.zeros(1, np.int64), index.ends])
+        self.offsets = ends[index.documents] if documents == "documents" else ends
+        self.token_count = int(ends[-1])
+
+    def _open_in_store(self, url: str, documents: Literal["documents", "sequences"]) -> None:
+        """The dataset at the URL ``PREFIX`` (through fsspec): the .idx read
+        whole and checked as a local one is, the .bin read by range."""
+        text = url[:-4] if url.endswith((".idx", ".bin")) else url
+        # URLs kept as their text (a Path would fold their //)
+        self.prefix = StoreUrl(text)  # type: ignore[assignment]
+        self.idx_path = StoreUrl(text + ".idx")  # type: ignore[assignment]
+        self.bin_path = StoreUrl(text + ".bin")  # type: ignore[assignment]
+        read = ObjectReader(str(self.idx_path))
+        if read.size > MAX_INDEX_BYTES:
+            raise _bad(self.idx_path, f"it is {read.size} bytes; far more than an index holds")
+        self._set_index(_Index(self.idx_path, read), documents)
+        fs, key = filesystem(str(self.bin_path))
+        size, version = info(fs, key, str(self.bin_path))
+        nbytes = self.token_count * self.dtype.itemsize
+        if size != nbytes:
+            raise _bad(
+                self.bin_path,
+                f"it holds {size} bytes, but {text.rsplit('/', 1)[-1]}.idx describes "
+                f"{self.token_count} tokens of {self.dtype} ({nbytes} bytes)",
+            )
+        self.tokens = StoreTokenFile(
+            str(self.bin_path),
+            self.dtype,
+            0,
+            self.token_count,
+            version=(size, version),
+            store=(fs, key),
+        )
 
     def __len__(self) -> int:
         """The number of units (documents or sequences)."""

@@ -539,3 +539,39 @@ def parts_input(where: Any, meta: dict[str, Any], block_bytes: int) -> StreamInp
                 part.close()
 
     return StreamInput(np.dtype(view.dtype), documents, meta)
+
+
+def parquet_windows_type(pa: Any, schema: Any, where: Any) -> tuple[int, np.dtype[Any]]:
+    """(window size, token dtype) of the windows posembed chunk writes as
+    Parquet (``input_ids`` a fixed-size list of integers, ``length`` an integer)."""
+    ids = schema.field("input_ids").type if "input_ids" in schema.names else None
+    length = schema.field("length").type if "length" in schema.names else None
+    if (
+        ids is None
+        or not pa.types.is_fixed_size_list(ids)
+        or not pa.types.is_integer(ids.value_type)
+        or length is None
+        or not pa.types.is_integer(length)
+    ):
+        raise ChunkError(
+            f"{where}: not the windows posembed chunk writes (a fixed-size list column "
+            "'input_ids' of integers and an integer column 'length')"
+        )
+    return int(ids.list_size), np.dtype(ids.value_type.to_pandas_dtype())
+
+
+def parquet_window_documents(
+    reader: Any, where: Any, n: int, size: int, dtype: np.dtype[Any], block_rows: int
+) -> Generator[Documents, None, None]:
+    """The windows of a Parquet file posembed chunk wrote (an open
+    ``pyarrow.parquet.ParquetFile``) as documents, ``block_rows`` at a time."""
+    first = 0
+    for batch in reader.iter_batches(batch_size=block_rows, columns=["input_ids", "length"]):
+        ids, lengths = batch.column(0), batch.column(1)
+        if ids.null_count or lengths.null_count:
+            raise ChunkError(f"{where}: a null window or length near row {first}")
+        values = ids.flatten().to_numpy(zero_copy_only=False)
+        rows = values.astype(dtype, copy=False).reshape(-1, size)
+        got = lengths.to_numpy(zero_copy_only=False)
+        yield window_documents(rows, got, where, first, n)
+        first += len(batch)

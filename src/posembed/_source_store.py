@@ -28,6 +28,8 @@ from posembed._source import (
     _csr,
     _open_regular,
     check_column_options,
+    parquet_window_documents,
+    parquet_windows_type,
     parts_input,
     token_layout,
     window_blocks,
@@ -292,11 +294,8 @@ def _open_windows(url: str) -> StreamInput:
         return _open_parts(url)
     if not isinstance(meta, dict) or meta.get("format") not in ("npy", "parquet"):
         raise ChunkError(f"{where}: not the manifest posembed chunk writes")
-    if meta["format"] != "npy":
-        raise ChunkError(
-            f"{url}: a --format parquet output is read from the store as Parquet: give "
-            f"{url}/windows.parquet (each window a row, its padding included)"
-        )
+    if meta["format"] == "parquet":
+        return _open_parquet_windows(url)
     windows, shape = _npy_file(f"{url}/windows.npy", 2)
     lengths, count = _npy_file(f"{url}/lengths.npy", 1)
     n, width = shape
@@ -311,57 +310,61 @@ def _open_windows(url: str) -> StreamInput:
     return StreamInput(windows.dtype, documents, meta_in)
 
 
+def _open_parquet_windows(url: str) -> StreamInput:
+    """A --format parquet output in the store: its windows.parquet read a
+    batch of rows at a time, each window cut to its length."""
+    from posembed._arrow import require
+
+    pa = require("posembed chunk on a Parquet output")
+    import pyarrow.parquet as pq
+
+    where = f"{url}/windows.parquet"
+    fs, key = filesystem(where)
+    version = info(fs, key, where)
+    try:
+        with fs.open(key, "rb") as f:
+            parquet = pq.ParquetFile(f)
+            schema, n = parquet.schema_arrow, max(0, int(parquet.metadata.num_rows))
+    except (pa.ArrowException, OSError) as exc:
+        why = " ".join(str(exc).split())
+        raise ChunkError(f"{where}: not a readable Parquet file ({why})") from None
+    size, dtype = parquet_windows_type(pa, schema, where)
+
+    def documents() -> Generator[Documents, None, None]:
+        if info(fs, key, where) != version:
+            raise ChunkError(f"{where}: input changed while reading (it was replaced)")
+        step = max(1, BATCH_BYTES // max(1, size * dtype.itemsize))
+        try:
+            with fs.open(key, "rb") as f:
+                yield from parquet_window_documents(pq.ParquetFile(f), where, n, size, dtype, step)
+        except (pa.ArrowException, OSError) as exc:
+            raise ChunkError(
+                f"{where}: not a readable Parquet file ({' '.join(str(exc).split())})"
+            ) from None
+        if info(fs, key, where) != version:
+            raise ChunkError(f"{where}: input changed while reading (it was replaced)")
+
+    meta = {"input_format": "posembed chunk output (parquet), one document per window"}
+    return StreamInput(dtype, documents, meta)
+
+
 def _open_parts(url: str) -> StreamInput:
     """The parts posembed chunk --dask put in the store, read a block of windows at a time."""
     meta = {"input_format": "posembed chunk output (parts), one document per window"}
     return parts_input(url, meta, BATCH_BYTES)
 
 
-class _Reader:
-    """Bytes [start, stop) of an object in the store, and its size (as the
-    index reader takes a file)."""
-
-    def __init__(self, fs: Any, key: str, url: str) -> None:
-        self.fs, self.key, self.url = fs, key, url
-        self.size, self.version = info(fs, key, url)
-
-    def __call__(self, start: int, stop: int) -> bytes:
-        data = read_range(self.fs, self.key, self.url, start, stop)
-        if len(data) != stop - start:
-            raise ChunkError(f"{self.url}: input changed while reading (it is shorter)")
-        return data
-
-
 def _open_indexed(url: str, unit: Any) -> RangeInput:
-    """A Megatron indexed dataset in the store: its .idx read whole and
-    checked as on disk, its .bin read by range."""
-    from posembed._indexed import UNITS, _Index
+    """A Megatron indexed dataset in the store, as IndexedCorpus reads one."""
+    from posembed._indexed import UNITS, IndexedCorpus
 
     if unit not in UNITS:
         raise ChunkError(f"--documents must be documents or sequences; got {unit!r}")
-    fs, key = filesystem(url)
-    index_read = _Reader(fs, key, url)
-    if index_read.size > OFFSETS_BYTES:
-        raise ChunkError(f"{url}: {index_read.size} bytes; far more than an index holds")
     try:
-        index = _Index(StoreUrl(url), index_read)  # type: ignore[arg-type]
-    except ValueError as exc:
+        corpus = IndexedCorpus(url, documents=unit)
+    except ValueError as exc:  # ChunkError included
         raise ChunkError(str(exc)) from None
-    ends = np.concatenate([np.zeros(1, np.int64), index.ends])
-    offsets = ends[index.documents] if unit == "documents" else ends
-    count = int(ends[-1])
-    bin_url = url[: -len(".idx")] + ".bin"
-    bin_fs, bin_key = filesystem(bin_url)
-    size, version = info(bin_fs, bin_key, bin_url)
-    if size != count * index.dtype.itemsize:
-        raise ChunkError(
-            f"{bin_url}: it holds {size} bytes, but {url} describes {count} tokens of "
-            f"{index.dtype} ({count * index.dtype.itemsize} bytes)"
-        )
-    tokens = StoreTokenFile(
-        bin_url, index.dtype, 0, count, version=(size, version), store=(bin_fs, bin_key)
-    )
-    return RangeInput(tokens, offsets, {"documents_are": unit})
+    return RangeInput(corpus.tokens, corpus.offsets, {"documents_are": unit})
 
 
 def _ipc(pa: Any, f: Any) -> Any:

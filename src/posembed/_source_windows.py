@@ -27,9 +27,10 @@ from posembed._source import (
     _native_file,
     _readable,
     _stamp,
+    parquet_window_documents,
+    parquet_windows_type,
     parts_input,
     window_blocks,
-    window_documents,
 )
 
 NPY, PARQUET, PARTS = "npy", "parquet", "parts"
@@ -200,21 +201,7 @@ def _open_parquet(folder: Path, meta: dict[str, Any]) -> StreamInput:
             handle.close()
     finally:
         os.close(fd)
-    ids = schema.field("input_ids").type if "input_ids" in schema.names else None
-    length = schema.field("length").type if "length" in schema.names else None
-    if (
-        ids is None
-        or not pa.types.is_fixed_size_list(ids)
-        or not pa.types.is_integer(ids.value_type)
-        or length is None
-        or not pa.types.is_integer(length)
-    ):
-        raise ChunkError(
-            f"{where}: not the windows posembed chunk writes (a fixed-size list column "
-            "'input_ids' of integers and an integer column 'length')"
-        )
-    size = ids.list_size
-    dtype = np.dtype(ids.value_type.to_pandas_dtype())
+    size, dtype = parquet_windows_type(pa, schema, where)
     stamp = _stamp(info)
 
     def documents() -> Generator[Documents, None, None]:
@@ -224,19 +211,8 @@ def _open_parquet(folder: Path, meta: dict[str, Any]) -> StreamInput:
             handle = _native_file(pa, fd)
             try:
                 reader = pq.ParquetFile(handle)
-                first = 0
-                batches = reader.iter_batches(
-                    batch_size=_block_rows(size, dtype.itemsize), columns=["input_ids", "length"]
-                )
-                for batch in batches:
-                    ids, lengths = batch.column(0), batch.column(1)
-                    if ids.null_count or lengths.null_count:
-                        raise ChunkError(f"{where}: a null window or length near row {first}")
-                    values = ids.flatten().to_numpy(zero_copy_only=False)
-                    rows = values.astype(dtype, copy=False).reshape(-1, size)
-                    got = lengths.to_numpy(zero_copy_only=False)
-                    yield window_documents(rows, got, where, first, n)
-                    first += len(batch)
+                step = _block_rows(size, dtype.itemsize)
+                yield from parquet_window_documents(reader, where, n, size, dtype, step)
             except (pa.ArrowException, OSError) as exc:
                 _check_stamp(where, fd, stamp)
                 raise _readable(where, "parquet", exc) from None

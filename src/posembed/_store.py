@@ -345,3 +345,19 @@ class StorePair:
                 f"{' '.join(str(exc).split())}); the dataset is unfinished (no .idx): run "
                 "again with --force to replace it"
             ) from None
+
+
+class ObjectReader:
+    """Bytes [start, stop) of an object in a store (``read(start, stop)``)
+    and its ``size``: an object read as a file is (an index, say)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.fs, self.key = filesystem(url)
+        self.size, self.version = info(self.fs, self.key, url)
+
+    def __call__(self, start: int, stop: int) -> bytes:
+        data = read_range(self.fs, self.key, self.url, start, stop)
+        if len(data) != stop - start:
+            raise ChunkError(f"{self.url}: input changed while reading (it is shorter)")
+        return data
