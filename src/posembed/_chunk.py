@@ -25,7 +25,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -236,16 +235,15 @@ def chunk_file(
     sink_type = _sink_type(format)
     force = v.flag(force, "force")
     if _store.is_url(output_dir):
-        # a store has no rename: the run writes a local folder, uploaded once
-        # complete, its meta.json last (see _store.StoreOutput)
-        # --format megatron: PREFIX.bin, then PREFIX.idx (see _store.StorePair)
-        pair = sink_type is IndexedSink
-        target: Any = (_store.StorePair if pair else _store.StoreOutput)(str(output_dir), force)
-        target.check()  # before any work
-        with tempfile.TemporaryDirectory(prefix="posembed-store-") as staging:
-            meta = chunk_file(
+        # a store has no rename: made locally, then uploaded (--format
+        # megatron as PREFIX.bin and PREFIX.idx); see _store.staged
+        return _store.staged(
+            str(output_dir),
+            force,
+            sink_type is IndexedSink,
+            lambda local: chunk_file(
                 input_path,
-                Path(staging) / "out",
+                local,
                 size=size,
                 step=step,
                 overlap=overlap,
@@ -258,12 +256,8 @@ def chunk_file(
                 format=format,
                 threads=threads,
                 quiet=quiet,
-            )
-            if pair:
-                target.upload(Path(staging) / "out.bin", Path(staging) / "out.idx")
-            else:
-                target.upload(Path(staging) / "out")
-        return meta
+            ),
+        )
     src, out = input_location(input_path), local_output(output_dir, "output_dir")
     count = None if threads is None else _checked_threads(threads)
     options = SourceOptions(dtype, offsets_path, column, documents)

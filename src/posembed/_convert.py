@@ -20,9 +20,7 @@ when complete (see :func:`posembed._outdir.commit_pair`).
 from __future__ import annotations
 
 import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,7 +35,7 @@ from posembed._source import (
     StreamInput,
     option_int,
 )
-from posembed._store import StorePair, StoreTokenFile, is_url
+from posembed._store import StoreTokenFile, is_url, staged
 
 # Largest id uint16 keeps under Megatron's rule (a vocabulary of 65,500 ids or
 # more is written as int32).
@@ -113,12 +111,13 @@ def convert_file(
     force = v.flag(force, "force")
     if is_url(output_prefix):
         # written locally, then uploaded: PREFIX.bin, then PREFIX.idx last
-        target = StorePair(str(output_prefix), force)
-        target.check()  # before any work
-        with tempfile.TemporaryDirectory(prefix="posembed-store-") as staging:
-            counts = convert_file(
+        return staged(
+            str(output_prefix),
+            force,
+            True,
+            lambda local: convert_file(
                 input_path,
-                Path(staging) / "data",
+                local,
                 dtype=dtype,
                 offsets_path=offsets_path,
                 column=column,
@@ -127,9 +126,8 @@ def convert_file(
                 vocab_size=vocab_size,
                 output_dtype=output_dtype,
                 quiet=quiet,
-            )
-            target.upload(Path(staging) / "data.bin", Path(staging) / "data.idx")
-        return counts
+            ),
+        )
     src = _chunk.input_location(input_path)
     prefix = _chunk.local_output(output_prefix, "output_prefix")
     eod = option_int(append_eod, "--append-eod", 0)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -41,7 +40,7 @@ from posembed._source import (
     StreamInput,
     option_int,
 )
-from posembed._store import StoreOutput, StorePair, is_url
+from posembed._store import is_url, staged
 
 FORMATS = ("npy", "parquet", "megatron")
 NPY_ARRAYS = ("input_ids", "position_ids", "seq_lengths", "row_segments", "documents", "starts")
@@ -311,16 +310,15 @@ def pack_file(
         Writing fails (the temporary folder is removed, an old output kept).
     """
     if is_url(output):
-        # a store has no rename: packed in a local folder, then uploaded, its
-        # meta.json last (see posembed._store.StoreOutput)
-        # --format megatron: PREFIX.bin, then PREFIX.idx (see posembed._store.StorePair)
-        pair = format == "megatron"
-        target: Any = (StorePair if pair else StoreOutput)(str(output), bool(force))
-        target.check()  # before any work
-        with tempfile.TemporaryDirectory(prefix="posembed-store-") as staging:
-            meta = pack_file(
+        # a store has no rename: packed locally, then uploaded (--format
+        # megatron as PREFIX.bin and PREFIX.idx); see posembed._store.staged
+        return staged(
+            str(output),
+            bool(force),
+            format == "megatron",
+            lambda local: pack_file(
                 input_path,
-                Path(staging) / "out",
+                local,
                 size=size,
                 strategy=strategy,
                 split=split,
@@ -332,12 +330,8 @@ def pack_file(
                 documents=documents,
                 column=column,
                 quiet=quiet,
-            )
-            if pair:
-                target.upload(Path(staging) / "out.bin", Path(staging) / "out.idx")
-            else:
-                target.upload(Path(staging) / "out")
-        return meta
+            ),
+        )
     src, out = _chunk.input_location(input_path), _chunk.local_output(output, "output")
     if not isinstance(format, str) or format not in FORMATS:
         raise ChunkError(f"--format must be one of {', '.join(FORMATS)}; got {format!r}")

@@ -229,14 +229,12 @@ def _open_columns(url: str, column: str) -> StreamInput:
             try:
                 if parquet:
                     reader = pq.ParquetFile(f)
-                    rows = max(1, reader.metadata.num_rows)
-                    per_row = max(1, reader.metadata.serialized_size // rows)
-                    nbytes = sum(
-                        reader.metadata.row_group(i).total_byte_size
-                        for i in range(reader.metadata.num_row_groups)
-                    )
-                    per_row = max(per_row, nbytes // rows)
-                    batch = max(1, BATCH_BYTES // per_row)
+                    # rows a batch: the footer's bytes a row over all columns, at most
+                    meta = reader.metadata
+                    rows = max(1, meta.num_rows)
+                    groups = range(meta.num_row_groups)
+                    nbytes = sum(meta.row_group(i).total_byte_size for i in groups)
+                    batch = max(1, BATCH_BYTES // max(1, nbytes // rows))
                     arrays = (b.column(0) for b in reader.iter_batches(batch, columns=[column]))
                 else:
                     stream = _ipc(pa, f)

@@ -9,12 +9,16 @@ package's own."""
 from __future__ import annotations
 
 import re
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from posembed._source import ChunkError, TokenFile
+
+_T = TypeVar("_T")
 
 # "<protocol>://...": a URL (a Windows drive letter has one letter and ":\\")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
@@ -361,3 +365,21 @@ class ObjectReader:
         if len(data) != stop - start:
             raise ChunkError(f"{self.url}: input changed while reading (it is shorter)")
         return data
+
+
+def staged(url: str, force: bool, pair: bool, write: Callable[[Path], _T]) -> _T:
+    """An output at ``url`` in a store, which has no rename: ``write(path)``
+    makes it at a local path first (a folder, or ``path.bin`` and
+    ``path.idx`` where ``pair``), then it is uploaded with its manifest last
+    (:class:`StoreOutput`, :class:`StorePair`). The prefix is checked before
+    any work; returns what ``write`` returns."""
+    target = StorePair(url, force) if pair else StoreOutput(url, force)
+    target.check()
+    with tempfile.TemporaryDirectory(prefix="posembed-store-") as staging:
+        local = Path(staging) / "out"
+        result = write(local)
+        if isinstance(target, StorePair):
+            target.upload(local.with_suffix(".bin"), local.with_suffix(".idx"))
+        else:
+            target.upload(local)
+    return result
