@@ -81,7 +81,10 @@ def bench_figure(data: dict[str, Any]) -> Figure:
     height = max(4.0, 0.32 * max(len(results), len(scaling)) + 1.5)
     fig: Figure = _figure_class()(figsize=(6.0 * panels, height), layout="constrained")
     axes = fig.subplots(1, panels)
-    labels = [f"{r['kernel']}: {r['case']}" for r in results]
+    labels = [
+        f"{r['kernel']}: {r['case']}" + (" (not measured)" if r.get("not_measured") else "")
+        for r in results
+    ]
     y = np.arange(len(results))
 
     ax = axes[0]

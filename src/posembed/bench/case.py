@@ -32,6 +32,14 @@ class Case:
     # random words dropout draws (AES rounds, not float operations): the
     # compute roofline of a case that draws them is the machine drawing as many
     random_words: int = 0
+    # why posembed's side of this case cannot run here (a package a plain
+    # install leaves out, no room on disk): the case is reported, not timed
+    not_measured: str | None = None
+
+
+def unmeasured(kernel: str, name: str, reason: str) -> Case:
+    """A case that cannot be measured on this machine, and why."""
+    return Case(kernel, name, "", 0, {}, not_measured=reason)
 
 
 @dataclass
@@ -45,6 +53,7 @@ class Result:
     in_bytes: int = 0
     flops: int = 0
     random_words: int = 0
+    not_measured: str | None = None  # why the case has no times
 
     def speedup(self, other: str) -> float | None:
         if other not in self.seconds or "posembed" not in self.seconds:

@@ -6,13 +6,14 @@ import dataclasses
 import datetime
 import os
 import platform
+import textwrap
 from typing import Any
 
 import numpy as np
 
 import posembed
 from posembed.bench.case import COLUMNS, Result
-from posembed.bench.cases._shared import optional_torch
+from posembed.bench.cases._shared import OPTIONAL, optional_torch, optional_versions
 from posembed.bench.scaling import ScalingResult
 from posembed.bench.sizes import (
     Caches,
@@ -45,6 +46,7 @@ def machine(quick: bool = False) -> dict[str, Any]:
         "posembed": posembed.__version__,
         "numpy": np.__version__,
         "torch": None if torch is None else torch.__version__,
+        "optional_packages": optional_versions(),
         "caches": dataclasses.asdict(caches()),
         "problem_sizes": dataclasses.asdict(sizes(quick)),
         "memory": {"free_page_reporting_bytes": free_page_reporting()},
@@ -117,7 +119,7 @@ def format_results(
             [
                 r.kernel,
                 r.name,
-                r.shape,
+                r.shape if r.not_measured is None else f"not measured: {r.not_measured}",
                 *(_fmt_time(r.seconds.get(c)) for c in COLUMNS),
                 _fmt_ratio(r.speedup("reference")),
                 _fmt_ratio(r.speedup("numpy")),
@@ -129,6 +131,10 @@ def format_results(
         )
     lines = [*describe(info), ""] if info else []
     lines += _table(rows, markdown).splitlines()
+    missing = _missing(info)
+    if missing:
+        lines.append("")
+        lines += [missing] if markdown else textwrap.wrap(missing, 100)
     if not markdown:
         lines.append("")
         lines.append(
@@ -138,6 +144,19 @@ def format_results(
             "machine's peak rate)"
         )
     return "\n".join(lines)
+
+
+def _missing(info: dict[str, Any] | None) -> str | None:
+    """The optional packages this run went without, and how to get them."""
+    versions = (info or {}).get("optional_packages") or {}
+    how = {label: command for _, label, command in OPTIONAL.values()}
+    gone = [f"{k} ({how[k]})" for k, version in versions.items() if version is None and k in how]
+    if not gone:
+        return None
+    return (
+        "not installed here, so their columns are empty and the cases that need them are "
+        "not measured: " + ", ".join(gone)
+    )
 
 
 def format_scaling(results: list[ScalingResult], markdown: bool = False) -> str:
@@ -183,6 +202,7 @@ def to_dict(
                 "seconds": r.seconds,
                 "speedup": {c: r.speedup(c) for c in ("reference", "numpy", "torch")},
                 "roofline_fraction": r.roofline_fraction(),
+                "not_measured": r.not_measured,
             }
             for r in results
         ],

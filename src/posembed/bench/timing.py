@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import time
@@ -9,8 +10,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from posembed.bench.case import Case, Result
-from posembed.bench.cases import BUILDERS, cases_of
+from posembed.bench.case import Case, Result, unmeasured
+from posembed.bench.cases import BUILDERS, CASE_NAMES, cases_of
 from posembed.bench.rooflines import compute, random_words, roofline
 
 
@@ -106,11 +107,45 @@ def _quiet(case: Case, settle: float) -> None:
     time.sleep(settle)
 
 
+# What stops a case on this machine without being a fault of posembed's: the
+# disk its files go to fills up (or a quota), or memory runs out. Such a case
+# is reported as not measured, with the reason, and the run goes on.
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def cannot_run(exc: BaseException) -> str | None:
+    """Why ``exc`` stopped a case, where the machine's room is to blame; None
+    for anything else (a failure that must not be hidden)."""
+    if isinstance(exc, MemoryError):
+        return f"not enough memory ({exc or 'MemoryError'})"
+    if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
+        return f"no room on disk ({exc})"
+    return None
+
+
+def _unmeasured(case: Case, reason: str) -> Result:
+    return Result(case.kernel, case.name, case.shape, 0, None, not_measured=reason)
+
+
 def measure(
     case: Case, repeat: int, settle: float | None = None, rewarm_below: float | None = None
 ) -> Result:
     """Median seconds per implementation over interleaved rounds, each timed
-    batch after the other implementations' threads have gone quiet."""
+    batch after the other implementations' threads have gone quiet. A case
+    that cannot run here (see ``Case.not_measured`` and ``cannot_run``) gives a
+    Result with no times and the reason."""
+    if case.not_measured is not None or "posembed" not in case.impls:
+        return _unmeasured(case, case.not_measured or "posembed has no way to run it here")
+    try:
+        return _measure(case, repeat, settle, rewarm_below)
+    except (OSError, MemoryError) as exc:
+        reason = cannot_run(exc)
+        if reason is None:
+            raise
+        return _unmeasured(case, reason)
+
+
+def _measure(case: Case, repeat: int, settle: float | None, rewarm_below: float | None) -> Result:
     if case.check is not None and not case.check():
         raise AssertionError(f"{case.kernel} {case.name}: posembed disagrees with its twin")
     fns = dict(case.impls)
@@ -162,15 +197,29 @@ def run(
     progress: Callable[[str], None] | None = None,
     kernels: list[str] | None = None,
 ) -> list[Result]:
-    """Every case of ``kernels`` (default: all), one kernel's arrays at a time."""
+    """Every case of ``kernels`` (default: all), one kernel's arrays at a time.
+    A case that cannot run here is in the list too, with the reason."""
     reps = repeat if repeat is not None else (3 if quick else 15)
     results = []
     for kernel in list(BUILDERS) if kernels is None else kernels:
-        for case in cases_of(kernel, quick):
+        for case in _built(kernel, quick):
             if progress is not None:
-                progress(f"{case.kernel}: {case.name} ({case.shape})")
+                what = case.shape if case.not_measured is None else "not measured"
+                progress(f"{case.kernel}: {case.name} ({what})")
             if quick:
                 results.append(measure(case, reps, QUICK_SETTLE_SECONDS, QUICK_REWARM_SECONDS))
             else:
                 results.append(measure(case, reps))
     return results
+
+
+def _built(kernel: str, quick: bool) -> list[Case]:
+    """The cases of ``kernel``; where building them runs out of room, each of
+    them as not measured, with the reason."""
+    try:
+        return cases_of(kernel, quick)
+    except (OSError, MemoryError) as exc:
+        reason = cannot_run(exc)
+        if reason is None:
+            raise
+        return [unmeasured(kernel, name, reason) for name in CASE_NAMES[kernel]]

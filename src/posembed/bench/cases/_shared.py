@@ -4,12 +4,49 @@ chunk and convert cases read."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 import posembed
+
+# The packages a plain ``pip install posembed`` leaves out that some cases time
+# as a peer or need to run at all: import name -> (distribution, what users
+# call it, how to install it). Without one, its column stays empty or its
+# cases are reported as not measured, and the run goes on.
+OPTIONAL = {
+    "torch": ("torch", "PyTorch", "pip install torch"),
+    "pyarrow": ("pyarrow", "pyarrow", 'pip install "posembed[arrow]"'),
+    "datasets": ("datasets", "HF datasets", "pip install datasets"),
+    "safetensors": ("safetensors", "safetensors", "pip install safetensors"),
+    "megatron": ("megatron-core", "megatron-core", "pip install megatron-core"),
+    "trl": ("trl", "TRL", "pip install trl"),
+}
+
+
+def absent(module: str) -> str:
+    """Why a case that needs ``module`` is not measured."""
+    _, label, how = OPTIONAL[module]
+    return f"{label} is not installed ({how})"
+
+
+def optional_versions() -> dict[str, str | None]:
+    """Each optional package's version, None where it cannot be imported here
+    (looked up without importing it)."""
+    versions: dict[str, str | None] = {}
+    for module, (dist, label, _) in OPTIONAL.items():
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # a broken install, or a module set to None
+            found = False
+        try:
+            versions[label] = importlib.metadata.version(dist) if found else None
+        except importlib.metadata.PackageNotFoundError:
+            versions[label] = None
+    return versions
 
 
 def optional_torch() -> Any:
@@ -52,8 +89,9 @@ def corpus(documents: int, dtype: Any, seed: int) -> Corpus:
 
 
 def write_parquet(path: Path, data: Corpus, row_group_size: int = 1000) -> None:
-    """The corpus as ``Dataset.to_parquet`` writes one: int32 id lists, one
-    document a row, snappy, row groups of 1000 rows (or ``row_group_size``)."""
+    """The corpus as a tokenized Parquet file: int32 id lists in an
+    ``input_ids`` column, one document a row, snappy, row groups of 1000 rows
+    (or ``row_group_size``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -10,8 +10,8 @@ import numpy as np
 
 import posembed
 from posembed import reference
-from posembed.bench.case import Case
-from posembed.bench.cases._shared import corpus, write_parquet
+from posembed.bench.case import Case, unmeasured
+from posembed.bench.cases._shared import absent, corpus, write_parquet
 from posembed.bench.scratch import scratch_dir
 
 
@@ -141,17 +141,17 @@ def _indexed_case(quick: bool) -> Case:
 
 
 def _parquet_cases(quick: bool) -> list[Case]:
-    """From Parquet: a tokenized corpus as ``Dataset.to_parquet`` writes one
-    (int32 id lists, one document a row, snappy, row groups of 1000 rows), and
-    the same corpus in one row group (pyarrow's default layout for it),
-    windowed by ``chunk_file`` in-process. Throughput counts the tokens (4
-    bytes each), not the file's compressed bytes; the roofline is pyarrow's
-    own decoding of the column on the same threads."""
+    """From Parquet: a tokenized corpus (int32 id lists, one document a row,
+    snappy) in row groups of 1000 rows, and the same corpus in one row group
+    (pyarrow's default layout for it), windowed by ``chunk_file`` in-process.
+    Throughput counts the tokens (4 bytes each), not the file's compressed
+    bytes; the roofline is pyarrow's own decoding of the column on the same
+    threads."""
     try:
         import pyarrow.parquet as pq
     except ImportError:  # the arrow extra: without it there is no such case
         return [
-            Case("chunk", name, "not measured: pyarrow is not installed", 0, {})
+            unmeasured("chunk", name, absent("pyarrow"))
             for name in ("Parquet file", "Parquet, one row group")
         ]
     from posembed._chunk import chunk_file

@@ -9,8 +9,8 @@ import numpy as np
 
 import posembed
 from posembed import reference
-from posembed.bench.case import Case
-from posembed.bench.cases._shared import corpus, write_parquet
+from posembed.bench.case import Case, unmeasured
+from posembed.bench.cases._shared import absent, corpus, write_parquet
 from posembed.bench.scratch import scratch_dir
 
 EOD = 50_256  # GPT-2's end of text
@@ -79,9 +79,7 @@ def build(quick: bool = False) -> list[Case]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        cases.append(
-            Case("convert", "Parquet file", "not measured: pyarrow is not installed", 0, {})
-        )
+        cases.append(unmeasured("convert", "Parquet file", absent("pyarrow")))
         return cases
     src = work / "convert.parquet"
     write_parquet(src, data._replace(tokens=data.tokens.astype(np.int32)))

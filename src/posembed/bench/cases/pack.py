@@ -36,11 +36,10 @@ def corpus_lengths(documents: int, seed: int = 5) -> np.ndarray:
 def _trl_bfd(lengths: np.ndarray) -> Callable[[], object] | None:
     if importlib.util.find_spec("trl") is None:
         return None
-    import pyarrow as pa
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
+            import pyarrow as pa
             from trl.data_utils import _pack_bfd
         except ImportError:
             return None

@@ -11,8 +11,8 @@ import numpy as np
 
 import posembed
 from posembed import reference
-from posembed.bench.case import Case
-from posembed.bench.cases._shared import optional_torch
+from posembed.bench.case import Case, unmeasured
+from posembed.bench.cases._shared import absent, optional_torch
 
 
 def build(quick: bool = False) -> list[Case]:
@@ -207,6 +207,10 @@ def _quiet(datasets: Any) -> Iterator[None]:
             datasets.enable_progress_bars()
 
 
+# the cases that window an Arrow column (pyarrow), the second through datasets
+_ARROW_CASES = ("Arrow column", "group_texts")
+
+
 def _arrow_cases(
     corpus: np.ndarray,
     offsets: np.ndarray,
@@ -221,32 +225,23 @@ def _arrow_cases(
     Hugging Face examples' ``group_texts`` (``Dataset.map(batched=True)``
     joining each batch of 1000 rows, cutting blocks, dropping the rest)."""
     pa = _optional("pyarrow")
-    datasets = _optional("datasets") if pa is not None else None
-    impls: dict[str, Callable[[], object]] = {
-        "reference": lambda: reference.windows(
-            corpus, size, step=step, tail="drop", offsets=offsets
-        ),
-    }
-    check: Callable[[], bool] | None = None
-    column: Any = None
-    if pa is not None:
-        column = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(corpus))
+    if pa is None:  # both cases window an Arrow column
+        return [unmeasured("windows", name, absent("pyarrow")) for name in _ARROW_CASES]
+    datasets = _optional("datasets")
+    column = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(corpus))
 
-        def arrow_loop() -> np.ndarray:  # the same per-document loop over the column's arrays
-            values, ends = column.values.to_numpy(), column.offsets.to_numpy()
-            parts = [
-                np.lib.stride_tricks.sliding_window_view(values[a:b], size)[::step]
-                for a, b in itertools.pairwise(ends.tolist())
-                if b - a >= size
-            ]
-            return np.concatenate(parts) if parts else np.empty((0, size), values.dtype)
+    def arrow_loop() -> np.ndarray:  # the same per-document loop over the column's arrays
+        values, ends = column.values.to_numpy(), column.offsets.to_numpy()
+        parts = [
+            np.lib.stride_tricks.sliding_window_view(values[a:b], size)[::step]
+            for a, b in itertools.pairwise(ends.tolist())
+            if b - a >= size
+        ]
+        return np.concatenate(parts) if parts else np.empty((0, size), values.dtype)
 
-        impls["numpy"] = arrow_loop
-        impls["posembed"] = lambda: posembed.windows(column, size, step=step, tail="drop")
-
-        def check() -> bool:
-            ours = posembed.windows(column, size, step=step, tail="drop").tokens
-            return bool(np.array_equal(ours, per_document()))
+    def check_column() -> bool:
+        ours = posembed.windows(column, size, step=step, tail="drop").tokens
+        return bool(np.array_equal(ours, per_document()))
 
     ndocs = offsets.shape[0] - 1
     cases = [
@@ -255,51 +250,48 @@ def _arrow_cases(
             "Arrow column",
             f"{ndocs // 1000}k documents as a pyarrow list column, size 2048, step 1536, drop",
             out_rows * size * 4,
-            impls,
+            {
+                "reference": lambda: reference.windows(
+                    corpus, size, step=step, tail="drop", offsets=offsets
+                ),
+                "numpy": arrow_loop,
+                "posembed": lambda: posembed.windows(column, size, step=step, tail="drop"),
+            },
             "copy fresh",
-            check,
+            check_column,
         )
     ]
+    if datasets is None:  # group_texts is a Dataset.map
+        return [*cases, unmeasured("windows", "group_texts", absent("datasets"))]
 
     # group_texts on the corpus' first documents (it turns every token into a
     # Python int and back: the whole corpus would take minutes a call)
     docs, block, batch = (500 if quick else 10_000), 1024, 1000
     head = offsets[: docs + 1]
     batches = np.append(head[::batch], head[-1])  # each batch of rows: one stream
-    impls = {
-        "reference": lambda: reference.windows(
-            corpus[: head[-1]], block, step=block, tail="drop", offsets=batches
-        ),
-    }
-    check = None
-    if datasets is not None:
-        table = pa.table({"input_ids": column.slice(0, docs)})
-        ds = datasets.Dataset(table)
+    table = pa.table({"input_ids": column.slice(0, docs)})
+    ds = datasets.Dataset(table)
 
-        def group_texts(examples: dict[str, list[list[int]]]) -> dict[str, list[list[int]]]:
-            joined = list(itertools.chain.from_iterable(examples["input_ids"]))
-            total = len(joined) // block * block
-            return {"input_ids": [joined[i : i + block] for i in range(0, total, block)]}
+    def group_texts(examples: dict[str, list[list[int]]]) -> dict[str, list[list[int]]]:
+        joined = list(itertools.chain.from_iterable(examples["input_ids"]))
+        total = len(joined) // block * block
+        return {"input_ids": [joined[i : i + block] for i in range(0, total, block)]}
 
-        def hf_way() -> Any:
-            with _quiet(datasets):
-                return ds.map(group_texts, batched=True, batch_size=batch)
+    def hf_way() -> Any:
+        with _quiet(datasets):
+            return ds.map(group_texts, batched=True, batch_size=batch)
 
-        def ours() -> posembed.Windows:
-            # the same batches as documents: one row per batch over the same values
-            col = ds.data.column("input_ids").combine_chunks()
-            ends = col.offsets.to_numpy()
-            rows = pa.ListArray.from_arrays(
-                pa.array(np.append(ends[::batch], ends[-1])), col.values
-            )
-            return posembed.windows(rows, block, step=block, tail="drop")
+    def ours() -> posembed.Windows:
+        # the same batches as documents: one row per batch over the same values
+        col = ds.data.column("input_ids").combine_chunks()
+        ends = col.offsets.to_numpy()
+        rows = pa.ListArray.from_arrays(pa.array(np.append(ends[::batch], ends[-1])), col.values)
+        return posembed.windows(rows, block, step=block, tail="drop")
 
-        impls.update(numpy=hf_way, posembed=ours)
-
-        def check() -> bool:
-            grouped = hf_way().with_format("arrow")["input_ids"].combine_chunks()
-            want = grouped.values.to_numpy().reshape(-1, block)
-            return bool(np.array_equal(ours().tokens, want))
+    def check_grouped() -> bool:
+        grouped = hf_way().with_format("arrow")["input_ids"].combine_chunks()
+        want = grouped.values.to_numpy().reshape(-1, block)
+        return bool(np.array_equal(ours().tokens, want))
 
     sums = [int(head[min(k + batch, docs)] - head[k]) // block for k in range(0, docs, batch)]
     cases.append(
@@ -308,9 +300,15 @@ def _arrow_cases(
             "group_texts",
             f"{docs} documents, batches of {batch}, block {block}, no overlap, drop",
             sum(sums) * block * 4,
-            impls,
+            {
+                "reference": lambda: reference.windows(
+                    corpus[: head[-1]], block, step=block, tail="drop", offsets=batches
+                ),
+                "numpy": hf_way,
+                "posembed": ours,
+            },
             None,
-            check,
+            check_grouped,
         )
     )
     return cases
