@@ -52,7 +52,8 @@ def test_corpus_of_many_documents(rng, tail):
 
 def test_pad_follows_the_hf_overflow_formula():
     # HF tokenizers' overflowing windows: starts k * step, stop once a window
-    # reaches the end: 1 if N <= size else ceil((N - size) / step) + 1 windows.
+    # reaches the end: 1 if N <= size else ceil((N - size) / step) + 1 windows;
+    # none for N == 0 (see the empty-document test below).
     for n in range(0, 60):
         for size, step in ((10, 10), (10, 4), (10, 1), (7, 5)):
             w = posembed.windows(np.arange(n), size, step=step)
@@ -92,6 +93,30 @@ def test_pad_equals_hf_tokenizers_overflowing_windows(rng):
             assert_same(w.tokens, want_ids.astype(ids.dtype))
             assert_same(w.mask, want_mask)
             assert_same(w.starts, np.arange(len(w), dtype=np.int64) * (size - overlap))
+
+
+def test_an_empty_document_has_no_window_where_tokenizers_give_one_of_padding(rng):
+    # What the documentation says of both: HF tokenizers give an empty text one
+    # window of padding alone (no token under its mask); posembed gives none,
+    # in every mode, and its documents skip that index. Around the empty ones
+    # the windows are tokenizers' own, each document's in turn.
+    for size, overlap in ((10, 0), (10, 6), (7, 2)):
+        want_ids, want_mask = _hf_overflow_windows([], size, overlap, pad=0)
+        assert want_ids.shape == (1, size)
+        assert not want_mask.any()
+        for tail in TAILS:
+            assert len(posembed.windows(np.array([], np.int64), size, tail=tail)) == 0
+        lengths = [0, 9, 0, 0, 23, 1, 0]
+        docs = [rng.integers(1, 50, n) for n in lengths]
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        w = posembed.windows(np.concatenate(docs), size, overlap=overlap, offsets=offsets)
+        hf = [_hf_overflow_windows(d.tolist(), size, overlap, pad=0) for d in docs]
+        kept = [k for k, n in enumerate(lengths) if n > 0]
+        assert_same(w.tokens, np.concatenate([hf[k][0] for k in kept]).astype(np.int64))
+        assert_same(w.mask, np.concatenate([hf[k][1] for k in kept]))
+        assert_same(w.documents, np.repeat(kept, [len(hf[k][0]) for k in kept]))
+        # tokenizers' own count per text is one more for each empty text
+        assert sum(len(ids) for ids, _ in hf) == len(w) + lengths.count(0)
 
 
 def test_drop_equals_numpy_sliding_window_view():
@@ -355,6 +380,58 @@ def test_owner_rules_on_a_worked_example():
     assert center[0, 3]
     assert center[1, 2]
     assert_same(np.sort(w.tokens[center]), np.arange(10))
+
+
+def _perplexity_guide_scored(n, size, step):
+    """The HF perplexity guide's strided loop: for each window, the slots
+    whose labels are kept (the tokens no earlier window scored)."""
+    scored, prev_end = [], 0
+    for begin in range(0, n, step):
+        end = min(begin + size, n)
+        target = end - prev_end  # only the last `target` tokens keep their labels
+        scored.append([end - begin - target <= j < end - begin for j in range(size)])
+        prev_end = end
+        if end == n:
+            break
+    return np.array(scored, bool)
+
+
+def _bert_max_context(n, size, step):
+    """BERT's SQuAD doc spans and its max-context rule: a token belongs to the
+    span where min(left, right) context + 0.01 * span length is largest, the
+    first such span on a tie."""
+    spans, start = [], 0
+    while start < n:
+        length = min(n - start, size)
+        spans.append((start, length))
+        if start + length == n:
+            break
+        start += min(length, step)
+    owner = np.zeros((len(spans), size), bool)
+    for position in range(n):
+        best, best_score = None, None
+        for k, (begin, length) in enumerate(spans):
+            if not begin <= position < begin + length:
+                continue
+            left, right = position - begin, begin + length - 1 - position
+            score = min(left, right) + 0.01 * length
+            if best_score is None or score > best_score:
+                best, best_score = k, score
+        assert best is not None
+        owner[best, position - spans[best][0]] = True
+    return owner
+
+
+def test_owner_rules_are_the_perplexity_guide_and_berts_max_context():
+    # What the chunking guide says: "first" scores each token as the HF
+    # perplexity guide's strided loop does, "center" is BERT's max context.
+    for n in range(1, 40):
+        for size in (1, 2, 5, 8, 13):
+            steps = {max(1, min(k, size)) for k in (1, 2, 3, size // 2, size - 1, size)}
+            for step in sorted(steps):
+                w = posembed.windows(np.arange(n), size, step=step)
+                assert_same(w.owner("first"), _perplexity_guide_scored(n, size, step))
+                assert_same(w.owner("center"), _bert_max_context(n, size, step))
 
 
 def test_owner_rejects_unknown_rules():

@@ -707,12 +707,14 @@ def windows(
         ``size - step``, 0..size-1.
     tail : {"pad", "shift", "drop"}
         ``"pad"``: starts ``k * step`` until a window reaches the document's end
-        (``1 if N <= size else ceil((N - size) / step) + 1`` windows, as HF
-        tokenizers' overflowing windows); the last is padded with ``pad_value``.
-        ``"shift"``: the same count, but the last window ends exactly at the end
-        (full whenever N >= size). ``"drop"``: full windows only, like
-        ``sliding_window_view(tokens, size)[::step]``; the only mode that may
-        leave tokens uncovered. An empty document has no window.
+        (``1 if N <= size else ceil((N - size) / step) + 1`` windows for N >= 1,
+        as HF tokenizers' overflowing windows); the last is padded with
+        ``pad_value``. ``"shift"``: the same count, but the last window ends
+        exactly at the end (full whenever N >= size). ``"drop"``: full windows
+        only, like ``sliding_window_view(tokens, size)[::step]``; the only mode
+        that may leave tokens uncovered. An empty document has no window in
+        every mode (HF tokenizers give an empty text one window of padding
+        alone, which no training step can use): ``documents`` skips it.
     pad_value : int
         Fills unused slots; must fit the tokens' dtype.
     offsets : array_like of int, shape (documents + 1,), optional
