@@ -273,6 +273,34 @@ def test_the_rows_equal_trls_pack_dataset(rng, trl_strategy, split):
         assert lens.tolist() == theirs[r]["seq_lengths"]
 
 
+@pytest.mark.parametrize(("trl_strategy", "split"), [("bfd_split", "pieces"), ("bfd", "truncate")])
+def test_trl_packs_each_batch_of_1000_rows_apart_and_so_makes_more_rows(rng, trl_strategy, split):
+    # What the packing guide says of TRL: its pack_dataset packs through
+    # Dataset.map(batched=True), 1,000 rows at a time; in one batch its rows
+    # are posembed's plan of the whole corpus, and its default call makes the
+    # rows of posembed's plan of each batch of 1,000, more of them.
+    pack_dataset = trl_or_skip()
+    datasets = pytest.importorskip("datasets")
+    lengths = rng.integers(1, 200, 2_500)
+    tokens, offsets = corpus(lengths)
+    docs = [tokens[offsets[d] : offsets[d + 1]].tolist() for d in range(len(lengths))]
+    ds = datasets.Dataset.from_dict({"input_ids": docs})
+    whole = posembed.pack(lengths, 128, split=split)
+    one_batch = pack_dataset(ds, 128, strategy=trl_strategy, map_kwargs={"batch_size": None})
+    assert len(one_batch) == whole.rows
+    cut = whole.cut(tokens, offsets)
+    for r in range(whole.rows):
+        _, _, lens = whole.row(r)
+        assert cut.input_ids[r, : int(lens.sum())].tolist() == one_batch[r]["input_ids"]
+    by_default = pack_dataset(ds, 128, strategy=trl_strategy)
+    per_batch = [posembed.pack(lengths[b : b + 1000], 128, split=split) for b in (0, 1000, 2000)]
+    assert len(by_default) == sum(plan.rows for plan in per_batch) > whole.rows
+    first = per_batch[0].cut(tokens[: offsets[1000]], offsets[:1001])
+    for r in range(per_batch[0].rows):
+        _, _, lens = per_batch[0].row(r)
+        assert first.input_ids[r, : int(lens.sum())].tolist() == by_default[r]["input_ids"]
+
+
 # ---- bad input ------------------------------------------------------------------------
 
 
