@@ -5,6 +5,7 @@ byte; Windows.to_arrow is a table over the token buffer that datasets loads."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import itertools
 import sys
 from typing import Any
@@ -14,6 +15,8 @@ import pytest
 
 import posembed
 from posembed import _arrow
+
+from .conftest import torch_or_skip
 
 pa = pytest.importorskip("pyarrow")  # the test extra installs it; posembed does not need it
 
@@ -375,6 +378,37 @@ def test_tokenized_dataset_column_equals_csr(tokenized):
     check_column(ds.select(picked).with_format("arrow")["input_ids"], [ids[k] for k in picked])
     # and a contiguous selection, a slice of the table
     check_column(ds.select(range(10, 90)).with_format("arrow")["input_ids"], ids[10:90])
+
+
+def test_what_the_datasets_guide_says_of_datasets(tokenized, tmp_path):
+    # The arrow format follows select, shuffle and train_test_split; the table
+    # underneath (ds.data) is kept whole by each, but for a contiguous select.
+    ds, ids = tokenized
+    split = ds.train_test_split(test_size=0.25, seed=3)
+    shuffled = ds.shuffle(seed=4)
+    for view in (ds.select([200, 3, 3, 100]), shuffled, split["train"], split["test"]):
+        rows = view["input_ids"]  # the rows in the view's order, as Python lists
+        check_column(view.with_format("arrow")["input_ids"], [np.array(r, np.int32) for r in rows])
+        check_column(view.data.column("input_ids"), ids)  # the whole table, in its order
+    check_column(ds.select(range(10, 90)).data.column("input_ids"), ids[10:90])
+    # Dataset.map's batches are 1,000 rows unless told, and save_to_disk writes
+    # its Arrow file in record batches of 1,000 rows
+    datasets = sys.modules["datasets"]
+    assert inspect.signature(datasets.Dataset.map).parameters["batch_size"].default == 1000
+    big = datasets.Dataset.from_dict({"input_ids": [[k] * 3 for k in range(2_500)]})
+    big.save_to_disk(tmp_path / "saved")
+    (shard,) = sorted((tmp_path / "saved").glob("*.arrow"))
+    with pa.ipc.open_stream(shard) as reader:
+        assert [b.num_rows for b in reader] == [1000, 1000, 500]
+
+
+def test_a_datasets_torch_format_gives_pytorch_tensors(rng, hf_offline):
+    # the datasets guide: train.with_format("torch") gives tensors, of the windows
+    torch = torch_or_skip()
+    w = posembed.windows(list_array(documents(rng, 12, np.int32)), 6, overlap=2)
+    batch = hf_offline.Dataset(w.to_arrow()).with_format("torch")[:4]
+    assert isinstance(batch["input_ids"], torch.Tensor)
+    assert np.array_equal(batch["input_ids"].numpy(), w.tokens[:4])
 
 
 def group_texts(examples: dict[str, list[list[int]]], block_size: int) -> dict[str, Any]:

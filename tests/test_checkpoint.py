@@ -1126,3 +1126,34 @@ def test_grid_matches_the_reference_twin(tmp_path, rng):
     resize_checkpoint(src, fast, "pos_embed", new_grid=(5, 7), prefix=1)
     reference.resize_checkpoint(src, slow, "pos_embed", new_grid=(5, 7), prefix=1)
     assert read_st(fast)[1] == read_st(slow)[1]
+
+
+def test_pytorch_refuses_the_old_table_as_the_resize_guide_shows_and_takes_the_new(tmp_path):
+    # docs/resize-checkpoint.md opens with PyTorch's own error for a model of
+    # a longer context; the resized checkpoint is then what it loads
+    torch = torch_or_skip()
+
+    class Embeddings(torch.nn.Module):
+        def __init__(self, rows: int) -> None:
+            super().__init__()
+            self.position_embeddings = torch.nn.Embedding(rows, 768)
+
+    class Model(torch.nn.Module):
+        def __init__(self, rows: int) -> None:
+            super().__init__()
+            self.embeddings = Embeddings(rows)
+
+    key = "embeddings.position_embeddings.weight"
+    table = np.random.default_rng(3).standard_normal((514, 768)).astype(np.float32)
+    message = (
+        f"size mismatch for {key}: copying a param with shape torch.Size([514, 768]) from "
+        "checkpoint, the shape in current model is torch.Size([1026, 768])."
+    )
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        Model(1026).load_state_dict({key: torch.from_numpy(table)})
+    sft.write_file(tmp_path / "model.safetensors", {key: table}, {"format": "pt"})
+    resize_checkpoint(tmp_path / "model.safetensors", tmp_path / "long.safetensors", key, 1026)
+    with open(tmp_path / "long.safetensors", "rb") as f:
+        header = sft.read_header(f, tmp_path / "long.safetensors")
+        longer = sft.read_tensor(f, header, key)
+    Model(1026).load_state_dict({key: torch.from_numpy(longer.copy())})

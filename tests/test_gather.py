@@ -57,6 +57,11 @@ def test_clip_and_wrap_match_numpy_take(rng, mode, pos_dtype):
         assert_same(got[usable], expected)
 
 
+def test_numpy_documents_take_buffering_out_in_raise_mode():
+    # the README's reason for numpy.take's speed with out=, in NumPy's own words
+    assert "`out` is always buffered if `mode='raise'`" in " ".join(np.take.__doc__.split())
+
+
 def test_uint64_beyond_int64_is_reduced_exactly(rng):
     table = random_table(rng, 10, 3, np.float64)
     big = np.array([2**64 - 1, 2**63, 2**63 + 5], dtype=np.uint64)

@@ -786,6 +786,9 @@ def tiny_model(family: str) -> tuple[Any, dict[str, Any]]:
     if family == "camembert":
         config = tf.CamembertConfig(max_position_embeddings=66, pad_token_id=1, **text)
         return tf.CamembertForMaskedLM(config), {"length": 96}
+    if family == "xlm-roberta":
+        config = tf.XLMRobertaConfig(max_position_embeddings=66, pad_token_id=1, **text)
+        return tf.XLMRobertaForMaskedLM(config), {"length": 96, "init": "interpolate"}
     if family in ("bart", "mbart"):
         make = tf.BartConfig if family == "bart" else tf.MBartConfig
         config = make(
@@ -851,6 +854,7 @@ def tiny_model(family: str) -> tuple[Any, dict[str, Any]]:
         ("distilbert", False, False),
         ("electra", True, False),
         ("camembert", False, True),
+        ("xlm-roberta", True, False),
         ("whisper", True, True),
         ("bart", True, True),
         ("mbart", False, False),

@@ -661,6 +661,16 @@ def test_write_indexed_follows_megatrons_dtype_rule_and_eod(tmp_path):
     assert [corpus[i].tolist() for i in range(4)] == [[], [1, 2, 0], [], [3, 0]]
 
 
+def test_the_dtype_rule_is_megatrons_own(tmp_path):
+    # the README and the Megatron guide call it Megatron's rule: its DType.optimal_dtype
+    megatron_or_skip()
+    from megatron.core.datasets.indexed_dataset import DType
+
+    for vocab in (1, 255, 256, 65_499, 65_500, 65_536, 2**20):
+        posembed.write_indexed(tmp_path / "v", [0], [0, 1], vocab_size=vocab, force=True)
+        assert posembed.IndexedCorpus(tmp_path / "v").dtype == DType.optimal_dtype(vocab)
+
+
 def test_write_indexed_refuses_to_replace_without_force_and_leaves_nothing(tmp_path):
     posembed.write_indexed(tmp_path / "c", [1, 2], [0, 2])
     (tmp_path / "a.bin").write_bytes(b"")

@@ -226,6 +226,8 @@ def test_pytorch_tensor_requiring_grad_is_refused(torch, dtype):
     param = torch.nn.Parameter(torch.zeros(8, 4, dtype=getattr(torch, dtype)))
     with pytest.raises(TypeError, match=r"^table must be an array .*detach\(\)"):
         posembed.interpolate(param, 16)
+    with pytest.raises(RuntimeError, match=r"detach\(\)"):  # as the PyTorch guide says
+        param.numpy()
     out = posembed.interpolate(param.detach(), 16)
     assert out.shape == (16, 4)
 

@@ -192,6 +192,23 @@ def test_antialias_matches_pytorch(rng, dtype, rows, length):
     np.testing.assert_allclose(got, want, rtol=0, atol=bound)
 
 
+@pytest.mark.parametrize(("rows", "length"), [(4096, 1000), (2000, 1999), (30_000, 7001)])
+def test_antialias_against_pytorch_as_the_timm_guide_states(rng, rows, length):
+    # docs/timm.md: PyTorch's antialiased bilinear on a one-row image (its
+    # linear mode refuses antialias); float32 tables of up to 30,000 rows
+    # within about 1e-3 on N(0, 1) values, float64 ones within about 1e-12.
+    torch = torch_or_skip()
+    with pytest.raises(ValueError, match="Anti-alias"):
+        torch.nn.functional.interpolate(
+            torch.zeros(1, 1, rows), size=length, mode="linear", antialias=True
+        )
+    table = rng.standard_normal((rows, 8))
+    for dtype, bound in ((np.float32, 2e-3), (np.float64, 1e-12)):
+        t = table.astype(dtype)
+        got = posembed.interpolate(t, length, align="half_pixel", antialias=True)
+        assert np.abs(got - _antialias_pytorch(torch, t, length)).max() <= bound
+
+
 @pytest.mark.parametrize(("rows", "length"), [(24, 48), (24, 37), (16, 64), (1, 5), (5, 7)])
 def test_antialias_growing_is_plain_half_pixel(rng, rows, length):
     """Growing, the triangle is not stretched: the plain half_pixel blend,

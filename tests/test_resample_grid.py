@@ -437,3 +437,24 @@ def test_column_and_two_pass_orders_give_the_same_bytes(
     for threads in (1, 2, 3, 8):
         posembed.set_num_threads(threads)
         assert_same(posembed.resample_grid(table, (6, 5), new_grid, prefix=1), want)
+
+
+@pytest.mark.parametrize(("height", "width"), [(384, 384), (256, 448), (160, 160)])
+def test_hf_vits_interpolate_pos_encoding_is_the_default_pytorch_bicubic(height, width):
+    # The ViT guide: the default (bicubic, no antialiasing) is the resampling
+    # HF ViT's interpolate_pos_encoding performs; antialiasing is another one.
+    torch = torch_or_skip()
+    vit = pytest.importorskip("transformers.models.vit.modeling_vit")
+    config = vit.ViTConfig(hidden_size=32, image_size=224, patch_size=16)
+    embeddings = vit.ViTEmbeddings(config)
+    table = np.random.default_rng(8).standard_normal((1, 1 + 14 * 14, 32)).astype(np.float32)
+    with torch.no_grad():
+        embeddings.position_embeddings.copy_(torch.from_numpy(table))
+        grid = (height // 16, width // 16)
+        tokens = torch.zeros(1, 1 + grid[0] * grid[1], 32)
+        theirs = embeddings.interpolate_pos_encoding(tokens, height, width).numpy()[0]
+    ours = posembed.resample_grid(table[0], (14, 14), grid, prefix=1)
+    # PyTorch computes the weights in float32, posembed in float64
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=2e-5)
+    smooth = posembed.resample_grid(table[0], (14, 14), grid, prefix=1, antialias=True)
+    assert np.abs(smooth - theirs).max() > 1e-2

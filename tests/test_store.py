@@ -8,6 +8,7 @@ output are one-line errors, with nothing written."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -110,6 +111,30 @@ def test_the_command_reads_the_store_and_writes_locally(s3, tmp_path, capsys):
     assert "Arrow, Parquet and folders of windows are read in one process" in (
         capsys.readouterr().err
     )
+
+
+def test_the_endpoint_and_credentials_from_fsspecs_environment(s3, tmp_path):
+    # the chunking guide: endpoints and credentials are fsspec's, environment
+    # variables such as FSSPEC_S3_ENDPOINT_URL and AWS_ACCESS_KEY_ID included;
+    # a fresh process with only those finds the server
+    fs, local = s3
+    from bench.store_server import CREDENTIALS
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FSSPEC_", "AWS_"))}
+    env.update(CREDENTIALS, FSSPEC_S3_ENDPOINT_URL=f"http://127.0.0.1:{fs.server.port}")
+    out = tmp_path / "out"
+    argv = ["chunk", "s3://corpus/tokens.npy", "--offsets", "s3://corpus/offsets.npy"]
+    done = subprocess.run(
+        [sys.executable, "-m", "posembed.cli", *argv, "-o", str(out), "--size", "256", "--quiet"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    want = tmp_path / "want"
+    chunk_file(local / "tokens.npy", want, size=256, offsets_path=local / "offsets.npy")
+    _same(out, want)
 
 
 def _listing(fs, prefix: str) -> dict[str, bytes]:
