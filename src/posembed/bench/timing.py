@@ -134,8 +134,8 @@ def measure(
     batch after the other implementations' threads have gone quiet. A case
     that cannot run here (see ``Case.not_measured`` and ``cannot_run``) gives a
     Result with no times and the reason."""
-    if case.not_measured is not None or "posembed" not in case.impls:
-        return _unmeasured(case, case.not_measured or "posembed has no way to run it here")
+    if case.not_measured is not None or not case.impls:
+        return _unmeasured(case, case.not_measured or "nothing to time here")
     try:
         return _measure(case, repeat, settle, rewarm_below)
     except (OSError, MemoryError) as exc:
