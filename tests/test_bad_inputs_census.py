@@ -6,6 +6,12 @@ family (``test_bad_inputs_<family>.py``), or listed here as taking no argument
 that could be bad; each target has a case for every kind of bad input or says
 why that kind cannot arise; its cases name real arguments, and their messages
 name them; and its twin is called wherever ``posembed.reference`` has one.
+
+A family file may hold more cases for a command of another family
+(``COMMAND_CASES``: ``test_bad_inputs_samples.py`` for ``posembed samples``,
+whose target is in ``test_bad_inputs_cli.py``): they are counted here with
+that command's own, and the file runs them through that family's checks, so
+a command that raises past its handler (a traceback, status 1) fails them.
 """
 
 from __future__ import annotations
@@ -54,7 +60,11 @@ FAMILY_MODULES = [
 ]
 FAMILIES: list[Family] = [m.FAMILY for m in FAMILY_MODULES]
 TARGETS = {name: t for family in FAMILIES for name, t in family.targets.items()}
-CASES = [c for family in FAMILIES for c in family.cases]
+# Cases a family file holds for a command of another family (see the docstring).
+COMMAND_CASES = {m: list(getattr(m, "COMMAND_CASES", [])) for m in FAMILY_MODULES}
+CASES = [c for family in FAMILIES for c in family.cases] + [
+    c for cases in COMMAND_CASES.values() for c in cases
+]
 NOT_APPLICABLE = {name: na for family in FAMILIES for name, na in family.not_applicable.items()}
 
 # Public names that are no target: they take no argument that could be bad.
@@ -96,7 +106,32 @@ def test_every_family_file_runs_the_checks():
         }
         if module.FAMILY.twin_cases():
             expected.add("test_the_twin_raises_the_same_exception_type")
+        if COMMAND_CASES[module]:
+            expected.add("test_the_command_refuses_in_one_line_and_modifies_nothing")
         assert expected <= tests, (module.__name__, expected - tests)
+
+
+def test_command_cases_are_cases_of_a_command_of_another_family():
+    for module, cases in COMMAND_CASES.items():
+        for case in cases:
+            assert case.target.startswith("cli "), case
+            assert case.target in TARGETS, case
+            assert case.target not in module.FAMILY.targets, case  # its own: FAMILY.cases
+
+
+def test_the_samples_command_meets_every_hostile_input():
+    """posembed samples: each count option far too large, a corpus without
+    tokens, a corrupt index, a missing file and a store URL that fails, each
+    one line and status 2 (a ValueError past the handler once ended these
+    with a traceback)."""
+    cases = [c for c in CASES if c.target == "cli samples"]
+    for option in ("--sequence-length", "--num-samples", "--epochs"):
+        huge = [c for c in cases if c.arg == option and isinstance(c.bad, int) and c.bad >= 2**62]
+        assert huge, f"{option}: no case of 2^62 or more"
+    assert any(c.kind == "empty" and "no tokens" in c.match for c in cases)
+    assert any(c.arg == "input" and "not a valid indexed dataset" in c.match for c in cases)
+    assert any(c.arg == "input" and c.kind == "file" and "no such file" in c.match for c in cases)
+    assert any(c.arg == "input" and "://" in str(c.bad) for c in cases)
 
 
 def test_each_target_belongs_to_one_family():

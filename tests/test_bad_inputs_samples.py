@@ -1,20 +1,38 @@
 """The bad-input matrix for gpt_samples, gpt_sample_index, GPTSamples.sample and
-GPTSamples.samples.
+GPTSamples.samples, and more cases of ``posembed samples``.
 
 The cases, the checks they go through and the census that holds the families
-together: see ``tests/badinput_harness.py``.
+together: see ``tests/badinput_harness.py``. The command is a target of the
+commands' family (``test_bad_inputs_cli.py``); its cases here
+(``COMMAND_CASES``: a corpus without tokens, counts too large to build, a
+store that fails, a corrupt index) go through that family's checks, and the
+census counts them with its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 import posembed
 
-from .badinput_harness import ALL_OUT, RAGGED, Case, Family, function, method
+from . import test_bad_inputs_cli
+from .badinput_harness import (
+    ALL_OUT,
+    RAGGED,
+    Case,
+    CommandError,
+    Family,
+    From,
+    function,
+    method,
+)
 
 LENGTHS = np.array([5, 9, 0, 12])  # 26 tokens
 SAMPLES = posembed.gpt_samples(LENGTHS, 4, seed=3)  # 6 samples of 4 + 1 tokens
@@ -370,14 +388,48 @@ for target in ("GPTSamples.sample", "GPTSamples.samples"):
         "shape",
         (TOKENS[:20], np.array([0, 5, 14, 14, 20])),
         ValueError,
-        r"corpus: sequence 3 holds 6 tokens, but these samples read its tokens",
+        r"corpus: sequence 3 holds 6 tokens, but these samples were built from lengths where "
+        r"it holds 12: read them only from the corpus whose lengths built them",
+    )
+    add(
+        "corpus",
+        "shape",
+        (np.arange(100, 127, dtype=np.int32), np.array([0, 5, 14, 14, 27])),
+        ValueError,
+        r"corpus: sequence 3 holds 13 tokens, but these samples were built from lengths where "
+        r"it holds 12",
     )
     add(
         "corpus",
         "shape",
         (TOKENS[:14], OFFSETS[:4]),
         ValueError,
-        r"corpus: these samples read sequence 3, but the corpus holds 3 sequences",
+        r"corpus: it holds 3 sequences \(4 offsets\), but these samples were built from the "
+        r"lengths of 4: read them only from the corpus whose lengths built them",
+    )
+    add(
+        "corpus",
+        "shape",
+        (np.arange(100, 130, dtype=np.int32), np.array([0, 5, 14, 14, 26, 30])),
+        ValueError,
+        r"corpus: it holds 5 sequences \(6 offsets\), but these samples were built from the "
+        r"lengths of 4",
+    )
+    add(
+        "corpus",
+        "range",
+        (TOKENS.astype(np.uint64) + np.uint64(2**63), OFFSETS),
+        ValueError,
+        r"corpus: sequence \d holds token id 92233720368547759\d\d \(its token \d+\), which "
+        r"int64 cannot hold: .* token ids must be in 0\.\.2\^63-1",
+    )
+    add(
+        "self",
+        "dtype",
+        dataclasses.replace(SAMPLES, lengths=LENGTHS * 1.0),
+        TypeError,
+        r"GPTSamples\.lengths must be None or a 1-D integer array; got float64 of shape \(4,\)",
+        named="GPTSamples.lengths",
     )
     add(
         "corpus",
@@ -414,6 +466,177 @@ add(
 )
 del add
 
+# ---- posembed samples (a target of test_bad_inputs_cli's family) --------------------------
+CLI = test_bad_inputs_cli.FAMILY
+COMMAND_CASES: list[Case] = []
+TOO_LARGE = r"is too large: the {} would .*; it must stay below 2\^62"
+
+
+def command_case(arg: str, kind: str, bad: Any, match: str, **kw: Any) -> None:
+    """A case of ``posembed samples`` that must end with one error line, status 2."""
+    COMMAND_CASES.append(Case("cli samples", arg, kind, bad, CommandError, match, **kw))
+
+
+def no_tokens(documents: list[int]) -> From:
+    """The valid input rewritten as an indexed dataset of these empty documents."""
+
+    def build(args: dict[str, Any]) -> Path:
+        prefix = Path(args["input"])
+        posembed.write_indexed(prefix, np.zeros(0, np.int32), documents, force=True)
+        return prefix
+
+    return From(build)
+
+
+def index_bytes(change: Any) -> From:
+    """The valid input with its .idx bytes changed by ``change(bytearray)``."""
+
+    def build(args: dict[str, Any]) -> Path:
+        idx = Path(f"{args['input']}.idx")
+        raw = bytearray(idx.read_bytes())
+        idx.write_bytes(bytes(change(raw) or raw))
+        return Path(args["input"])
+
+    return From(build)
+
+
+def _set(raw: bytearray, at: int, data: bytes) -> None:
+    raw[at : at + len(data)] = data
+
+
+command_case(
+    "input",
+    "empty",
+    no_tokens([0]),
+    r"ds: the indexed dataset holds no tokens \(0 sequences\); samples need at least 1",
+    named="ds",
+)
+command_case(
+    "input",
+    "empty",
+    no_tokens([0, 0, 0, 0]),
+    r"ds: the indexed dataset holds no tokens \(3 documents\); samples need at least 1",
+    named="ds",
+    also={"--documents": "documents"},
+)
+command_case(
+    "--sequence-length",
+    "size",
+    2**62,
+    r"--sequence-length 4611686018427387904 with one epoch " + TOO_LARGE.format("sample index"),
+)
+command_case(
+    "--sequence-length",
+    "size",
+    2**64,
+    r"--sequence-length 18446744073709551616 with --epochs 3 " + TOO_LARGE.format("sample index"),
+    also={"--epochs": 3},
+)
+command_case(
+    "--num-samples",
+    "size",
+    2**62,
+    r"--num-samples 4611686018427387904 \(with --sequence-length 8: 368934881474191033 epochs "
+    r"of 100 tokens\) " + TOO_LARGE.format("sample index"),
+)
+command_case(
+    "--num-samples",
+    "size",
+    10**30,
+    r"--num-samples 1000000000000000000000000000000 \(with --sequence-length 8: \d+ epochs of "
+    r"100 tokens\) is too large: the document index would hold \d+ x 2 sequences; it must "
+    r"stay below 2\^62 entries",
+)
+command_case(
+    "--epochs",
+    "size",
+    2**62,
+    r"--epochs 4611686018427387904 is too large: the document index would hold "
+    r"4611686018427387904 x 2 sequences; it must stay below 2\^62 entries",
+)
+command_case(
+    "--epochs",
+    "size",
+    2**63,
+    r"--epochs 9223372036854775808 is too large: the document index would hold "
+    r"9223372036854775808 x 3 documents",
+    also={"--documents": "documents"},
+)
+command_case(
+    "input",
+    "type",
+    index_bytes(lambda raw: _set(raw, 0, b"XX")),
+    r"ds\.idx: not a valid indexed dataset: magic is b'XXIDIDX",
+    named="ds.idx",
+)
+command_case(
+    "input",
+    "range",
+    index_bytes(lambda raw: _set(raw, 9, b"\x02")),
+    r"ds\.idx: not a valid indexed dataset: version is 2; only version 1 exists",
+    named="ds.idx",
+)
+command_case(
+    "input",
+    "range",
+    index_bytes(lambda raw: _set(raw, 34, (-5).to_bytes(4, "little", signed=True))),
+    r"ds\.idx: not a valid indexed dataset: sequence_lengths\[0\] is -5; lengths are >= 0",
+    named="ds.idx",
+)
+command_case(
+    "input",
+    "shape",
+    index_bytes(lambda raw: raw[:-3]),
+    r"ds\.idx: not a valid indexed dataset: sequence count 2 and document count 4 need 90 "
+    r"bytes .*; the file has 87",
+    named="ds.idx",
+)
+command_case(
+    "input",
+    "file",
+    From(lambda a: (Path(f"{a['input']}.bin").unlink(), a["input"])[1]),
+    r"ds\.bin \(the data \(\.bin\) of an indexed dataset\): no such file",
+    named="ds.bin",
+)
+
+
+def _folder_for_index(args: dict[str, Any]) -> Path:
+    idx = Path(f"{args['input']}.idx")
+    idx.unlink()
+    idx.mkdir()
+    return Path(args["input"])
+
+
+command_case(
+    "input",
+    "file",
+    From(_folder_for_index),
+    r"ds\.idx \(the index \(\.idx\) of an indexed dataset\): a folder; give a regular file",
+    named="ds.idx",
+)
+command_case(
+    "input",
+    "file",
+    "memory://posembed-tests-missing/ds",
+    r"memory://posembed-tests-missing/ds\.idx: no such file in the store",
+    named="memory://posembed-tests-missing/ds",
+    needs="fsspec",
+)
+command_case(
+    "input",
+    "file",
+    "nope://bucket/ds",
+    r"nope://bucket/ds\.\w+: not a URL fsspec reads \(Protocol not known: nope\)",
+    named="nope://bucket/ds",
+    needs="fsspec",
+)
+command_case(
+    "--output",
+    "file",
+    "memory://posembed-tests/out",
+    r"output memory://posembed-tests/out: posembed samples writes a local folder, not a URL",
+)
+
 # == the tests ==========================================================================
 
 pytestmark = pytest.mark.usefixtures("restore_threads")
@@ -432,3 +655,47 @@ def test_the_twin_raises_the_same_exception_type(case: Case, tmp_path: Path):
 @pytest.mark.parametrize("name", list(FAMILY.targets))
 def test_valid_arguments_succeed_and_modify_no_input(name: str, tmp_path: Path):
     FAMILY.check_valid(name, tmp_path)
+
+
+def command_case_id(case: Case) -> str:
+    return f"{case.target}:{case.arg}:{case.kind}:{COMMAND_CASES.index(case)}"
+
+
+@pytest.mark.parametrize("case", COMMAND_CASES, ids=command_case_id)
+def test_the_command_refuses_in_one_line_and_modifies_nothing(case: Case, tmp_path: Path):
+    """Through the commands' family: status 2, exactly one line ``posembed samples:
+    error: ...`` matching the case (an exception raised past the command's handler,
+    a traceback, fails it), the folder as it was."""
+    CLI.check_refused(case, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--sequence-length", "8", "--epochs", str(2**62)],
+        ["--sequence-length", str(2**62)],
+        ["--sequence-length", "8", "--num-samples", str(2**62)],
+        ["--sequence-length", "8", "empty"],
+    ],
+    ids=["epochs", "sequence-length", "num-samples", "no tokens"],
+)
+def test_the_command_exits_2_with_one_line_in_a_process_of_its_own(tmp_path: Path, argv: list[str]):
+    """As a user runs it: exit status 2 and one error line, no traceback (status 1)."""
+    posembed.write_indexed(tmp_path / "ds", np.arange(100) % 7, [0, 30, 30, 100])
+    posembed.write_indexed(tmp_path / "empty", np.zeros(0, np.int32), [0, 0])
+    given = "empty" if "empty" in argv else "ds"
+    argv = [a for a in argv if a != "empty"]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    done = subprocess.run(
+        [sys.executable, "-m", "posembed.cli", "samples", given, "-o", "out", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1, done.stderr
+    assert errors[0].startswith("posembed samples: error: "), errors
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

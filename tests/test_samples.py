@@ -9,6 +9,7 @@ equal element for element.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import threading
@@ -324,8 +325,254 @@ def test_a_corpus_that_is_not_the_lengths_one_is_refused():
     tokens, offsets = corpus_of(np.array([6, 2, 6]))
     with pytest.raises(ValueError, match="corpus: sequence 1 holds 2 tokens"):
         s.samples(range(len(s)), (tokens, offsets))
-    with pytest.raises(ValueError, match="corpus holds 2 sequences"):
+    with pytest.raises(ValueError, match=r"corpus: it holds 2 sequences \(3 offsets\)"):
         s.samples(range(len(s)), corpus_of(np.array([6, 6])))
+
+
+def twin_of(s: Any) -> Any:
+    return reference.GPTSamples(*(getattr(s, f.name) for f in dataclasses.fields(s)))
+
+
+def snapshot(*arrays: np.ndarray) -> list[bytes]:
+    return [a.tobytes() for a in arrays]
+
+
+def first_disagreeing(s: Any, i: int, corpus_lengths: np.ndarray) -> int:
+    """The first sequence sample ``i`` reads whose length in the corpus is not the built one."""
+    k = int(s.shuffle_index[i])
+    first, last = int(s.sample_index[k, 0]), int(s.sample_index[k + 1, 0])
+    for sequence in s.document_index[first : last + 1].tolist():
+        if corpus_lengths[sequence] != s.lengths[sequence]:
+            return int(sequence)
+    raise AssertionError("the sample reads no sequence whose length differs")
+
+
+# The twin's messages (its own words; the types are posembed's)
+TWIN_LENGTHS = "corpus sequence lengths are not the ones these samples built"
+TWIN_COUNT = "corpus must hold the sequences whose lengths built these samples"
+TWIN_FILL = "corpus sequences (do not fill the sample|are shorter than these samples read)"
+TWIN_IDS = "corpus token ids must fit int64"
+
+# Corpora of 10 sequences, 2 tokens each when built: each sequence shorter, each
+# longer, and the same 20 tokens in sequences of other lengths.
+OTHER_LENGTHS = {
+    "shorter": np.full(10, 1),
+    "longer": np.full(10, 3),
+    "same total": np.array([1, 3, 2, 2, 3, 1, 2, 2, 1, 3]),
+}
+
+
+@pytest.mark.parametrize("name", list(OTHER_LENGTHS))
+def test_sequences_of_other_lengths_are_refused_naming_the_sequence(name: str):
+    """Once padded silently (shorter) or NumPy's "could not broadcast" (longer):
+    the ValueError names the sequence, its length and the built one, in
+    sample() and samples(), and in the twin."""
+    s = posembed.gpt_samples(np.full(10, 2), 4)
+    other = OTHER_LENGTHS[name]
+    tokens, offsets = corpus_of(other)
+    before = snapshot(tokens, offsets, s.document_index, s.sample_index, s.shuffle_index)
+    for i in range(len(s)):
+        sequence = first_disagreeing(s, i, other)
+        text = (
+            rf"corpus: sequence {sequence} holds {other[sequence]} tokens, but these samples were "
+            rf"built from lengths where it holds 2: read them only from the corpus whose lengths "
+            r"built them"
+        )
+        with pytest.raises(ValueError, match=text):
+            s.sample(i, (tokens, offsets))
+        with pytest.raises(ValueError, match=text):
+            s.samples([i], Reader(tokens, offsets))
+        with pytest.raises(ValueError, match=TWIN_LENGTHS):
+            twin_of(s).sample(i, (tokens, offsets))
+    with pytest.raises(ValueError, match=r"corpus: sequence \d holds [13] tokens"):
+        s.samples(np.arange(len(s)), (tokens, offsets))
+    with pytest.raises(ValueError, match=TWIN_LENGTHS):
+        twin_of(s).samples(np.arange(len(s)), (tokens, offsets))
+    assert snapshot(tokens, offsets, s.document_index, s.sample_index, s.shuffle_index) == before
+    # the corpus of the built lengths reads as before, as the twin reads it
+    right = corpus_of(np.full(10, 2))
+    every = np.arange(len(s))
+    same(s.samples(every, right), twin_of(s).samples(every, right))
+    same(s.sample(1, right), twin_of(s).sample(1, right))
+
+
+def test_a_corpus_of_another_number_of_sequences_is_refused_up_front():
+    s = posembed.gpt_samples(np.full(10, 2), 4)
+    for count in (9, 11):
+        tokens, offsets = corpus_of(np.full(count, 2))
+        before = snapshot(tokens, offsets)
+        text = (
+            rf"corpus: it holds {count} sequences \({count + 1} offsets\), but these samples "
+            r"were built from the lengths of 10: read them only from the corpus whose lengths "
+            r"built them \(an IndexedCorpus opened with the unit the lengths counted"
+        )
+        with pytest.raises(ValueError, match=text):
+            s.sample(0, (tokens, offsets))
+        with pytest.raises(ValueError, match=text):
+            s.samples([], (tokens, offsets))
+        with pytest.raises(ValueError, match=TWIN_COUNT):
+            twin_of(s).sample(0, (tokens, offsets))
+        with pytest.raises(ValueError, match=TWIN_COUNT):
+            twin_of(s).samples([], (tokens, offsets))
+        assert snapshot(tokens, offsets) == before
+
+
+def write_documents_of_two_sequences(prefix: Path, lengths: np.ndarray) -> np.ndarray:
+    """An indexed dataset of len(lengths) sequences, two to a document; its tokens."""
+    tokens = np.random.default_rng(5).integers(0, 50_000, int(lengths.sum())).astype(np.int32)
+    from posembed._indexed import IndexedWriter  # what convert writes with; not public
+
+    with IndexedWriter(f"{prefix}.bin", f"{prefix}.idx", np.int32) as writer:
+        writer.write(tokens, lengths, np.arange(2, len(lengths) + 1, 2))
+        writer.finish()
+    return tokens
+
+
+def test_an_indexed_corpus_of_documents_is_refused_for_samples_of_its_sequences(tmp_path: Path):
+    """Samples built from sequence_lengths read an IndexedCorpus opened with
+    documents="sequences"; the default, "documents", once gave NumPy's "could
+    not broadcast"."""
+    lengths = np.array([7, 3, 0, 9, 4, 6, 5, 8], dtype=np.int32)
+    tokens = write_documents_of_two_sequences(tmp_path / "ds", lengths)
+    by_document = posembed.IndexedCorpus(tmp_path / "ds")
+    by_sequence = posembed.IndexedCorpus(tmp_path / "ds", documents="sequences")
+    same(by_sequence.sequence_lengths, lengths)
+    s = posembed.gpt_samples(by_sequence.sequence_lengths, 5, seed=2)
+    text = (
+        r"corpus: it holds 4 sequences \(5 offsets\), but these samples were built from the "
+        r"lengths of 8"
+    )
+    for i in range(len(s)):
+        with pytest.raises(ValueError, match=text):
+            s.sample(i, by_document)
+        with pytest.raises(ValueError, match=TWIN_COUNT):
+            twin_of(s).sample(i, by_document)
+    with pytest.raises(ValueError, match=text):
+        s.samples(np.arange(len(s)), by_document)
+    every = np.arange(len(s))
+    rows = s.samples(every, by_sequence)
+    same(rows, twin_of(s).samples(every, by_sequence))
+    same(rows, s.samples(every, (tokens, np.concatenate([[0], np.cumsum(lengths)]))))
+
+
+def test_the_lengths_are_the_samples_own_read_only_copy():
+    given = np.array([5, 9, 0, 12], dtype=np.int32)
+    for lengths in (given, given.astype(np.uint16), list(given), given.astype(">i4")):
+        s = posembed.gpt_samples(lengths, 4, seed=3)
+        assert not s.lengths.flags.writeable
+        same(s.lengths.astype(np.int64), given.astype(np.int64))
+        if isinstance(lengths, np.ndarray):
+            assert not np.shares_memory(s.lengths, lengths)
+    kept = posembed.gpt_samples(given, 4, seed=3)
+    corpus = corpus_of(given)
+    first = kept.samples(np.arange(len(kept)), corpus)
+    given[3] = 11  # the caller's array changes: the samples' lengths do not
+    same(kept.lengths, np.array([5, 9, 0, 12], np.int32))
+    same(kept.samples(np.arange(len(kept)), corpus), first)
+    with pytest.raises(ValueError, match="read-only"):
+        kept.lengths[0] = 1
+    same(reference.gpt_samples(given, 4, seed=3).lengths, given.astype(np.int64))
+
+
+def test_samples_built_by_hand_check_that_the_tokens_fill_each_sample():
+    """Without lengths (the three arrays alone) a corpus is checked as read:
+    the tokens must fill each sample exactly, or end the document index."""
+    s = posembed.gpt_samples(np.full(10, 2), 4)
+    bare = dataclasses.replace(s, lengths=None)
+    twin = dataclasses.replace(twin_of(s), lengths=None)
+    right = corpus_of(np.full(10, 2))
+    every = np.arange(len(s))
+    same(bare.samples(every, right), s.samples(every, right))
+    same(twin.samples(every, right), s.samples(every, right))
+    shorter = corpus_of(np.full(10, 1))
+    text = r"corpus: sample \d reads 3 tokens, not 5, ending in sequence \d of 1 tokens"
+    with pytest.raises(ValueError, match=text):
+        bare.sample(0, shorter)
+    with pytest.raises(ValueError, match=TWIN_FILL):
+        twin.sample(0, shorter)
+    longer = corpus_of(np.full(10, 3))
+    text = r"corpus: sequence \d holds 3 tokens, and sample \d would read 6 tokens or more"
+    with pytest.raises(ValueError, match=text):
+        bare.sample(0, longer)
+    with pytest.raises(ValueError, match=TWIN_FILL):
+        twin.sample(0, longer)
+    # the kept last sample is still padded: it ends the document index
+    lengths = np.array([4, 4])
+    kept = posembed.gpt_samples(lengths, 3, drop_last_partial_sequence=False, seed=0)
+    last = int(np.flatnonzero(kept.shuffle_index == 2)[0])
+    corpus = corpus_of(lengths)
+    row = dataclasses.replace(kept, lengths=None).sample(last, corpus, pad_value=-7)
+    same(row, kept.sample(last, corpus, pad_value=-7))
+    same(row[2:], np.array([-7, -7]))
+
+
+def test_uint64_token_ids_past_int64_are_refused_not_wrapped():
+    """A uint64 id >= 2^63 once came back as -1, Megatron's pad value. Samples
+    stay int64 (Megatron's dtype): such an id is refused, naming the sequence,
+    the id and the range; ids up to 2^63 - 1 are read exactly."""
+    lengths = np.full(10, 2)
+    s = posembed.gpt_samples(lengths, 4)
+    top = np.uint64(2**63 - 1)
+    fits = top - np.arange(20, dtype=np.uint64)
+    offsets = np.arange(0, 21, 2)
+    every = np.arange(len(s))
+    rows = s.samples(every, (fits, offsets))
+    same(rows, twin_of(s).samples(every, (fits, offsets)))
+    assert rows.dtype == np.int64
+    assert rows.min() >= 2**63 - 20  # read exactly: none wrapped
+    stream = np.concatenate([fits[offsets[d] : offsets[d + 1]] for d in s.document_index])
+    k = int(s.shuffle_index[0])
+    same(rows[0], stream[4 * k : 4 * k + 5].astype(np.int64))
+    sequence = int(s.document_index[1])  # the stream's second sequence
+    past = fits.copy()
+    past[2 * sequence + 1] = np.uint64(2**63)  # its token 1
+    before = past.tobytes()
+    at = 3  # where the stream holds it
+    readers = [i for i in range(len(s)) if 0 <= at - 4 * int(s.shuffle_index[i]) <= 4]
+    assert readers
+    for i in range(len(s)):
+        if i not in readers:  # the other samples read as before
+            same(s.sample(i, (past, offsets)), rows[i])
+            continue
+        with pytest.raises(
+            ValueError,
+            match=rf"corpus: sequence {sequence} holds token id 9223372036854775808 \(its "
+            r"token 1\), which int64 cannot hold: samples are int64, as Megatron's, so token "
+            r"ids must be in 0\.\.2\^63-1",
+        ):
+            s.sample(i, (past, offsets))
+        with pytest.raises(ValueError, match=TWIN_IDS):
+            twin_of(s).sample(i, (past, offsets))
+    with pytest.raises(ValueError, match=r"token id 9223372036854775808"):
+        s.samples(every, Reader(past, offsets))
+    with pytest.raises(ValueError, match=TWIN_IDS):
+        twin_of(s).samples(every, (past, offsets))
+    assert past.tobytes() == before
+
+
+def test_the_command_reads_an_indexed_dataset_in_a_store(tmp_path: Path):
+    """posembed samples takes a URL (it was folded into a local path, "s3:/..."):
+    the arrays equal those of the same files on disk."""
+    fsspec = pytest.importorskip("fsspec")
+    from posembed import cli
+
+    posembed.write_indexed(tmp_path / "ds", np.arange(100) % 7, [0, 30, 30, 100])
+    url = f"memory://posembed-tests-samples-{tmp_path.name}/ds"
+    fs = fsspec.filesystem("memory")
+    for suffix in (".idx", ".bin"):
+        fs.pipe(url + suffix, (tmp_path / f"ds{suffix}").read_bytes())
+    try:
+        for given, out in ((str(tmp_path / "ds"), "local"), (url, "store")):
+            argv = ["samples", given, "-o", str(tmp_path / out), "--sequence-length", "8"]
+            assert cli.main([*argv, "--num-samples", "20"]) == 0
+    finally:
+        fs.rm(url.rsplit("/", 1)[0], recursive=True)
+    for name in ("document_index", "sample_index", "shuffle_index"):
+        store, local = (np.load(tmp_path / where / f"{name}.npy") for where in ("store", "local"))
+        same(store, local)
+    lengths = posembed.IndexedCorpus(tmp_path / "ds", documents="sequences").sequence_lengths
+    s = posembed.gpt_samples(lengths, 8, num_samples=20)
+    same(np.load(tmp_path / "store" / "sample_index.npy"), s.sample_index)
 
 
 # -- against megatron-core itself -------------------------------------------------------

@@ -15,6 +15,7 @@ from posembed import _core
 from posembed import _validate as v
 
 INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 # numpy.random.RandomState(seed) takes integer seeds 0..2^32-1.
 SEED_MAX = 2**32 - 1
 # Megatron's shuffle index is uint32 below this many samples, int64 from it.
@@ -48,6 +49,13 @@ class GPTSamples:
     add_extra_token_to_sequence : bool
         Whether each sample holds ``sequence_length + 1`` tokens (its inputs
         and, shifted by one, its labels) instead of ``sequence_length``.
+    lengths : read-only ndarray of int32 or int64, shape (N,), or None
+        The sequence lengths the indices were built from (the samples' own
+        copy of :func:`gpt_samples`'s ``lengths``): :meth:`sample` and
+        :meth:`samples` read only from a corpus of these N sequences, and
+        check the length of each sequence a sample reads against them. None
+        in samples built by hand from the three arrays: reads are then
+        checked only for tokens that fill each sample exactly.
     """
 
     document_index: np.ndarray
@@ -56,6 +64,7 @@ class GPTSamples:
     num_epochs: int
     sequence_length: int
     add_extra_token_to_sequence: bool
+    lengths: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.sample_index.shape[0]) - 1
@@ -79,7 +88,12 @@ class GPTSamples:
             of the sequences in it (one entry per sequence and one more), or
             any object with ``.offsets`` (the same offsets) and ``.read(start,
             stop)`` (tokens ``[start, stop)`` of the whole corpus as an
-            ndarray), such as an indexed-dataset reader.
+            ndarray), such as an indexed-dataset reader (an
+            :class:`IndexedCorpus` opened with the unit the lengths counted:
+            ``documents="sequences"`` for its ``sequence_lengths``). Its
+            sequences must be those of :attr:`lengths`: as many, and each one
+            a sample reads as long as it was (checked for the sequences each
+            sample reads, not the whole corpus). Token ids must fit int64.
         pad_value : int
             The token that fills a sample past the corpus's end (only the last
             sample with ``drop_last_partial_sequence=False``); Megatron's is
@@ -88,7 +102,8 @@ class GPTSamples:
         Returns
         -------
         ndarray of int64, shape (sequence_length + 1,) or (sequence_length,)
-            The sample's tokens.
+            The sample's tokens (int64 whatever the corpus's dtype, as
+            Megatron's).
 
         Raises
         ------
@@ -99,13 +114,16 @@ class GPTSamples:
             ``i`` outside 0..len(self)-1.
         ValueError
             A ``corpus`` whose sequences are not the ones these samples were
-            built from (too few, or shorter than a sample reads), or whose
-            reader returns another number of tokens than asked for.
+            built from: another number of sequences than :attr:`lengths`, or
+            a sequence the sample reads whose length is not the one the
+            indices were built from (the message names it); a token id that
+            int64 cannot hold (a uint64 id past 2^63 - 1: never wrapped); or
+            a reader that returns another number of tokens than asked for.
         """
         count = len(self)
         index = _sample_number(i, count, "i")
         pad = _pad_value(pad_value)
-        reader = _Corpus(corpus)
+        reader = _Corpus(corpus, self.lengths)
         out = np.full(self.sequence_length + self._extra(), pad, dtype=np.int64)
         self._read_into(int(self.shuffle_index[index]), reader, out)
         return out
@@ -136,13 +154,14 @@ class GPTSamples:
         IndexError
             An index outside 0..len(self)-1.
         ValueError
-            ``indices`` that are not 1-D, or a ``corpus`` whose sequences
-            are not the ones these samples were built from.
+            ``indices`` that are not 1-D, a ``corpus`` whose sequences are
+            not the ones these samples were built from, or a token id that
+            int64 cannot hold, as :meth:`sample` refuses them.
         """
         count = len(self)
         wanted = _sample_numbers(indices, count)
         pad = _pad_value(pad_value)
-        reader = _Corpus(corpus)
+        reader = _Corpus(corpus, self.lengths)
         out = np.full((wanted.shape[0], self.sequence_length + self._extra()), pad, np.int64)
         order = self.shuffle_index
         for row, index in enumerate(wanted.tolist()):
@@ -153,12 +172,24 @@ class GPTSamples:
         return 1 if self.add_extra_token_to_sequence else 0
 
     def _read_into(self, number: int, corpus: _Corpus, out: np.ndarray) -> None:
-        """Sample ``number`` of the sample index (not shuffled) into ``out``."""
+        """Sample ``number`` of the sample index (not shuffled) into ``out``.
+
+        Each sequence it reads is checked against the lengths the indices
+        were built from (O(sequences in the sample)); whatever the lengths,
+        the tokens read must fill ``out`` exactly, or stop at the end of the
+        document index's last sequence (the kept last sample, padded)."""
         extra = self._extra()
+        width = out.shape[0]
         (first, first_offset), (last, last_offset) = self.sample_index[number : number + 2].tolist()
+        if not 0 <= first <= last < self.document_index.shape[0]:
+            raise ValueError(
+                f"sample_index: sample {number} spans positions {first}..{last}, which are not "
+                f"positions of the document index (0..{self.document_index.shape[0] - 1})"
+            )
         filled = 0
-        for position in range(first, last + 1):
-            sequence = int(self.document_index[position])
+        stop = length = 0
+        sequences = self.document_index[first : last + 1].tolist()
+        for position, sequence in enumerate(sequences, first):
             length = corpus.length(sequence)
             start = first_offset if position == first else 0
             stop = last_offset + extra if position == last else length
@@ -168,15 +199,32 @@ class GPTSamples:
                     f"its tokens {start}..{stop - 1}: the corpus is not the one whose lengths "
                     "built them"
                 )
+            if filled + stop - start > width:
+                raise ValueError(
+                    f"corpus: sequence {sequence} holds {length} tokens, and sample {number} "
+                    f"would read {filled + stop - start} tokens or more of it and the sequences "
+                    f"before, past its {width}: the corpus is not the one whose lengths built "
+                    "these samples"
+                )
             tokens = corpus.read(sequence, start, stop)
             out[filled : filled + tokens.shape[0]] = tokens
             filled += tokens.shape[0]
+        ends_the_corpus = last == self.document_index.shape[0] - 1 and stop == length
+        if filled < width and not ends_the_corpus:
+            sequence = sequences[-1]
+            raise ValueError(
+                f"corpus: sample {number} reads {filled} tokens, not {width}, ending in sequence "
+                f"{sequence} of {length} tokens: the corpus is not the one whose lengths built "
+                "these samples"
+            )
 
 
 class _Corpus:
-    """A corpus as samples read it: per-sequence lengths and token reads."""
+    """A corpus as samples read it: per-sequence lengths and token reads,
+    checked against ``built``, the lengths the samples were built from
+    (None: unknown)."""
 
-    def __init__(self, corpus: Any) -> None:
+    def __init__(self, corpus: Any, built: np.ndarray | None = None) -> None:
         read: Callable[[int, int], Any]
         if isinstance(corpus, (tuple, list)):
             if len(corpus) != 2:
@@ -211,8 +259,24 @@ class _Corpus:
                 "corpus offsets must be a 1-D integer array of at least 2 entries (one per "
                 f"sequence and one more); got {offsets.dtype} of shape {offsets.shape}"
             )
+        count = offsets.shape[0] - 1
+        if built is not None:
+            built = np.asarray(built)
+            if built.ndim != 1 or built.dtype.kind not in "iu":
+                raise TypeError(
+                    "GPTSamples.lengths must be None or a 1-D integer array; got "
+                    f"{built.dtype} of shape {built.shape}"
+                )
+        if built is not None and count != built.shape[0]:
+            raise ValueError(
+                f"corpus: it holds {count} sequences ({offsets.shape[0]} offsets), but these "
+                f"samples were built from the lengths of {built.shape[0]}: read them only from "
+                "the corpus whose lengths built them (an IndexedCorpus opened with the unit the "
+                "lengths counted: documents='sequences' for its sequence_lengths)"
+            )
         self._offsets = offsets
         self._read = read
+        self._built = built
 
     def length(self, sequence: int) -> int:
         count = self._offsets.shape[0] - 1
@@ -221,23 +285,41 @@ class _Corpus:
                 f"corpus: these samples read sequence {sequence}, but the corpus holds {count} "
                 "sequences: it is not the one whose lengths built them"
             )
-        start, stop = int(self._offsets[sequence]), int(self._offsets[sequence + 1])
+        start: int = self._offsets.item(sequence)  # .item(): a Python int, cheaply
+        stop: int = self._offsets.item(sequence + 1)
         if start < 0 or stop < start or (self._available >= 0 and stop > self._available):
             raise ValueError(
                 f"corpus offsets: sequence {sequence} spans {start}..{stop}, which is not "
                 "inside the tokens"
             )
+        if self._built is not None:
+            built = self._built.item(sequence)
+            if stop - start != built:
+                raise ValueError(
+                    f"corpus: sequence {sequence} holds {stop - start} tokens, but these samples "
+                    f"were built from lengths where it holds {built}: read them only from the "
+                    "corpus whose lengths built them"
+                )
         return stop - start
 
     def read(self, sequence: int, start: int, stop: int) -> np.ndarray:
         """Tokens [start, stop) of ``sequence`` (after :meth:`length` of it)."""
-        begin = int(self._offsets[sequence]) + start
+        begin = self._offsets.item(sequence) + start
         got = np.asarray(self._read(begin, begin + stop - start))
         if got.ndim != 1 or got.shape[0] != stop - start or got.dtype.kind not in "iu":
             raise ValueError(
                 f"corpus: read({begin}, {begin + stop - start}) returned {got.dtype} of shape "
                 f"{got.shape}; expected {stop - start} integer tokens"
             )
+        if got.dtype.kind == "u" and got.dtype.itemsize == 8 and got.size:
+            past = np.flatnonzero(got > INT64_MAX)
+            if past.size:
+                at = int(past[0])
+                raise ValueError(
+                    f"corpus: sequence {sequence} holds token id {int(got[at])} (its token "
+                    f"{start + at}), which int64 cannot hold: samples are int64, as Megatron's, "
+                    "so token ids must be in 0..2^63-1"
+                )
         return got
 
 
@@ -332,7 +414,8 @@ def gpt_samples(
             f"num_epochs={epochs_given}"
         )
     state = _seed_state(seed)
-    lens = _lengths(lengths)
+    # the samples' own copy (read-only once built): the lengths they read corpora against
+    lens = _lengths(lengths, private=True)
     # int64 once: both kernel calls below take them so without another copy
     docs = None if documents is None else v.kernel_array(_ids(documents, "documents"), np.int64)
     count = lens.shape[0] if docs is None else docs.shape[0]
@@ -378,7 +461,10 @@ def gpt_samples(
         wide_samples,
         n >= SHUFFLE_WIDE_FROM,
     )
-    return GPTSamples(document_index, sample_index, shuffle_index, epochs, seq, bool(extra))
+    lens.setflags(write=False)
+    return GPTSamples(
+        document_index, sample_index, shuffle_index, epochs, seq, bool(extra), lengths=lens
+    )
 
 
 def gpt_sample_index(
@@ -521,12 +607,18 @@ def _integers(values: Any, name: str) -> np.ndarray:
     return a
 
 
-def _lengths(lengths: Any) -> np.ndarray:
-    """Sequence lengths as the kernels read them: int32 or int64, C-contiguous."""
+def _lengths(lengths: Any, private: bool = False) -> np.ndarray:
+    """Sequence lengths as the kernels read them: int32 or int64, C-contiguous;
+    ``private``: an array that shares no memory with ``lengths`` (a copy only
+    where the conversion made none)."""
     a = _integers(lengths, "lengths")
     if (a.dtype.itemsize == 4 and a.dtype.kind == "i") or a.dtype == np.int64:
-        return v.kernel_array(a, a.dtype.newbyteorder("="))
-    return v.kernel_array(a, np.int64)
+        result = v.kernel_array(a, a.dtype.newbyteorder("="))
+    else:
+        result = v.kernel_array(a, np.int64)
+    if private and np.may_share_memory(result, a):
+        result = result.copy()
+    return result
 
 
 def _ids(ids: Any, name: str) -> np.ndarray:

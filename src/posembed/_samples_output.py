@@ -1,7 +1,12 @@
 """``posembed samples``: Megatron-LM GPTDataset's three index arrays for an
 indexed dataset, built by :func:`posembed.gpt_samples` and written to a
 folder (``document_index.npy``, ``sample_index.npy``, ``shuffle_index.npy``
-and ``meta.json``), atomically, as ``posembed chunk`` writes its outputs."""
+and ``meta.json``), atomically, as ``posembed chunk`` writes its outputs.
+
+Every problem with the input or the options is a :class:`ChunkError` (one
+line from the command): the counts are checked here against the sizes
+:func:`posembed.gpt_samples` can build, with the options' names, before it
+runs; whatever it refuses besides is reported the same way."""
 
 from __future__ import annotations
 
@@ -14,11 +19,14 @@ import numpy as np
 from posembed import _outdir
 from posembed._chunk import write_meta
 from posembed._indexed import IndexedCorpus
-from posembed._samples import gpt_samples
+from posembed._samples import epochs_for, gpt_samples, sample_count
 from posembed._source import ChunkError, option_int
 from posembed._source_indexed import DOCUMENTS, prefix_of
+from posembed._store import is_url
 
 ARRAYS = ("document_index", "sample_index", "shuffle_index")
+# The sizes gpt_samples builds stay below this (posembed._validate.check_sizes).
+MAX_PRODUCT = 2**62
 
 
 def _required(value: Any, option: str, low: int, high: int | None = None) -> int:
@@ -26,6 +34,41 @@ def _required(value: Any, option: str, low: int, high: int | None = None) -> int
     if checked is None:
         raise ChunkError(f"{option} is required")
     return checked
+
+
+def _check_counts(
+    length: int,
+    wanted: int | None,
+    epochs_given: int | None,
+    extra: int,
+    tokens: int,
+    count: int,
+    unit: str,
+) -> None:
+    """ChunkError, naming the option, when the indices the options ask for
+    are too large for gpt_samples to build (its own checks, restated)."""
+    if wanted is not None:
+        epochs = epochs_for(wanted, length, extra, tokens)
+        asked = (
+            f"--num-samples {wanted} (with --sequence-length {length}: {epochs} epochs of "
+            f"{tokens} tokens)"
+        )
+    else:
+        epochs = 1 if epochs_given is None else epochs_given
+        asked = f"--epochs {epochs}" if epochs_given is not None else "one epoch"
+    if epochs * max(count, 1) >= MAX_PRODUCT:
+        raise ChunkError(
+            f"{asked} is too large: the document index would hold {epochs} x {count} "
+            f"{unit}; it must stay below 2^62 entries"
+        )
+    n = sample_count(epochs * tokens, length, extra, True)
+    if (n + 2) * length >= MAX_PRODUCT:
+        if wanted is None:
+            asked = f"--sequence-length {length} with {asked}"
+        raise ChunkError(
+            f"{asked} is too large: the sample index would span ({n} samples + 2) x "
+            f"{length} tokens; it must stay below 2^62"
+        )
 
 
 def write_samples(
@@ -45,10 +88,11 @@ def write_samples(
 
     Parameters
     ----------
-    input_path : path
-        ``PREFIX``, ``PREFIX.idx`` or ``PREFIX.bin``.
+    input_path : path or URL
+        ``PREFIX``, ``PREFIX.idx`` or ``PREFIX.bin``, on disk or in a store
+        that fsspec reads (``s3://bucket/PREFIX``).
     output_dir : path
-        The folder to write; ``force`` replaces one posembed wrote.
+        The local folder to write; ``force`` replaces one posembed wrote.
     sequence_length, num_samples, num_epochs, seed
         As for :func:`posembed.gpt_samples`.
     add_extra_token_to_sequence, separate_final_epoch
@@ -68,12 +112,19 @@ def write_samples(
     Raises
     ------
     ChunkError
-        An input that is not a valid indexed dataset, an option out of
-        range, or an output that may not be written (a ValueError).
+        An input that is missing, not a valid indexed dataset, holds no
+        tokens or cannot be read from its store; an option out of range
+        (counts too large for the indices included); or an output that may
+        not be written, such as a URL (a ValueError).
     OSError
         Writing fails (the temporary folder is removed).
     """
-    src, out = Path(input_path), Path(output_dir)
+    if is_url(os.fspath(output_dir)):
+        raise ChunkError(
+            f"output {os.fspath(output_dir)}: posembed samples writes a local folder, not a URL; "
+            "write it locally and copy it to the store"
+        )
+    out = Path(output_dir)
     length = _required(sequence_length, "--sequence-length", 1)
     samples_wanted = option_int(num_samples, "--num-samples", 0)
     epochs = option_int(num_epochs, "--epochs", 1)
@@ -83,25 +134,32 @@ def write_samples(
     unit = "sequences" if documents is None else documents
     if unit not in DOCUMENTS:
         raise ChunkError(f"--documents must be one of {', '.join(DOCUMENTS)}; got {unit!r}")
-    prefix = prefix_of(src)
-    if prefix is None:
-        raise ChunkError(f"{src}: not an indexed dataset (no {src}.idx); give PREFIX or PREFIX.idx")
-    try:
-        corpus = IndexedCorpus(prefix, documents=unit)  # type: ignore[arg-type]
-    except ValueError as exc:
-        raise ChunkError(str(exc)) from None
-    problem = _outdir.problem(out, (corpus.idx_path, corpus.bin_path), bool(force))
+    corpus = _open(input_path, unit)
+    src: Any = os.fspath(input_path) if is_url(os.fspath(input_path)) else Path(input_path)
+    # an input in a store is no local file an output folder could replace
+    inputs = () if is_url(os.fspath(input_path)) else (corpus.idx_path, corpus.bin_path)
+    problem = _outdir.problem(out, inputs, bool(force))
     if problem:
         raise ChunkError(problem)
-    result = gpt_samples(
-        np.diff(corpus.offsets),
-        length,
-        num_samples=samples_wanted,
-        num_epochs=epochs,
-        seed=seed_value,
-        add_extra_token_to_sequence=add_extra_token_to_sequence,
-        separate_final_epoch=separate_final_epoch,
-    )
+    if corpus.token_count == 0:
+        raise ChunkError(
+            f"{src}: the indexed dataset holds no tokens ({len(corpus)} {unit}); samples "
+            "need at least 1"
+        )
+    extra = 1 if add_extra_token_to_sequence else 0
+    _check_counts(length, samples_wanted, epochs, extra, corpus.token_count, len(corpus), unit)
+    try:
+        result = gpt_samples(
+            np.diff(corpus.offsets),
+            length,
+            num_samples=samples_wanted,
+            num_epochs=epochs,
+            seed=seed_value,
+            add_extra_token_to_sequence=add_extra_token_to_sequence,
+            separate_final_epoch=separate_final_epoch,
+        )
+    except ValueError as exc:  # what _check_counts does not foresee: still one line
+        raise ChunkError(f"{src}: {exc}") from None
     meta: dict[str, Any] = {
         "input": str(src),
         "unit": unit,
@@ -120,3 +178,24 @@ def write_samples(
         write_meta(tmp, meta)
         _outdir.commit(tmp, out, bool(force))
     return meta
+
+
+def _open(input_path: str | os.PathLike[str], unit: str) -> IndexedCorpus:
+    """The indexed dataset ``input_path`` names (a local prefix or a URL), or
+    ChunkError: missing, not valid, or a store that fails."""
+    text = os.fspath(input_path)
+    if is_url(text):
+        prefix: Any = text  # kept as text: a Path would fold the URL's //
+    else:
+        src = Path(input_path)
+        prefix = prefix_of(src)
+        if prefix is None:
+            raise ChunkError(
+                f"{src}: not an indexed dataset (no {src}.idx); give PREFIX or PREFIX.idx"
+            )
+    try:
+        return IndexedCorpus(prefix, documents=unit)  # type: ignore[arg-type]
+    except ValueError as exc:  # a store's failures included (ChunkError)
+        raise ChunkError(str(exc)) from None
+    except OSError as exc:
+        raise ChunkError(f"{prefix}: cannot be read ({exc.strerror or exc})") from None

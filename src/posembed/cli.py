@@ -278,15 +278,12 @@ def _pack(args: argparse.Namespace) -> int:
 
 
 def _samples(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from posembed._samples_output import write_samples
-    from posembed._source import ChunkError
 
     try:
         meta = write_samples(
             args.input,
-            Path(args.output),
+            args.output,  # a str: write_samples refuses a URL, which a Path would fold
             sequence_length=args.sequence_length,
             num_samples=args.num_samples,
             num_epochs=args.epochs,
@@ -298,7 +295,7 @@ def _samples(args: argparse.Namespace) -> int:
             documents=args.documents,
             force=args.force,
         )
-    except (ChunkError, OSError) as exc:
+    except (ValueError, OSError) as exc:  # ChunkError (a ValueError) above all
         return _fail("samples", str(exc))
     except MemoryError as exc:
         return _fail("samples", f"not enough memory: {exc}")
@@ -659,8 +656,12 @@ def main(argv: list[str] | None = None) -> int:
         "folder with meta.json. Samples cross document boundaries; read one with "
         "posembed.GPTSamples.sample.",
     )
-    p.add_argument("input", help="an indexed dataset: PREFIX, PREFIX.idx or PREFIX.bin")
-    p.add_argument("-o", "--output", required=True, help="folder to write")
+    p.add_argument(
+        "input",
+        help="an indexed dataset: PREFIX, PREFIX.idx or PREFIX.bin, or a URL of one "
+        "(s3://bucket/PREFIX, through fsspec)",
+    )
+    p.add_argument("-o", "--output", required=True, help="local folder to write")
     p.add_argument(
         "--sequence-length", type=int, required=True, help="tokens per sample (the extra aside)"
     )

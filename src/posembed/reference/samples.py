@@ -19,11 +19,17 @@ import numpy as np
 from posembed.reference._common import _array, _check_size, _count, _flag
 
 INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
 class GPTSamples:
-    """Twin of :class:`posembed.GPTSamples`: the three indices and how to read a sample."""
+    """Twin of :class:`posembed.GPTSamples`: the three indices and how to read a sample.
+
+    ``lengths``: the sequence lengths the indices were built from (None: built
+    by hand); a corpus is read only if it holds as many sequences, each one a
+    sample reads as long as it was.
+    """
 
     document_index: np.ndarray
     sample_index: np.ndarray
@@ -31,6 +37,7 @@ class GPTSamples:
     num_epochs: int
     sequence_length: int
     add_extra_token_to_sequence: bool
+    lengths: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.sample_index.shape[0]) - 1
@@ -39,7 +46,7 @@ class GPTSamples:
         """Twin of :meth:`posembed.GPTSamples.sample`: GPTDataset's tokens of sample ``i``."""
         index = _sample_number(i, len(self))
         pad = _pad(pad_value)
-        offsets, read, available = _corpus(corpus)
+        offsets, read, available = _corpus(corpus, self.lengths)
         return self._tokens(int(self.shuffle_index[index]), offsets, read, available, pad)
 
     def samples(self, indices: Any, corpus: Any, *, pad_value: int = -1) -> np.ndarray:
@@ -54,7 +61,7 @@ class GPTSamples:
             raise ValueError("indices must be 1-D")
         numbers = [_sample_number(int(i), len(self)) for i in a]
         pad = _pad(pad_value)
-        offsets, read, available = _corpus(corpus)
+        offsets, read, available = _corpus(corpus, self.lengths)
         width = self.sequence_length + int(self.add_extra_token_to_sequence)
         rows = [
             self._tokens(int(self.shuffle_index[i]), offsets, read, available, pad) for i in numbers
@@ -68,7 +75,10 @@ class GPTSamples:
         extra = int(self.add_extra_token_to_sequence)
         doc_beg, beg_offset = (int(x) for x in self.sample_index[idx])
         doc_end, end_offset = (int(x) for x in self.sample_index[idx + 1])
+        if not 0 <= doc_beg <= doc_end < self.document_index.shape[0]:
+            raise ValueError("sample_index must hold positions of the document index")
         parts = []
+        stop = length = 0
         for i in range(doc_beg, doc_end + 1):
             doc = int(self.document_index[i])
             if doc + 1 >= offsets.shape[0]:
@@ -76,6 +86,8 @@ class GPTSamples:
             if int(offsets[doc]) < 0 or (available is not None and offsets[doc + 1] > available):
                 raise ValueError("corpus offsets must lie inside the tokens")
             length = int(offsets[doc + 1]) - int(offsets[doc])
+            if self.lengths is not None and length != int(self.lengths[doc]):
+                raise ValueError("corpus sequence lengths are not the ones these samples built")
             start = beg_offset if i == doc_beg else 0
             stop = end_offset + extra if i == doc_end else length
             if not 0 <= start <= stop <= length:
@@ -84,9 +96,15 @@ class GPTSamples:
             got = np.asarray(read(first, first + stop - start))
             if got.ndim != 1 or got.shape[0] != stop - start or got.dtype.kind not in "iu":
                 raise ValueError("corpus read returned the wrong tokens")
+            if got.dtype == np.uint64 and got.size and int(got.max()) > INT64_MAX:
+                raise ValueError("corpus token ids must fit int64")
             parts.append(got.astype(np.int64))
         tokens = np.concatenate(parts) if parts else np.empty(0, np.int64)
         width = self.sequence_length + extra
+        # GPTDataset pads only the kept last sample, which ends with the document index
+        at_end = doc_end == self.document_index.shape[0] - 1 and stop == length
+        if tokens.shape[0] > width or (tokens.shape[0] < width and not at_end):
+            raise ValueError("corpus sequences do not fill the sample as they did its indices")
         if tokens.shape[0] < width:
             tokens = np.concatenate([tokens, np.full(width - tokens.shape[0], pad, np.int64)])
         return tokens
@@ -212,8 +230,10 @@ def gpt_samples(
         shuffle_index = np.arange(0, n, dtype=shuffle_dtype)
         random_state.shuffle(shuffle_index)
     extra_token = bool(extra)
+    built = sizes  # _ints' own copy: the lengths its reads are checked against
+    built.setflags(write=False)
     return GPTSamples(
-        document_index, sample_index, shuffle_index, num_epochs_built, seq, extra_token
+        document_index, sample_index, shuffle_index, num_epochs_built, seq, extra_token, built
     )
 
 
@@ -374,8 +394,9 @@ def _pad(value: Any) -> int:
     return int(value)
 
 
-def _corpus(corpus: Any) -> tuple[np.ndarray, Any, int | None]:
-    """(offsets, read(start, stop), its tokens or None) of a (tokens, offsets) pair or a reader."""
+def _corpus(corpus: Any, lengths: Any = None) -> tuple[np.ndarray, Any, int | None]:
+    """(offsets, read(start, stop), its tokens or None) of a (tokens, offsets) pair or a
+    reader, of as many sequences as ``lengths`` (None: any number)."""
     if isinstance(corpus, (tuple, list)):
         if len(corpus) != 2:
             raise TypeError("corpus must be a pair (tokens, offsets) or a reader")
@@ -397,4 +418,10 @@ def _corpus(corpus: Any) -> tuple[np.ndarray, Any, int | None]:
     offsets = _array(offsets_given, "corpus offsets")
     if offsets.ndim != 1 or offsets.dtype.kind not in "iu" or offsets.shape[0] < 2:
         raise TypeError("corpus offsets must be a 1-D integer array of 2 or more entries")
+    if lengths is not None:
+        built = np.asarray(lengths)
+        if built.ndim != 1 or built.dtype.kind not in "iu":
+            raise TypeError("GPTSamples.lengths must be None or a 1-D integer array")
+        if offsets.shape[0] - 1 != built.shape[0]:
+            raise ValueError("corpus must hold the sequences whose lengths built these samples")
     return offsets, read, available
