@@ -78,8 +78,6 @@ NO_ARGUMENTS = {
     "GPTSamples": "a frozen dataclass holding what gpt_samples() returns; its fields are "
     "read where they are used (GPTSamples.sample and samples, whose cases use one that "
     "gpt_samples built)",
-    "PackPlan": "what pack() returns; its arrays are read-only and checked where the kernel "
-    "reads them (PackPlan.cut, whose tests include a plan built by hand from altered arrays)",
     "PackedRows": "a frozen dataclass holding what PackPlan.cut() returns",
     "WindowLayout": "a frozen dataclass holding what window_layout() returns; its fields "
     "are checked where they are used (WindowLayout.cut, which has cases for a layout "

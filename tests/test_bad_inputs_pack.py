@@ -21,6 +21,19 @@ TOKENS = np.arange(100, 126, dtype=np.int32)
 PLAN = posembed.pack(LENGTHS, 8)
 
 
+def plan_arguments() -> dict[str, object]:
+    """PLAN's arguments, its arrays as writeable copies (a plan built by hand)."""
+    return {
+        "document_lengths": LENGTHS.copy(),
+        "capacity": 8,
+        "strategy": "bfd",
+        "split": "pieces",
+        **{name: np.array(getattr(PLAN, name)) for name in PLAN_ARRAYS},
+    }
+
+
+PLAN_ARRAYS = ("row_offsets", "documents", "starts", "lengths", "offsets")
+
 FAMILY = Family(
     targets={
         "pack": function(
@@ -32,6 +45,7 @@ FAMILY = Family(
                 "split": "pieces",
             },
         ),
+        "PackPlan": function("PackPlan", lambda tmp: plan_arguments(), twin=False),
         "PackPlan.cut": method(
             posembed.PackPlan,
             "cut",
@@ -62,6 +76,7 @@ FAMILY = Family(
             "empty": "no documents is a valid plan of no rows",
             "shape": "one array: nothing to fit together (a length past the capacity is range)",
         },
+        "PackPlan": {**ALL_OUT},
         "PackPlan.cut": {**ALL_OUT},
         "PackPlan.unpack": {
             **ALL_OUT,
@@ -106,6 +121,135 @@ add(
     "refuse",
     ValueError,
     r"document 1 has 9 tokens, more than the capacity of 8 \(split='refuse'",
+)
+
+# ---- PackPlan, built by hand ------------------------------------------------------------
+# PLAN: rows [0, 1, 2, 4, 5]; documents [1, 3, 0, 1, 3], starts [0, 0, 0, 8, 8],
+# lengths [8, 8, 5, 1, 4], offsets [0, 0, 0, 5, 0]
+assert PLAN.documents.tolist() == [1, 3, 0, 1, 3]
+assert PLAN.offsets.tolist() == [0, 0, 0, 5, 0]
+add = FAMILY.cases_for("PackPlan")
+add("documents", "type", RAGGED, TypeError, r"documents must be an array NumPy can read")
+add("capacity", "type", "8", TypeError, r"capacity must be a positive integer; got str '8'")
+add("capacity", "type", True, TypeError, r"capacity must be a positive integer; got bool")
+add("strategy", "type", 2, ValueError, r"strategy must be one of 'bfd', 'ffd', 'wrapped'; got 2")
+add(
+    "offsets",
+    "dtype",
+    np.array([0.0, 0, 0, 5, 0]),
+    TypeError,
+    r"offsets must be integers; got dtype float64",
+)
+add("starts", "dtype", np.zeros(5, bool), TypeError, r"starts must be integers; got dtype bool")
+add(
+    "document_lengths",
+    "dtype",
+    LENGTHS * 1.0,
+    TypeError,
+    r"document_lengths must be integers; got dtype float64",
+)
+add("lengths", "rank", np.ones((5, 1), np.int64), ValueError, r"lengths must be 1-D; got shape")
+add(
+    "row_offsets",
+    "empty",
+    np.zeros(0, np.int64),
+    ValueError,
+    r"row_offsets must have shape \(rows \+ 1,\), from 0 to the 5 entries; got \(0,\)",
+)
+add(
+    "documents",
+    "empty",
+    np.zeros(0, np.int64),
+    ValueError,
+    r"documents must have shape \(5,\), one value per entry as starts, lengths and offsets "
+    r"have; got \(0,\)",
+)
+add("capacity", "nan", float("nan"), TypeError, r"capacity must be a positive integer; got float")
+add("capacity", "size", 0, ValueError, r"capacity must be a positive integer; got 0")
+add("capacity", "size", 2**31, ValueError, r"capacity must be at most 2\^31 - 1; got 2147483648")
+add(
+    "offsets",
+    "size",
+    np.array([0, 0, 0, 2**63], np.uint64),
+    ValueError,
+    r"offsets\[3\] = 9223372036854775808 does not fit int64",
+)
+add(
+    "offsets",
+    "shape",
+    np.array([0, 0, 0, 5]),
+    ValueError,
+    r"offsets must have shape \(5,\), one value per entry as documents, starts and lengths "
+    r"have; got \(4,\)",
+)
+add("starts", "shape", np.zeros(6, np.int64), ValueError, r"starts must have shape \(5,\)")
+add(
+    "row_offsets",
+    "shape",
+    np.array([0, 1, 2, 4]),
+    ValueError,
+    r"row_offsets\[3\] = 4; row_offsets must end at 5, the number of entries",
+)
+add(
+    "document_lengths",
+    "shape",
+    LENGTHS[:3].copy(),
+    ValueError,
+    r"documents\[1\] = 3; documents must be in 0\.\.2, the documents' numbers",
+    named="documents",
+)
+add("split", "range", "drop", ValueError, r"split must be one of 'pieces', 'truncate', 'refuse'")
+add(
+    "offsets",
+    "range",
+    np.array([0, 0, 0, 3, 0]),
+    ValueError,
+    r"offsets\[3\] = 3; entry 3 must start at 5, where entry 2 ends",
+)
+add(
+    "documents",
+    "range",
+    np.array([1, 3, 0, 1, 1]),
+    ValueError,
+    r"starts\[4\] = 8, lengths\[4\] = 4: entry 4 runs past the end of document 1",
+    named="lengths",
+)
+add(
+    "starts",
+    "range",
+    np.array([0, 0, 0, 7, 8]),
+    ValueError,
+    r"starts\[3\] = 7, lengths\[3\] = 1: entries 0 and 3 both hold token 7 of document 1; "
+    r"a document's entries must not overlap",
+)
+add(
+    "lengths",
+    "range",
+    np.array([8, 8, 5, 1, 9]),
+    ValueError,
+    r"lengths\[4\] = 9; an entry's length must be in 1\.\.8 \(the capacity\)",
+)
+add(
+    "row_offsets",
+    "range",
+    np.array([0, 2, 1, 4, 5]),
+    ValueError,
+    r"row_offsets\[2\] = 1 after row_offsets\[1\] = 2; row_offsets must rise",
+)
+add(
+    "document_lengths",
+    "range",
+    np.array([5, 9, 0, 13]),
+    ValueError,
+    r"documents: document 3 gets 12 tokens from its entries; the plan places 13 of it "
+    r"\(document_lengths\[3\] = 13\)",
+)
+add(
+    "document_lengths",
+    "range",
+    np.array([5, -9, 0, 12]),
+    ValueError,
+    r"document_lengths\[1\] = -9 is negative; document_lengths must be >= 0",
 )
 
 # ---- PackPlan.cut -----------------------------------------------------------------------

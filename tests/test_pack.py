@@ -20,6 +20,7 @@ import posembed
 from posembed import reference
 from posembed._pack_output import NPY_ARRAYS, pack_file, shard_fill
 from posembed._source import MEMORY_BYTES, ChunkError
+from posembed.reference.pack import PackPlan as TwinPlan
 
 from .conftest import run_peak_rss, skip_if_sanitized, trl_or_skip
 
@@ -368,58 +369,292 @@ def test_labels_that_would_wrap_are_refused_and_any_pad_value_of_the_dtype_is_ta
         plan.cut(np.full(5, top, np.uint64), offsets, labels=True)
 
 
-def test_a_plan_changed_behind_its_back_is_refused_not_read_out_of_bounds():
-    plan = posembed.pack([3, 4], 8)
-    tokens, offsets = corpus([3, 4])
-    # the plan's own arrays are read-only; one built from altered ones is
-    # checked where the kernel reads it
-    lengths = plan.lengths.copy()
-    lengths[0] = 10**9
-    altered = posembed.PackPlan(
-        plan.document_lengths,
-        8,
-        "bfd",
-        "pieces",
-        plan.row_offsets.copy(),
-        plan.documents.copy(),
-        plan.starts.copy(),
-        lengths,
-        plan.offsets.copy(),
-    )
-    with pytest.raises(ValueError, match="the plan's row 0 does not fit"):
-        altered.cut(tokens, offsets)
-    with pytest.raises(ValueError, match="read-only"):
-        plan.lengths[0] = 1
+# ---- a plan built by hand -------------------------------------------------------------
+
+PLAN_ARGS = ("document_lengths", "capacity", "strategy", "split", *PLAN_FIELDS)
+
+
+def plan_args(plan: Any) -> dict[str, Any]:
+    """A plan's arguments, its arrays as writeable copies (a plan built by hand)."""
+    return {
+        name: np.array(value) if isinstance(value, np.ndarray) else value
+        for name in PLAN_ARGS
+        for value in [getattr(plan, name)]
+    }
+
+
+def twin_error(args: dict[str, Any]) -> type[Exception] | None:
+    """The exception type the twin's plan raises for these arguments (its
+    messages are its own), or None."""
+    try:
+        TwinPlan(**args)
+    except (TypeError, ValueError) as exc:
+        return type(exc)
+    return None
+
+
+# one plan of every kind of entry: rows 0 and 1 hold a whole piece of
+# capacity, row 2 a document, then a last piece of another; row 3 a last piece
+SMALL = posembed.pack([5, 9, 0, 12], 8)
+assert SMALL.row_offsets.tolist() == [0, 1, 2, 4, 5]
+assert SMALL.documents.tolist() == [1, 3, 0, 1, 3]
+assert SMALL.starts.tolist() == [0, 0, 0, 8, 8]
+assert SMALL.lengths.tolist() == [8, 8, 5, 1, 4]
+assert SMALL.offsets.tolist() == [0, 0, 0, 5, 0]
+
+# (what is changed, the message): each a plan the kernels would have read out
+# of bounds (an array shorter than the entries), or returned uninitialised
+# memory from (slots that no entry writes), or placed tokens wrongly from
+BAD_PLANS = [
+    (
+        {"offsets": [0, 0, 0, 5]},
+        r"offsets must have shape \(5,\), one value per entry as documents, starts and lengths "
+        r"have; got \(4,\)",
+    ),
+    ({"starts": [0, 0, 0, 8]}, r"starts must have shape \(5,\), one value per entry as"),
+    ({"lengths": [8, 8, 5, 1]}, r"lengths must have shape \(5,\), one value per entry as"),
+    (
+        {"documents": [1, 3, 0, 1]},
+        r"documents must have shape \(5,\), one value per entry as starts, lengths and offsets",
+    ),
+    (
+        {"row_offsets": [0, 1, 2, 4]},
+        r"row_offsets\[3\] = 4; row_offsets must end at 5, the number of entries",
+    ),
+    ({"row_offsets": [0, 1, 2, 4, 6]}, r"row_offsets\[4\] = 6; row_offsets must end at 5"),
+    ({"row_offsets": [1, 2, 4, 5]}, r"row_offsets\[0\] = 1; row_offsets must start at 0"),
+    (
+        {"row_offsets": []},
+        r"row_offsets must have shape \(rows \+ 1,\), from 0 to the 5 entries; got \(0,\)",
+    ),
+    (
+        {"row_offsets": [0, 2, 1, 4, 5]},
+        r"row_offsets\[2\] = 1 after row_offsets\[1\] = 2; row_offsets must rise",
+    ),
+    (
+        {"row_offsets": [0, 1, 1, 2, 4, 5]},
+        r"row_offsets\[2\] = 1 after row_offsets\[1\] = 1; row_offsets must rise \(every row",
+    ),
+    # entries overlapping in their row, or apart: the slots between them unwritten
+    (
+        {"offsets": [0, 0, 0, 3, 0]},
+        r"offsets\[3\] = 3; entry 3 must start at 5, where entry 2 ends \(row 2's entries sit "
+        r"back to back from 0\)",
+    ),
+    ({"offsets": [0, 0, 0, 6, 0]}, r"offsets\[3\] = 6; entry 3 must start at 5, where entry 2"),
+    ({"offsets": [0, 0, 2, 7, 0]}, r"offsets\[2\] = 2; entry 2 must start at 0, its row's start"),
+    # past the capacity
+    (
+        {"capacity": 7},
+        r"lengths\[0\] = 8; an entry's length must be in 1\.\.7 \(the capacity\)",
+    ),
+    (
+        {"lengths": [8, 8, 5, 4, 4], "starts": [0, 0, 0, 5, 8], "document_lengths": [5, 9, 0, 12]},
+        r"lengths: row 2 holds 9 tokens \(entries 2\.\.3\), more than the capacity of 8",
+    ),
+    ({"lengths": [8, 8, 0, 1, 4]}, r"lengths\[2\] = 0; an entry's length must be in 1\.\.8"),
+    ({"lengths": [8, 8, -5, 1, 4]}, r"lengths\[2\] = -5; an entry's length must be in 1\.\.8"),
+    # documents: permuted, duplicated, out of range
+    (
+        {"documents": [1, 3, 0, 3, 1]},
+        r"starts\[4\] = 8, lengths\[4\] = 4: entry 4 runs past the end of document 1, of which "
+        r"the plan places 9 tokens; an entry must lie within them",
+    ),
+    (
+        {"documents": [1, 1, 0, 1, 3]},
+        r"starts\[1\] = 0, lengths\[1\] = 8: entries 0 and 1 both hold token 0 of document 1; "
+        r"a document's entries must not overlap",
+    ),
+    (
+        {"documents": [1, 3, 0, 1, 4]},
+        r"documents\[4\] = 4; documents must be in 0\.\.3, the documents' numbers",
+    ),
+    ({"documents": [1, 3, -1, 1, 3]}, r"documents\[2\] = -1; documents must be in 0\.\.3"),
+    (
+        {"document_lengths": []},
+        r"documents\[0\] = 1; documents must be in nothing: document_lengths is empty",
+    ),
+    # the pieces of a document: overlapping, past its end, missing, negative
+    (
+        {"starts": [0, 0, 0, 7, 8], "lengths": [8, 8, 5, 1, 4]},
+        r"starts\[3\] = 7, lengths\[3\] = 1: entries 0 and 3 both hold token 7 of document 1; "
+        r"a document's entries must not overlap",
+    ),
+    ({"starts": [0, 0, 0, 9, 8]}, r"starts\[3\] = 9, lengths\[3\] = 1: entry 3 runs past the end"),
+    ({"starts": [0, 0, 0, -8, 8]}, r"starts\[3\] = -8 is negative; starts must be >= 0"),
+    (
+        {"document_lengths": [5, 9, 0, 13]},
+        r"documents: document 3 gets 12 tokens from its entries; the plan places 13 of it "
+        r"\(document_lengths\[3\] = 13\)",
+    ),
+    ({"document_lengths": [5, 9, 1, 12]}, r"documents: document 2 gets 0 tokens from its"),
+    ({"document_lengths": [5, 9, 0, 11]}, r"entry 4 runs past the end of document 3, of which"),
+    ({"document_lengths": [5, 9, -1, 12]}, r"document_lengths\[2\] = -1 is negative"),
+    (
+        {"split": "truncate"},
+        r"entry 3 runs past the end of document 1, of which the plan places 8 tokens \(its "
+        r"first 8, split='truncate'\)",
+    ),
+    (
+        {"split": "refuse"},
+        r"document_lengths\[1\] = 9 is more than the capacity of 8, which split='refuse' does "
+        "not place",
+    ),
+]
+
+
+BAD_PLAN_IDS = [
+    "short-offsets",
+    "short-starts",
+    "short-lengths",
+    "short-documents",
+    "row-offsets-short",
+    "row-offsets-past-entries",
+    "row-offsets-not-from-0",
+    "row-offsets-empty",
+    "row-offsets-falling",
+    "empty-row",
+    "overlap-in-row",
+    "gap-in-row",
+    "row-not-from-0",
+    "capacity-smaller",
+    "row-past-capacity",
+    "zero-length",
+    "negative-length",
+    "permuted-documents",
+    "duplicated-document",
+    "document-out-of-range",
+    "negative-document",
+    "no-documents",
+    "overlapping-pieces",
+    "piece-past-document",
+    "negative-start",
+    "document-longer",
+    "empty-document-longer",
+    "document-shorter",
+    "negative-document-length",
+    "split-truncate",
+    "split-refuse",
+]
+assert len(BAD_PLAN_IDS) == len(BAD_PLANS)
+
+
+@pytest.mark.parametrize(("changes", "message"), BAD_PLANS, ids=BAD_PLAN_IDS)
+def test_a_plan_whose_entries_do_not_tile_is_refused_before_any_kernel_reads_it(changes, message):
+    args = {**plan_args(SMALL), **changes}
+    given = {
+        k: np.asarray(v, np.int64) for k, v in args.items() if isinstance(v, (np.ndarray, list))
+    }
+    args.update(given)
+    kept = {k: v.copy() for k, v in given.items()}
+    tokens, offsets = corpus(SMALL.document_lengths)
+    values = np.zeros((SMALL.rows, 8, 2), np.float32)
+    # the plan is checked once, when made: no cut, unpack or row ever reads
+    # a plan that fails it, so each refuses it with the same message
+    with pytest.raises(ValueError, match=message):
+        posembed.PackPlan(**args).unpack(values)
+    with pytest.raises(ValueError, match=message):
+        posembed.PackPlan(**args).cut(tokens, offsets, labels=True)
+    with pytest.raises(ValueError, match=message):
+        posembed.PackPlan(**args).row(0)
+    assert twin_error(args) is ValueError
+    for name, array in given.items():  # the arrays given: unchanged and still writeable
+        assert np.array_equal(array, kept[name])
+        assert array.flags.writeable
+
+
+def test_a_ten_million_entry_wrapped_plan_with_a_short_array_is_refused_not_read_past():
+    # unpack read documents' length of offsets, starts and lengths: a SIGSEGV
+    # with a short one (a plan of 10M one-token documents in rows of 8)
+    n, capacity = 10_000_000, 8
+    full = {
+        "document_lengths": np.ones(n, np.int64),
+        "capacity": capacity,
+        "strategy": "wrapped",
+        "split": "pieces",
+        "row_offsets": np.arange(0, n + 1, capacity),
+        "documents": np.arange(n),
+        "starts": np.zeros(n, np.int64),
+        "lengths": np.ones(n, np.int64),
+        "offsets": np.arange(n) % capacity,
+    }
+    values = np.zeros((n // capacity, capacity), np.float32)
+    for name in ("offsets", "starts", "lengths", "documents"):
+        short = {**full, name: full[name][:1000].copy()}
+        with pytest.raises(ValueError, match=rf"{name} must have shape \(10000000,\), one value"):
+            posembed.PackPlan(**short).unpack(values)
+
+
+@pytest.mark.parametrize("split", ["pieces", "truncate", "refuse"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_hand_built_copy_of_a_plan_works_as_the_plan(rng, strategy, split):
+    lengths = rng.integers(0, 200 if split != "refuse" else 64, 80)
+    plan = posembed.pack(lengths, 64, strategy=strategy, split=split)
+    args = plan_args(plan)
+    copy = posembed.PackPlan(**args)
+    for name in PLAN_ARGS:
+        assert np.array_equal(getattr(copy, name), getattr(plan, name)), name
+    assert copy.summary == plan.summary
+    tokens, offsets = corpus(lengths)
+    got, want = copy.cut(tokens, offsets, labels=True), plan.cut(tokens, offsets, labels=True)
+    for field in ("input_ids", "position_ids", "labels", "cu_seqlens", "documents", "starts"):
+        assert np.array_equal(getattr(got, field), getattr(want, field)), field
+    features = rng.standard_normal((plan.rows, 64, 3)).astype(np.float32)
+    for a, b in zip(copy.unpack(features), plan.unpack(features), strict=True):
+        assert np.array_equal(a, b)
+    for r in (0, -1):
+        for a, b in zip(copy.row(r), plan.row(r), strict=True):
+            assert np.array_equal(a, b)
+    twin = TwinPlan(**plan_args(plan))  # the twin takes it too
+    assert np.array_equal(twin.unpack(features)[0], plan.unpack(features)[0])
+    for a, b in zip(twin.row(-1), plan.row(-1), strict=True):
+        assert np.array_equal(a, b)
+    # lists, and pieces in another valid order and cut, are taken as well
+    as_lists = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    assert posembed.PackPlan(**as_lists).rows == plan.rows
+
+
+def test_pieces_cut_anywhere_and_in_any_order_are_a_plan_if_they_tile():
+    values = np.arange(8.0).reshape(2, 4)
+    # document 0 (5 tokens) in rows of 4: tokens 3..4 in row 0, 0..2 in row 1
+    plan = posembed.PackPlan([5], 4, "bfd", "pieces", [0, 1, 2], [0, 0], [3, 0], [2, 3], [0, 0])
+    assert plan.unpack(values)[0].tolist() == [4.0, 5.0, 6.0, 0.0, 1.0]
+    assert TwinPlan([5], 4, "bfd", "pieces", [0, 1, 2], [0, 0], [3, 0], [2, 3], [0, 0])
+    with pytest.raises(ValueError, match="entries 0 and 1 both hold token 1 of document 0"):
+        posembed.PackPlan([5], 4, "bfd", "pieces", [0, 1, 2], [0, 0], [1, 0], [3, 2], [0, 0])
+    overlapping = [[5], 4, "bfd", "pieces", [0, 1, 2], [0, 0], [1, 0], [3, 2], [0, 0]]
+    assert twin_error(dict(zip(PLAN_ARGS, overlapping, strict=True))) is ValueError
+    # no entries: a plan of no rows, if no document has a token
+    assert posembed.PackPlan([0, 0], 4, "ffd", "pieces", [0], [], [], [], []).rows == 0
+    with pytest.raises(ValueError, match="documents: document 1 gets 0 tokens from its entries"):
+        posembed.PackPlan([0, 3], 4, "ffd", "pieces", [0], [], [], [], [])
+
+
+def test_a_plan_keeps_read_only_copies_of_its_own_and_changes_no_input():
+    args = plan_args(SMALL)
+    given = {k: v for k, v in args.items() if isinstance(v, np.ndarray)}
+    kept = {k: v.copy() for k, v in given.items()}
+    plan = posembed.PackPlan(**args)
+    for name, array in given.items():
+        assert array.flags.writeable, name  # the caller's arrays: as they were
+        assert np.array_equal(array, kept[name]), name
+        assert not np.shares_memory(array, getattr(plan, name)), name
+        array[...] = 0  # and theirs to change: the plan keeps its own
+    lengths = np.array([5, 9, 0, 12])
+    made = posembed.pack(lengths, 8)
+    assert lengths.flags.writeable
+    for p in (plan, made):
+        for name in PLAN_ARGS[:1] + PLAN_FIELDS:
+            array = getattr(p, name)
+            assert np.array_equal(array, getattr(SMALL, name)), name
+            with pytest.raises(ValueError, match="read-only"):
+                array[0] = 1
+            # no base that could be set writeable again: no one can change
+            # them while a kernel reads them without the GIL
+            with pytest.raises(ValueError, match="cannot set WRITEABLE flag"):
+                array.setflags(write=True)
     with pytest.raises(AttributeError):
-        plan.lengths = lengths  # type: ignore[misc]
-    # a negative length would make the placed offsets fall: refused, never written before out
-    negative = posembed.PackPlan(
-        np.array([5, 5]),
-        8,
-        "bfd",
-        "pieces",
-        np.array([0, 1]),
-        np.array([1]),
-        np.array([0]),
-        np.array([-5]),
-        np.array([0]),
-    )
-    with pytest.raises(ValueError, match="the plan's entries do not fit its documents"):
-        negative.unpack(np.full((1, 8), 7.0))
-    # document lengths that fall let offsets go before the tokens: refused
-    falling = posembed.PackPlan(
-        np.array([-5, 15]),
-        16,
-        "bfd",
-        "pieces",
-        np.array([0, 1]),
-        np.array([1]),
-        np.array([0]),
-        np.array([15]),
-        np.array([0]),
-    )
-    with pytest.raises(ValueError, match="the plan's row 0 does not fit"):
-        falling.cut(np.arange(10), [0, -5, 10])
+        plan.lengths = plan.lengths  # type: ignore[misc]
 
 
 # ---- posembed pack: the corpus on disk, shard by shard -----------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -16,30 +16,38 @@ from posembed import _validate as v
 STRATEGIES = {"bfd": 0, "ffd": 1, "wrapped": 2}
 SPLITS = {"pieces": 0, "truncate": 1, "refuse": 0}
 INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 MAX_TOKENS = 2**62
 MAX_ENTRIES = 2**34
 
 
-def _document_lengths(lengths: Any) -> np.ndarray:
-    a = v.as_array(lengths, "lengths")
+def _document_lengths(lengths: Any, name: str = "lengths") -> np.ndarray:
+    a = v.as_array(lengths, name)
     empty_list = a.size == 0 and isinstance(lengths, (list, tuple))  # [] reads as floats
     if (a.dtype.kind == "b" or a.dtype.kind not in "iu") and not empty_list:
-        raise TypeError(f"lengths must be integers; got dtype {a.dtype}")
+        raise TypeError(f"{name} must be integers; got dtype {a.dtype}")
     if a.ndim != 1:
-        raise ValueError(f"lengths must be 1-D; got shape {a.shape}")
+        raise ValueError(f"{name} must be 1-D; got shape {a.shape}")
     if a.dtype.kind == "u" and a.size and int(a.max()) > MAX_TOKENS:
         d = int(np.argmax(a > MAX_TOKENS))
-        raise ValueError(f"lengths[{d}] = {int(a[d])} passes 2^62 tokens")
-    own = np.array(a, dtype=np.int64, copy=True)  # the plan keeps what it was made from
+        raise ValueError(f"{name}[{d}] = {int(a[d])} passes 2^62 tokens")
+    own = _owned(a)  # the plan keeps what it was made from
     if own.size and int(own.min()) < 0:
         d = int(np.argmax(own < 0))
-        raise ValueError(f"lengths[{d}] = {int(own[d])} is negative; lengths must be >= 0")
+        raise ValueError(f"{name}[{d}] = {int(own[d])} is negative; {name} must be >= 0")
     if own.size and int(own.max()) > MAX_TOKENS:
         d = int(np.argmax(own > MAX_TOKENS))
-        raise ValueError(f"lengths[{d}] = {int(own[d])} passes 2^62 tokens")
+        raise ValueError(f"{name}[{d}] = {int(own[d])} passes 2^62 tokens")
     if float(own.sum(dtype=np.float64)) > MAX_TOKENS:  # each <= 2^62: a float sum bounds them
-        raise ValueError("lengths: the documents hold 2^62 tokens or more")
+        raise ValueError(f"{name}: the documents hold 2^62 tokens or more")
     return own
+
+
+def _owned(a: np.ndarray) -> np.ndarray:
+    """An int64 copy of ``a`` that nothing can write: its memory is a ``bytes``
+    object, so no one can set it writeable again (as one could a read-only
+    array owning its memory, or a read-only view of a writeable one)."""
+    return np.frombuffer(np.ascontiguousarray(a, dtype=np.int64).tobytes(), dtype=np.int64)
 
 
 def _check_entries(lengths: np.ndarray, capacity: int, split: str) -> None:
@@ -113,7 +121,7 @@ def pack(lengths: Any, capacity: int, *, strategy: str = "bfd", split: str = "pi
     rows, documents, starts, pieces, offsets = _core.pack_plan(
         own, cap, STRATEGIES[how], SPLITS[cut]
     )
-    return PackPlan(own, cap, how, cut, rows, documents, starts, pieces, offsets)
+    return PackPlan._from_pack(own, cap, how, cut, rows, documents, starts, pieces, offsets)
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,24 @@ class PackedRows:
 class PackPlan:
     """Which documents, or pieces of them, go into which row: made by :func:`pack`.
 
+    Or built by hand from a plan's arrays, which are checked (see Raises). The
+    plan keeps read-only int64 copies of the arrays; those given are neither
+    kept nor changed.
+
+    Parameters
+    ----------
+    document_lengths : array_like of int, shape (N,)
+        Every document's length (>= 0).
+    capacity : int
+        Tokens per row, 1..2^31 - 1.
+    strategy, split : str
+        As :func:`pack` takes them.
+    row_offsets : array_like of int, shape (rows + 1,)
+        Rising from 0 to the number of entries E: every row holds an entry or more.
+    documents, starts, lengths, offsets : array_like of int, shape (E,)
+        Each entry's document, its first token in the document, its length
+        (1..capacity) and where it starts in its row.
+
     Attributes
     ----------
     document_lengths : ndarray (N,), int64
@@ -176,30 +202,59 @@ class PackPlan:
 
     Raises
     ------
+    TypeError
+        An array that is not integers, a ``capacity`` that is not an integer.
     ValueError
-        From :meth:`cut` (the plan itself comes from :func:`pack`, which
-        checks its arguments).
+        Arrays that are not 1-D or do not fit together, a ``capacity``,
+        ``strategy`` or ``split`` :func:`pack` refuses, or entries that do not
+        tile their rows and documents: each row's entries back to back from
+        offset 0 and within ``capacity``, and each document's placed tokens
+        (all of them; its first ``capacity`` with ``split="truncate"``) in
+        exactly one entry each. :meth:`cut` and :meth:`unpack` raise their own.
     """
 
     def __init__(
         self,
+        document_lengths: Any,
+        capacity: Any,
+        strategy: Any,
+        split: Any,
+        row_offsets: Any,
+        documents: Any,
+        starts: Any,
+        lengths: Any,
+        offsets: Any,
+    ) -> None:
+        cap = v.positive_int(capacity, "capacity")
+        if cap > INT32_MAX:
+            raise ValueError(f"capacity must be at most 2^31 - 1; got {cap}")
+        how = v.choice(strategy, "strategy", tuple(STRATEGIES))
+        cut = v.choice(split, "split", tuple(SPLITS))
+        given = {"row_offsets": row_offsets, "documents": documents, "starts": starts}
+        given.update(lengths=lengths, offsets=offsets)
+        arrays = {name: _plan_array(a, name) for name, a in given.items()}
+        self._arrays = _own_plan(document_lengths, cap, cut, **arrays)
+        self._settings: tuple[int, str, str] = (cap, how, cut)
+
+    @classmethod
+    def _from_pack(
+        cls,
         document_lengths: np.ndarray,
         capacity: int,
         strategy: str,
         split: str,
-        row_offsets: np.ndarray,
-        documents: np.ndarray,
-        starts: np.ndarray,
-        lengths: np.ndarray,
-        offsets: np.ndarray,
-    ) -> None:
-        arrays = (document_lengths, row_offsets, documents, starts, lengths, offsets)
-        for a in arrays:
-            a.setflags(write=False)
-        self._arrays = arrays
-        self._settings: tuple[int, str, str] = (capacity, strategy, split)
+        *entries: np.ndarray,
+    ) -> PackPlan:
+        """The plan :func:`pack` made: its arguments checked, its arrays fresh
+        from the kernel (whose buffers no one else holds), so not checked again."""
+        for a in entries:
+            a.setflags(write=False)  # owned by a capsule: cannot be set writeable again
+        plan = cls.__new__(cls)
+        plan._arrays = (document_lengths, *entries)
+        plan._settings = (capacity, strategy, split)
+        return plan
 
-    # read-only: the kernels read these arrays (and check every value they use)
+    # read-only: the kernels read these arrays (checked when the plan was made)
     @property
     def document_lengths(self) -> np.ndarray:
         """The lengths the plan was made from."""
@@ -480,9 +535,10 @@ class PackPlan:
         A document's length, or its first ``capacity`` tokens with
         ``split="truncate"``.
         """
-        placed = np.bincount(self.documents, self.lengths, self.document_lengths.shape[0])
-        out = np.zeros(self.document_lengths.shape[0] + 1, np.int64)
-        np.cumsum(placed.astype(np.int64), out=out[1:])
+        lengths = self.document_lengths
+        kept = np.minimum(lengths, self.capacity) if self.split == "truncate" else lengths
+        out = np.zeros(lengths.shape[0] + 1, np.int64)
+        np.cumsum(kept, out=out[1:])
         return out
 
     def unpack(self, values: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -517,9 +573,7 @@ class PackPlan:
             )
         if a.dtype.hasobject:
             raise TypeError("values must be an array of numbers, not of Python objects")
-        placed = self.placed_offsets
-        if placed.shape[0] > 1 and int(np.diff(placed).min()) < 0:
-            raise ValueError("the plan's entries do not fit its documents (was the plan changed?)")
+        placed = self.placed_offsets  # the entries tile them (checked when the plan was made)
         out = _core.pack_unpack(
             np.ascontiguousarray(a),
             self.row_offsets,
@@ -569,6 +623,243 @@ class PackPlan:
         cu = np.zeros(seq.shape[0] + 1, np.int32)
         np.cumsum(seq, out=cu[1:])
         return PackedRows(ids, positions, labels, seq, row_segments, cu, documents, starts)
+
+
+def _plan_array(given: Any, name: str) -> np.ndarray:
+    """One of a hand-built plan's arrays, an integer array of one dimension
+    (not yet copied: see :func:`_own_plan`)."""
+    a = v.as_array(given, name)
+    empty_list = a.size == 0 and isinstance(given, (list, tuple))  # [] reads as floats
+    if (a.dtype.kind == "b" or a.dtype.kind not in "iu") and not empty_list:
+        raise TypeError(f"{name} must be integers; got dtype {a.dtype}")
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be 1-D; got shape {a.shape}")
+    if a.dtype.kind == "u" and a.size and int(a.max()) > INT64_MAX:
+        e = int(np.argmax(a > INT64_MAX))
+        raise ValueError(f"{name}[{e}] = {int(a[e])} does not fit int64")
+    return a
+
+
+def _first(bad: np.ndarray) -> int:
+    return int(np.argmax(bad))
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _own_plan(
+    document_lengths: Any,
+    capacity: int,
+    split: str,
+    **arrays: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """A hand-built plan's arrays as its own read-only int64 copies
+    (document_lengths, row_offsets, documents, starts, lengths, offsets),
+    after :func:`_check_plan`: their sizes checked first (before the copies),
+    their values in the copies (which no one else can change)."""
+    per_entry = {k: arrays[k] for k in ("documents", "starts", "lengths", "offsets")}
+    sizes = [int(a.shape[0]) for a in per_entry.values()]
+    count = max(sizes, key=sizes.count)  # what most of them say (documents, on a tie)
+    for name, a in per_entry.items():
+        if a.shape[0] != count:
+            agree = [k for k, b in per_entry.items() if b.shape[0] == count]
+            raise ValueError(
+                f"{name} must have shape ({count},), one value per entry as {_and(agree)} "
+                f"have; got ({a.shape[0]},)"
+            )
+    lengths = _document_lengths(document_lengths, "document_lengths")
+    own = {name: _owned(a) for name, a in arrays.items()}
+    _check_plan(lengths, capacity, split, **own)
+    return (lengths, *own.values())
+
+
+def _check_plan(
+    document_lengths: np.ndarray,
+    capacity: int,
+    split: str,
+    *,
+    row_offsets: np.ndarray,
+    documents: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    offsets: np.ndarray,
+) -> None:
+    """ValueError unless a plan's entries tile its rows and its documents, as
+    the kernels of :meth:`PackPlan.cut` and :meth:`PackPlan.unpack` assume:
+
+    - one value per entry in each of ``documents``, ``starts``, ``lengths`` and
+      ``offsets`` (checked by :func:`_own_plan` already, before its copies, and
+      here again); ``row_offsets`` rising from 0 to the number of entries;
+    - each row's entries back to back from offset 0, each 1..capacity tokens,
+      the row's total within ``capacity`` (the rest is padding);
+    - each document's placed tokens (all of them, its first ``capacity`` with
+      ``split="truncate"``) held by exactly one entry each: no entry past
+      them, none overlapping another, none missing.
+
+    A few vectorised passes over the entries and the documents (no sort for
+    the plans :func:`pack` makes).
+    """
+    cap, ndocs = capacity, int(document_lengths.shape[0])
+    count = int(documents.shape[0])
+    if not starts.shape == lengths.shape == offsets.shape == (count,):
+        raise ValueError("documents, starts, lengths and offsets must have one value per entry")
+    rows = int(row_offsets.shape[0]) - 1
+    if rows < 0:
+        raise ValueError(
+            f"row_offsets must have shape (rows + 1,), from 0 to the {count} entries; got (0,)"
+        )
+    if int(row_offsets[0]) != 0:
+        raise ValueError(f"row_offsets[0] = {int(row_offsets[0])}; row_offsets must start at 0")
+    if int(row_offsets[-1]) != count:
+        raise ValueError(
+            f"row_offsets[{rows}] = {int(row_offsets[-1])}; row_offsets must end at {count}, "
+            "the number of entries (the length of documents, starts, lengths and offsets)"
+        )
+    held = np.diff(row_offsets)  # entries per row
+    if rows and int(held.min()) < 1:
+        r = _first(held < 1)
+        raise ValueError(
+            f"row_offsets[{r + 1}] = {int(row_offsets[r + 1])} after row_offsets[{r}] = "
+            f"{int(row_offsets[r])}; row_offsets must rise (every row holds an entry or more)"
+        )
+    kept = np.minimum(document_lengths, cap) if split == "truncate" else document_lengths
+    of = f" (its first {cap}, split='truncate')" if split == "truncate" else ""
+    if split == "refuse" and ndocs and int(kept.max()) > cap:
+        d = _first(kept > cap)
+        raise ValueError(
+            f"document_lengths[{d}] = {int(kept[d])} is more than the capacity of {cap}, "
+            "which split='refuse' does not place"
+        )
+    placed = np.zeros(ndocs + 1, np.int64)  # the documents' placed tokens back to back
+    np.cumsum(kept, out=placed[1:])
+    if not count:
+        if int(placed[-1]):
+            _not_held(kept, document_lengths, documents, lengths, of)
+        return
+    if int(lengths.min()) < 1 or int(lengths.max()) > cap:
+        e = _first((lengths < 1) | (lengths > cap))
+        raise ValueError(
+            f"lengths[{e}] = {int(lengths[e])}; an entry's length must be in 1..{cap} "
+            "(the capacity)"
+        )
+    if int(documents.min()) < 0 or int(documents.max()) >= ndocs:
+        e = _first((documents < 0) | (documents >= ndocs))
+        allowed = f"0..{ndocs - 1}" if ndocs else "nothing: document_lengths is empty"
+        raise ValueError(
+            f"documents[{e}] = {int(documents[e])}; documents must be in {allowed}, "
+            "the documents' numbers"
+        )
+    if int(starts.min()) < 0:
+        e = _first(starts < 0)
+        raise ValueError(f"starts[{e}] = {int(starts[e])} is negative; starts must be >= 0")
+    if count * cap > MAX_TOKENS and float(lengths.sum(dtype=np.float64)) > MAX_TOKENS:
+        raise ValueError("lengths: the entries hold 2^62 tokens or more (no int64 sum)")
+    # the rows: entries back to back from 0, within the capacity
+    ends = np.cumsum(lengths)  # of the entries, row after row
+    before = ends - lengths
+    row_start = before[row_offsets[:-1]]
+    want = before - np.repeat(row_start, held)
+    if not np.array_equal(offsets, want):
+        e = _first(offsets != want)
+        r = int(np.searchsorted(row_offsets, e, "right")) - 1
+        first = e == int(row_offsets[r])
+        where = "0, its row's start" if first else f"{int(want[e])}, where entry {e - 1} ends"
+        raise ValueError(
+            f"offsets[{e}] = {int(offsets[e])}; entry {e} must start at {where} "
+            f"(row {r}'s entries sit back to back from 0)"
+        )
+    used = ends[row_offsets[1:] - 1] - row_start
+    if int(used.max()) > cap:
+        r = _first(used > cap)
+        raise ValueError(
+            f"lengths: row {r} holds {int(used[r])} tokens (entries {int(row_offsets[r])}.."
+            f"{int(row_offsets[r + 1]) - 1}), more than the capacity of {cap}"
+        )
+    # the documents: every placed token in exactly one entry. One gather of
+    # each entry's document: where its placed tokens start (back to back),
+    # how many there are and, for pieces cut at multiples of the capacity
+    # (bfd, ffd), where its pieces start (the pieces back to back)
+    pieces = not np.any(starts - _div(starts, cap) * cap)
+    table = np.empty((ndocs, 3 if pieces else 2), np.int64)
+    table[:, 0], table[:, 1] = placed[:-1], kept
+    if pieces:
+        first_piece = np.zeros(ndocs + 1, np.int64)
+        np.cumsum(_div(kept + (cap - 1), cap), out=first_piece[1:])  # 0 <= kept <= 2^62
+        table[:, 2] = first_piece[:-1]
+    mine = np.take(table, documents, axis=0)
+    past = starts > mine[:, 1] - lengths
+    if past.any():
+        e = _first(past)
+        d = int(documents[e])
+        raise ValueError(
+            f"starts[{e}] = {int(starts[e])}, lengths[{e}] = {int(lengths[e])}: entry {e} "
+            f"runs past the end of document {d}, of which the plan places {int(kept[d])} "
+            f"tokens{of}; an entry must lie within them"
+        )
+    if int(ends[-1]) != int(placed[-1]):
+        _not_held(kept, document_lengths, documents, lengths, of)
+    # inside their documents and as many tokens as they hold: overlapping none,
+    # they leave none out
+    if pieces:  # piece k of a document holds its tokens k * capacity.. at most
+        key = mine[:, 2] + _div(starts, cap)
+        seen = np.zeros(int(first_piece[-1]), bool)
+        seen[key] = True
+        if int(np.count_nonzero(seen)) < count:
+            k = int(np.argmax(np.bincount(key) > 1))
+            i, j = np.flatnonzero(key == k)[:2].tolist()
+            _overlap(i, j, documents, starts, lengths)
+        return
+    begin = mine[:, 0] + starts  # of the documents' placed tokens back to back
+    if bool(np.all(begin[1:] >= begin[:-1])):  # in document order ("wrapped")
+        overlap = begin[1:] < (begin + lengths)[:-1]
+        if overlap.any():
+            k = _first(overlap)
+            _overlap(k, k + 1, documents, starts, lengths)
+    else:  # in any other order: sorted by their first tokens
+        order = np.argsort(begin, kind="stable")
+        overlap = begin[order[1:]] < (begin + lengths)[order[:-1]]
+        if overlap.any():
+            k = _first(overlap)
+            _overlap(int(order[k]), int(order[k + 1]), documents, starts, lengths)
+
+
+def _div(a: np.ndarray, capacity: int) -> np.ndarray:
+    """``a // capacity`` for values >= 0 (a shift for a power of two: int64
+    division is NumPy's slowest integer operation)."""
+    if capacity & (capacity - 1) == 0:
+        return a >> (capacity.bit_length() - 1)
+    return a // capacity
+
+
+def _not_held(
+    kept: np.ndarray,
+    document_lengths: np.ndarray,
+    documents: np.ndarray,
+    lengths: np.ndarray,
+    of: str,
+) -> NoReturn:
+    """ValueError naming a document whose entries hold more or fewer tokens
+    than the plan places of it (the totals differ)."""
+    got = np.zeros(kept.shape[0], np.int64)
+    np.add.at(got, documents, lengths)
+    d = _first(got != kept)
+    raise ValueError(
+        f"documents: document {d} gets {int(got[d])} tokens from its entries; the plan "
+        f"places {int(kept[d])} of it{of} (document_lengths[{d}] = {int(document_lengths[d])})"
+    )
+
+
+def _overlap(
+    i: int, j: int, documents: np.ndarray, starts: np.ndarray, lengths: np.ndarray
+) -> NoReturn:
+    i, j = min(i, j), max(i, j)
+    token = max(int(starts[i]), int(starts[j]))
+    raise ValueError(
+        f"starts[{j}] = {int(starts[j])}, lengths[{j}] = {int(lengths[j])}: entries {i} and "
+        f"{j} both hold token {token} of document {int(documents[j])}; a document's entries "
+        "must not overlap"
+    )
 
 
 def _check_labels_fit(tokens: np.ndarray, dtype: np.dtype[Any]) -> None:

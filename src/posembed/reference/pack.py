@@ -7,6 +7,7 @@ each piece (quadratic, for test sizes).
 from __future__ import annotations
 
 import bisect
+import operator
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -19,8 +20,15 @@ STRATEGIES = ("bfd", "ffd", "wrapped")
 SPLITS = ("pieces", "refuse", "truncate")
 
 
+PLAN_ARRAYS = ("document_lengths", "row_offsets", "documents", "starts", "lengths", "offsets")
+
+
 @dataclass
 class PackPlan:
+    """A plan, checked as posembed.PackPlan checks one built by hand: the
+    arrays int64 copies, each row's entries back to back from 0 within the
+    capacity, each document's placed tokens in exactly one entry each."""
+
     document_lengths: np.ndarray
     capacity: int
     strategy: str
@@ -31,9 +39,89 @@ class PackPlan:
     lengths: np.ndarray
     offsets: np.ndarray
 
+    def __post_init__(self) -> None:
+        self.capacity = _count(self.capacity, "capacity", 1)
+        if self.capacity > 2**31 - 1:
+            raise ValueError("capacity must be at most 2^31 - 1")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.strategy!r}")
+        if self.split not in SPLITS:
+            raise ValueError(f"unknown split {self.split!r}")
+        for name in PLAN_ARRAYS:
+            given = getattr(self, name)
+            a = _array(given, name)
+            empty_list = a.size == 0 and isinstance(given, (list, tuple))
+            if a.dtype.kind == "b" or (a.dtype.kind not in "iu" and not empty_list):
+                raise TypeError(f"{name} must be integers")
+            if a.ndim != 1:
+                raise ValueError(f"{name} must be 1-D")
+            if a.dtype.kind == "u" and a.size and int(a.max()) > 2**63 - 1:
+                raise ValueError(f"{name} holds a value past int64")
+            setattr(self, name, np.array(a, dtype=np.int64))  # a copy: the input is kept
+        self._check()
+
+    def _check(self) -> None:
+        """ValueError unless the entries tile the rows and the documents."""
+        cap, ro = self.capacity, self.row_offsets
+        docs, starts, lens, offs = self.documents, self.starts, self.lengths, self.offsets
+        n = len(docs)
+        if not len(starts) == len(lens) == len(offs) == n:
+            raise ValueError("documents, starts, lengths and offsets must be as long")
+        lengths = self.document_lengths
+        if np.any(lengths < 0) or np.any(lengths > 2**62) or lengths.sum(dtype=float) > 2**62:
+            raise ValueError("a document length is negative or they pass 2^62 tokens")
+        if len(ro) == 0 or ro[0] != 0 or ro[-1] != n or np.any(np.diff(ro) < 1):
+            raise ValueError("row_offsets must rise from 0 to the number of entries")
+        if self.split == "refuse" and np.any(self.document_lengths > cap):
+            raise ValueError("a document is longer than the capacity (split='refuse')")
+        if n and (lens.min() < 1 or lens.max() > cap or starts.min() < 0):
+            raise ValueError("an entry's length is not in 1..capacity, or its start is negative")
+        if n and (docs.min() < 0 or docs.max() >= len(self.document_lengths)):
+            raise ValueError("an entry's document is not one of the documents")
+        # rows: the first entry at 0, each next where the one before it ends,
+        # the last ending within the capacity
+        first = np.zeros(n, bool)
+        first[ro[:-1]] = True
+        ends = offs + lens
+        if np.any(offs[first] != 0) or np.any(offs[1:][~first[1:]] != ends[:-1][~first[1:]]):
+            raise ValueError("a row's entries are not back to back from 0")
+        if np.any(ends[ro[1:] - 1] > cap):
+            raise ValueError("a row holds more than the capacity")
+        # documents: by document and start, each one's pieces from 0, each
+        # next where the one before it ends, the last at its placed length
+        kept = self.document_lengths
+        if self.split == "truncate":
+            kept = np.minimum(kept, cap)
+        order = np.lexsort((starts, docs))
+        d, s, stop = docs[order], starts[order], (starts + lens)[order]
+        new = np.ones(n, bool)
+        new[1:] = d[1:] != d[:-1]
+        last = np.ones(n, bool)
+        last[:-1] = new[1:]
+        if np.any(s[new] != 0) or np.any(s[1:][~new[1:]] != stop[:-1][~new[1:]]):
+            raise ValueError("a document's entries overlap or leave a gap")
+        if np.any(stop[last] != kept[d[last]]):
+            raise ValueError("a document's entries do not end at its placed length")
+        if not np.array_equal(np.unique(d), np.flatnonzero(kept > 0)):
+            raise ValueError("a document with tokens to place is in no entry")
+
     @property
     def rows(self) -> int:
         return len(self.row_offsets) - 1
+
+    def row(self, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Row r's (documents, starts, lengths)."""
+        if isinstance(r, (bool, np.bool_)):
+            raise TypeError("r must be an integer")
+        try:
+            k = operator.index(r)
+        except TypeError:
+            raise TypeError("r must be an integer") from None
+        if not -self.rows <= k < self.rows:
+            raise IndexError(f"row {k} is out of range")
+        k %= self.rows
+        a, b = int(self.row_offsets[k]), int(self.row_offsets[k + 1])
+        return self.documents[a:b], self.starts[a:b], self.lengths[a:b]
 
     def unpack(self, values: Any) -> tuple[np.ndarray, np.ndarray]:
         """Each placed token's value back in its document, by entries."""
