@@ -428,8 +428,25 @@ add(
     "range",
     np.array([1, 2, 3, 4, -5, 6, 7, 8, 9]),
     ValueError,
-    r"tokens\[4\] is -5, which does not fit uint16 \(0\.\.65535\)",
+    r"tokens\[4\] is -5; token ids are >= 0",
     also={"vocab_size": None},
+)
+# a dtype that holds -5 does not make it an id: refused whatever the options
+add(
+    "tokens",
+    "range",
+    np.array([1, 2, 3, 4, -5, 6, 7, 8, 9]),
+    ValueError,
+    r"tokens\[4\] is -5; token ids are >= 0",
+    also={"vocab_size": None, "dtype": np.int32},
+)
+add(
+    "tokens",
+    "range",
+    np.array([1, 2, 3, 4, -5, 6, 7, 8, 9], np.int8),
+    ValueError,
+    r"tokens\[4\] is -5; token ids are >= 0",
+    also={"vocab_size": None, "dtype": np.int8},
 )
 add(
     "tokens",
@@ -456,6 +473,14 @@ add(
     r"offsets must not decrease; offsets\[2\] is 2 after 3",
 )
 add("offsets", "range", np.array([1, 3, 9]), ValueError, r"offsets must start at 0; got offsets")
+# a uint64 offset past int64 is named as given, not as the -1 it wraps to
+add(
+    "offsets",
+    "range",
+    np.array([0, 2**64 - 1, 9], np.uint64),
+    ValueError,
+    r"offsets\[1\] is 18446744073709551615; offsets run from 0 to the token count 9",
+)
 add(
     "offsets",
     "shape",
@@ -487,6 +512,23 @@ add(
     FileNotFoundError,
     r"output folder .*missing does not exist",
     named="missing",
+)
+# a prefix that names a folder, or ends in a separator: never DIR.bin beside DIR
+add(
+    "prefix",
+    "file",
+    From(lambda a: (a["prefix"].mkdir(), a["prefix"])[1]),
+    IsADirectoryError,
+    r"output .*out is a folder; give PREFIX for PREFIX\.bin and PREFIX\.idx",
+    named="out",
+)
+add(
+    "prefix",
+    "empty",
+    From(lambda a: f"{a['prefix']}{os.sep}"),
+    ValueError,
+    r"prefix must name the files PREFIX\.idx and PREFIX\.bin; got '.*out/'",
+    named="out/",
 )
 
 del add

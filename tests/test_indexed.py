@@ -10,10 +10,12 @@ import itertools
 import json
 import os
 import pickle
+import re
 import struct
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -487,6 +489,184 @@ def test_a_shrinking_bin_never_kills_the_process(tmp_path):
     assert json.loads(done.stdout.splitlines()[-1]) == {"ok": 0, "changed": 24}
 
 
+# ---- a pair replaced while it is opened ----------------------------------------------
+
+# Two pairs of the same sizes (.idx and .bin) that tell each other apart: the
+# pair's number is in its lengths and in every token. Old lengths with new
+# tokens are what a reader that trusts an old .idx beside a new .bin gives.
+PAIRS = {1: ([1] * 8, [0, 3, 8]), 2: ([2] * 8, [0, 5, 8])}
+REPLACED = r"the indexed dataset was replaced while it was opened, 5 times in a row"
+# What an open or a read may say while a writer replaces the pair in a loop.
+WHILE_REPLACED = rf"{REPLACED}|input changed while reading"
+
+
+def pair_of(corpus: Any) -> int:
+    """The pair a corpus holds, from its index and from its tokens: never a mix."""
+    tokens, offsets = corpus.to_arrays()
+    by_index = 1 if offsets.tolist() == PAIRS[1][1] else 2
+    assert offsets.tolist() == PAIRS[by_index][1]
+    assert tokens.tolist() == PAIRS[by_index][0], "an .idx read with the other pair's .bin"
+    return by_index
+
+
+def read_while_replaced(open_corpus: Any, replace: Any, opens: int) -> dict[Any, int]:
+    """Open and read the pair up to ``opens`` times (for two seconds at most)
+    while a thread replaces it in a loop (``replace(k)`` writes pair k):
+    each open gives one whole pair or a clear error. Returns the counts."""
+    stop, failed = threading.Event(), []
+
+    def writer() -> None:
+        k = 1
+        try:
+            while not stop.is_set():
+                k = 3 - k
+                replace(k)
+        except BaseException as exc:
+            failed.append(exc)
+
+    seen: dict[Any, int] = {1: 0, 2: 0, "refused": 0}
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        end = time.monotonic() + 2  # a bound on the test, not a measurement
+        for _ in range(opens):
+            if time.monotonic() > end:
+                break
+            try:
+                pair = pair_of(open_corpus())
+            except ValueError as exc:
+                message = str(exc)
+            else:
+                seen[pair] += 1
+                continue
+            assert re.search(WHILE_REPLACED, message), (message, failed)
+            seen["refused"] += 1
+    finally:
+        stop.set()
+        thread.join()
+    assert not failed, failed
+    return seen
+
+
+def test_a_pair_replaced_while_opened_is_read_whole_or_refused(tmp_path):
+    # write_indexed(force=True) in a loop: the old .idx aside, the new .bin in,
+    # then the new .idx; each open must give one pair, never the old .idx with
+    # the new .bin (about half the opens did, before the reader checked)
+    prefix = tmp_path / "c"
+    posembed.write_indexed(prefix, *PAIRS[1], dtype=np.uint16)
+
+    def replace(k: int) -> None:
+        posembed.write_indexed(prefix, *PAIRS[k], dtype=np.uint16, force=True)
+
+    seen = read_while_replaced(lambda: posembed.IndexedCorpus(prefix), replace, 3000)
+    assert seen[1] + seen[2] > 0, seen
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.bin", "c.idx"]
+
+
+def test_a_pair_replaced_between_the_idx_and_the_bin_is_opened_again(tmp_path, monkeypatch):
+    # the race made certain: the writer replaces the pair just after the
+    # reader read the .idx, before it opens the .bin
+    prefix = tmp_path / "c"
+    posembed.write_indexed(prefix, *PAIRS[1], dtype=np.uint16)
+    real, replaced = _indexed._open, []
+
+    def open_then_replace(path: Path, what: str) -> Any:
+        if path.suffix == ".bin" and len(replaced) < times:
+            replaced.append(path)
+            posembed.write_indexed(
+                prefix, *PAIRS[1 + len(replaced) % 2], dtype=np.uint16, force=True
+            )
+        return real(path, what)
+
+    monkeypatch.setattr(_indexed, "_open", open_then_replace)
+    times = 1
+    corpus = posembed.IndexedCorpus(prefix)
+    assert (pair_of(corpus), len(replaced)) == (2, 1)  # the new pair, opened again
+    times = 10**9  # replaced at every try (by the other pair): a clear error, not a mix
+    with pytest.raises(ValueError, match=rf"c\.idx: {REPLACED} \(a writer is replacing"):
+        posembed.IndexedCorpus(prefix)
+    assert len(replaced) == 1 + _indexed.PAIR_TRIES
+
+
+def test_a_bin_without_its_idx_is_reported_missing_after_the_tries(tmp_path):
+    # what a writer killed between its renames leaves: the .idx missing at
+    # every try, the .bin never replaced, is a missing .idx, not a writer
+    prefix = tmp_path / "c"
+    posembed.write_indexed(prefix, *PAIRS[1], dtype=np.uint16)
+    Path(f"{prefix}.idx").unlink()
+    with pytest.raises(
+        ValueError, match=r"c\.idx \(the index \(\.idx\) of an indexed dataset\): no such"
+    ):
+        posembed.IndexedCorpus(prefix)
+
+
+@pytest.fixture(scope="module")
+def s3_store(tmp_path_factory):
+    """A moto S3 server (s3fs its client) with the bucket pair-race, and both
+    pairs' bytes: (file system, {k: (idx bytes, bin bytes)})."""
+    pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    from bench.store_server import s3_server
+
+    folder, pairs = tmp_path_factory.mktemp("pairs"), {}
+    for k, (tokens, offsets) in PAIRS.items():
+        posembed.write_indexed(folder / f"p{k}", tokens, offsets, dtype=np.uint16)
+        pairs[k] = tuple(Path(f"{folder / f'p{k}'}{s}").read_bytes() for s in (".idx", ".bin"))
+    with s3_server("pair-race") as fs:
+        yield fs, pairs
+
+
+@pytest.fixture
+def s3_pair(s3_store):
+    """Pair 1 at s3://pair-race/c."""
+    fs, pairs = s3_store
+    fs.pipe("pair-race/c.bin", pairs[1][1])
+    fs.pipe("pair-race/c.idx", pairs[1][0])
+    return fs, pairs
+
+
+def replace_in_store(fs: Any, pairs: dict[int, tuple[bytes, bytes]], k: int) -> None:
+    """A store writer's order: the old .idx removed, the new .bin, then the new .idx."""
+    fs.rm("pair-race/c.idx")
+    fs.pipe("pair-race/c.bin", pairs[k][1])
+    fs.pipe("pair-race/c.idx", pairs[k][0])
+
+
+def test_a_pair_in_a_store_replaced_while_opened_is_read_whole_or_refused(s3_pair):
+    # a store writer's three requests against the reader's five (the .idx's
+    # size, its header and body, the .bin's size, the .idx's version again):
+    # a pause between replacements lets opens through (a loop without one
+    # replaces the pair under every try), and any of them may meet a writer
+    fs, pairs = s3_pair
+
+    def replace(k: int) -> None:
+        replace_in_store(fs, pairs, k)
+        time.sleep(0.05)
+
+    seen = read_while_replaced(lambda: posembed.IndexedCorpus("s3://pair-race/c"), replace, 300)
+    assert seen[1] + seen[2] > 0, seen
+
+
+def test_a_pair_in_a_store_replaced_after_its_idx_was_read_is_opened_again(s3_pair, monkeypatch):
+    fs, pairs = s3_pair
+    real, replaced = _indexed.info, []
+
+    def info_then_replace(store: Any, key: str, url: str) -> Any:
+        if key.endswith(".bin") and len(replaced) < times:  # the .idx read, the .bin next
+            replaced.append(key)
+            replace_in_store(fs, pairs, 1 + len(replaced) % 2)
+        return real(store, key, url)
+
+    monkeypatch.setattr(_indexed, "info", info_then_replace)
+    times = 1
+    corpus = posembed.IndexedCorpus("s3://pair-race/c")
+    assert (pair_of(corpus), len(replaced)) == (2, 1)  # the new pair, opened again
+    times = 10**9  # replaced at every try (by the other pair): a clear error, not a mix
+    with pytest.raises(ValueError, match=rf"s3://pair-race/c\.idx: {REPLACED}"):
+        posembed.IndexedCorpus("s3://pair-race/c")
+    assert len(replaced) == 1 + _indexed.PAIR_TRIES
+
+
 # ---- the streaming writer ---------------------------------------------------------------
 
 
@@ -591,6 +771,11 @@ def test_the_writer_refuses_what_does_not_fit(tmp_path):
         writer.write([1, 2], [1, 1], [2, 1])
     with pytest.raises(TypeError, match=r"tokens must be an array of integers; got dtype float64"):
         writer.write([1.5], [1], [1])
+    # uint64 values past int64 are named as given, never as the negatives they wrap to
+    with pytest.raises(ValueError, match=r"lengths\[0\] is 18446744073709551615; lengths are in"):
+        writer.write([1], np.array([2**64 - 1], np.uint64), [1])
+    with pytest.raises(ValueError, match=r"document_ends\[0\] is 9223372036854775808; document"):
+        writer.write([1], [1], np.array([2**63], np.uint64))
     with pytest.raises(ValueError, match=r"lengths must be 1-D"):
         writer.write([1], [[1]], [1])
     with pytest.raises(ValueError, match=r"dtype int8 cannot hold every value of uint16"):
@@ -689,6 +874,32 @@ def test_write_indexed_refuses_to_replace_without_force_and_leaves_nothing(tmp_p
     with pytest.raises(IsADirectoryError, match=r"d\.idx is a folder"):
         posembed.write_indexed(tmp_path / "d", [3], [0, 1], force=True)
     assert not (tmp_path / "d.bin").exists()
+
+
+def test_write_indexed_refuses_negative_ids_and_a_folder_whatever_the_options(tmp_path):
+    # a signed dtype holds -5, but -5 is no token id; offsets past int64 are
+    # named as given; a prefix naming a folder would write DIR.bin beside it
+    for dtype in (np.int8, np.int16, np.int32, np.int64, None):
+        with pytest.raises(ValueError, match=r"tokens\[0\] is -5; token ids are >= 0"):
+            posembed.write_indexed(tmp_path / "c", [-5, 3], [0, 2], dtype=dtype)
+    with pytest.raises(ValueError, match=r"tokens\[1\] is -1; token ids are >= 0"):
+        posembed.write_indexed(tmp_path / "c", np.array([3, -1], np.int64), [0, 2], append_eod=0)
+    with pytest.raises(
+        ValueError,
+        match=r"offsets\[1\] is 18446744073709551615; offsets run from 0 to the token count 3",
+    ):
+        posembed.write_indexed(tmp_path / "c", [1, 2, 3], np.array([0, 2**64 - 1, 3], np.uint64))
+    (tmp_path / "d").mkdir()
+    with pytest.raises(IsADirectoryError, match=r"output .*d is a folder; give PREFIX"):
+        posembed.write_indexed(tmp_path / "d", [1], [0, 1])
+    for prefix in (f"{tmp_path / 'd'}{os.sep}", f"{tmp_path / 'e'}{os.sep}"):
+        with pytest.raises(ValueError, match=r"prefix must name the files PREFIX\.idx"):
+            posembed.write_indexed(prefix, [1], [0, 1])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+    posembed.write_indexed(
+        tmp_path / "c", np.array([0, 2**63 - 1], np.uint64), [0, 2], dtype=np.int64
+    )
+    assert posembed.IndexedCorpus(tmp_path / "c").to_arrays()[0].tolist() == [0, 2**63 - 1]
 
 
 def test_write_indexed_leaves_nothing_when_the_write_fails(tmp_path, monkeypatch):

@@ -14,6 +14,10 @@ only, one int8 mode per sequence. The ``.bin`` holds the tokens back to back.
 checked against the others and against the files' sizes before anything else
 is read, and the tokens are read with positional reads, never memory-mapped,
 so a ``.bin`` that shrinks or is rewritten gives a ValueError, not a crash.
+A pair replaced while it is opened (``write_indexed(..., force=True)``, a
+``--force`` run) is never read as the old ``.idx`` with the new ``.bin``: the
+reader checks that the ``.idx`` it read is still the one at its path once the
+``.bin`` is open, and opens the pair again if not.
 :class:`IndexedWriter` streams one out in batches; :func:`write_indexed`
 writes in-memory arrays in one call.
 """
@@ -24,6 +28,7 @@ import operator
 import os
 import stat
 import struct
+import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,6 +66,12 @@ WIDEN_CHUNK = 1 << 20
 # Bytes of input a thread of copy_from reads, checks and writes at a time:
 # within its core's cache, so each token leaves memory once and returns once.
 COPY_BLOCK_BYTES = 1 << 20
+INT64_MAX = 2**63 - 1
+# Opens of a pair that a writer replaces meanwhile (the .idx read is no longer
+# the one at its path once the .bin is open): tries, and the first wait
+# between two, doubled each time (1 + 2 + 4 + 8 ms in all).
+PAIR_TRIES = 5
+PAIR_WAIT_S = 0.001
 
 
 def optimal_dtype(vocab_size: int | None) -> np.dtype[Any]:
@@ -95,7 +106,7 @@ def paths(prefix: Any) -> tuple[Path, Path, Path]:
         raise TypeError(f"prefix must be a path (str or os.PathLike); got {type(text).__name__}")
     if text.endswith((".idx", ".bin")):
         text = text[:-4]
-    if not text or text.endswith(os.sep):
+    if not text or text.endswith((os.sep, os.altsep or os.sep)):
         raise ValueError(f"prefix must name the files PREFIX.idx and PREFIX.bin; got {prefix!r}")
     return Path(text), Path(text + ".idx"), Path(text + ".bin")
 
@@ -114,6 +125,22 @@ def _open(path: Path, what: str) -> tuple[int, os.stat_result]:
         raise ValueError(str(exc)) from None
 
 
+def _open_if_there(path: Path, what: str) -> tuple[int, os.stat_result] | None:
+    """:func:`_open`, or None where ``path`` is missing (no other error is
+    taken for that: each of its own is :func:`_open`'s)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return _open(path, what)  # its error, in its words
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        return _open(path, what)
+    return fd, info
+
+
 def _read_exactly(fd: int, size: int, path: Path, at: int = 0) -> bytes:
     parts, got = [], 0
     while got < size:
@@ -129,31 +156,49 @@ def _first(mask: np.ndarray) -> int:
     return int(np.argmax(mask))
 
 
+class _FileBytes:
+    """Bytes [start, stop) of the open file ``fd`` (``read(start, stop)``),
+    and its ``size``: a local index, read as one in a store is."""
+
+    def __init__(self, fd: int, path: Path, size: int) -> None:
+        self.fd, self.path, self.size = fd, path, size
+
+    def __call__(self, start: int, stop: int) -> bytes:
+        return _read_exactly(self.fd, stop - start, self.path, start)
+
+
+class _Replaced(Exception):
+    """The ``.idx`` read is no longer the one at its path: a writer replaced
+    the pair while it was opened (the ``.bin`` opened may be the new one).
+    ``missing``: the error of an ``.idx`` not found beside its ``.bin`` (a
+    writer between its renames, or a ``.bin`` left without its ``.idx``),
+    and ``beside``, what tells that ``.bin`` from one that replaces it; ``fd``
+    holds a local ``.bin`` open till the tries end, so that no new file
+    takes its inode (and its identity) meanwhile."""
+
+    def __init__(self, missing: ValueError | None = None, beside: Any = None, fd: int = -1) -> None:
+        super().__init__()
+        self.missing, self.beside, self.fd = missing, beside, fd
+
+
+def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
+    """What tells a file from the one that replaced it or a rewrite of it."""
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
 class _Index:
     """The checked contents of a ``.idx`` file."""
 
-    def __init__(self, path: Path, read: Any = None) -> None:
-        """The index at ``path``, or the one ``read(start, stop)`` returns the
-        bytes of (with ``read.size``, its size: an index in a store)."""
-        if read is None:
-            fd, info = _open(path, "index (.idx)")
-            size = info.st_size
-
-            def read(start: int, stop: int) -> bytes:
-                return _read_exactly(fd, stop - start, path, start)
-
-        else:
-            fd, size = -1, int(read.size)
-        try:
-            if size < HEADER.size:
-                raise _bad(path, f"it is {size} bytes, shorter than the {HEADER.size}-byte header")
-            # The header first: a file that is no index is refused before its
-            # size is read into memory.
-            n, d, code = self._check_header(path, read(0, HEADER.size), size)
-            data = read(HEADER.size, size)
-        finally:
-            if fd >= 0:
-                os.close(fd)
+    def __init__(self, path: Path, read: Any) -> None:
+        """The index whose bytes ``read(start, stop)`` returns (``read.size``:
+        its size): a local file's (:class:`_FileBytes`) or a store's."""
+        size = int(read.size)
+        if size < HEADER.size:
+            raise _bad(path, f"it is {size} bytes, shorter than the {HEADER.size}-byte header")
+        # The header first: a file that is no index is refused before its
+        # size is read into memory.
+        n, d, code = self._check_header(path, read(0, HEADER.size), size)
+        data = read(HEADER.size, size)
         self.dtype = CODES[code]
         self.lengths = np.frombuffer(data, "<i4", n, 0).astype(np.int32)
         self.pointers = np.frombuffer(data, "<i8", n, 4 * n).astype(np.int64)
@@ -291,8 +336,11 @@ class IndexedCorpus:
         ``prefix`` is not a path, or ``documents`` is not a str.
     ValueError
         ``documents`` is neither choice; a file is missing or not a regular
-        file; or the files are not a valid indexed dataset (the message names
-        the file, the field and the bad value).
+        file; the files are not a valid indexed dataset (the message names
+        the file, the field and the bad value); or a writer replaced the pair
+        each time it was opened (a few tries: the ``.idx`` read must still be
+        the one at its path once the ``.bin`` is open, so that an old ``.idx``
+        is never read with a new ``.bin``).
     """
 
     def __init__(
@@ -312,7 +360,84 @@ class IndexedCorpus:
             return
         self.prefix, self.idx_path, self.bin_path = paths(prefix)
         self.documents = documents
-        index = _Index(self.idx_path)
+        size, stamp = self._opened(self._open_pair)
+        self._check_bin_size(size, self.idx_path.name)
+        self.tokens = TokenFile(self.bin_path, self.dtype, 0, self.token_count, stamp=stamp)
+
+    def _opened(self, open_pair: Any) -> Any:
+        """What ``open_pair()`` returns, tried again while a writer replaces
+        the pair under it (:class:`_Replaced`). An ``.idx`` missing at every
+        try, with no replacement seen, is reported as missing."""
+        moved, missing, held = False, None, []
+        beside: set[Any] = set()  # the .bin seen beside each missing .idx
+        try:
+            for attempt in range(PAIR_TRIES):
+                try:
+                    return open_pair()
+                except _Replaced as exc:
+                    missing, beside = exc.missing, beside | {exc.beside}
+                    if exc.fd >= 0:
+                        held.append(exc.fd)
+                    # a new .bin between two tries: a writer, not a .bin left alone
+                    moved = moved or missing is None or len(beside) > 1
+                    if attempt < PAIR_TRIES - 1:
+                        time.sleep(PAIR_WAIT_S * 2**attempt)
+        finally:
+            for fd in held:
+                os.close(fd)
+        if missing is not None and not moved:
+            raise missing
+        raise ValueError(
+            f"{self.idx_path}: the indexed dataset was replaced while it was opened, "
+            f"{PAIR_TRIES} times in a row (a writer is replacing {self.prefix}.idx and "
+            ".bin); its .idx and .bin could not be read as one pair: open it again once "
+            "the writer is done"
+        )
+
+    def _open_pair(self) -> tuple[int, tuple[int, int, int]]:
+        """Read the local ``.idx``, open the ``.bin``, and prove they are one
+        pair: the writer (``_outdir.commit_pair``) moves the old ``.idx`` aside
+        before it renames the new ``.bin`` in, so an ``.idx`` still at its path
+        once the ``.bin`` is open was there before that ``.bin`` came. Returns
+        the ``.bin``'s size and stamp; raises :class:`_Replaced` otherwise."""
+        opened = _open_if_there(self.idx_path, "index (.idx)")
+        if opened is None:  # between a writer's renames, or a .bin left without it
+            try:
+                opened = _open(self.idx_path, "index (.idx)")  # its error, if still missing
+            except ValueError as exc:
+                try:
+                    bin_fd, bin_info = _open(self.bin_path, "data (.bin)")
+                except ValueError:
+                    raise exc from None
+                raise _Replaced(exc, _identity(bin_info), bin_fd) from None
+        fd, seen = opened
+        try:  # the .idx kept open: no other file takes its inode meanwhile
+            index = _Index(self.idx_path, _FileBytes(fd, self.idx_path, seen.st_size))
+            bin_fd, bin_info = _open(self.bin_path, "data (.bin)")
+            os.close(bin_fd)
+            now: tuple[int, int, int, int] | None
+            try:
+                now = _identity(os.stat(self.idx_path))
+            except OSError:
+                now = None
+        finally:
+            os.close(fd)
+        if now != _identity(seen):
+            raise _Replaced
+        self._set_index(index, self.documents)
+        return bin_info.st_size, _stamp(bin_info)
+
+    def _check_bin_size(self, size: int, idx_name: str) -> None:
+        nbytes = self.token_count * self.dtype.itemsize
+        if size != nbytes:
+            raise _bad(
+                self.bin_path,
+                f"it holds {size} bytes, but {idx_name} describes "
+                f"{self.token_count} tokens of {self.dtype} ({nbytes} bytes)",
+            )
+
+    def _set_index(self, index: _Index, documents: Literal["documents", "sequences"]) -> None:
+        self.documents = documents
         self.dtype: np.dtype[Any] = index.dtype
         self.sequence_lengths: npt.NDArray[np.int32] = index.lengths
         self.sequence_pointers: npt.NDArray[np.int64] = index.pointers
@@ -321,26 +446,6 @@ class IndexedCorpus:
         self.offsets: npt.NDArray[np.int64] = (
             ends[index.documents] if documents == "documents" else ends
         )
-        self.token_count = int(ends[-1])
-        fd, info = _open(self.bin_path, "data (.bin)")
-        os.close(fd)
-        nbytes = self.token_count * self.dtype.itemsize
-        if info.st_size != nbytes:
-            raise _bad(
-                self.bin_path,
-                f"it holds {info.st_size} bytes, but {self.idx_path.name} describes "
-                f"{self.token_count} tokens of {self.dtype} ({nbytes} bytes)",
-            )
-        self.tokens = TokenFile(self.bin_path, self.dtype, 0, self.token_count, stamp=_stamp(info))
-
-    def _set_index(self, index: _Index, documents: Literal["documents", "sequences"]) -> None:
-        self.documents = documents
-        self.dtype = index.dtype
-        self.sequence_lengths = index.lengths
-        self.sequence_pointers = index.pointers
-        self.document_indices = index.documents
-        ends = np.concatenate([np.zeros(1, np.int64), index.ends])
-        self.offsets = ends[index.documents] if documents == "documents" else ends
         self.token_count = int(ends[-1])
 
     def _open_in_store(self, url: str, documents: Literal["documents", "sequences"]) -> None:
@@ -351,19 +456,10 @@ class IndexedCorpus:
         self.prefix = StoreUrl(text)  # type: ignore[assignment]
         self.idx_path = StoreUrl(text + ".idx")  # type: ignore[assignment]
         self.bin_path = StoreUrl(text + ".bin")  # type: ignore[assignment]
-        read = ObjectReader(str(self.idx_path))
-        if read.size > MAX_INDEX_BYTES:
-            raise _bad(self.idx_path, f"it is {read.size} bytes; far more than an index holds")
-        self._set_index(_Index(self.idx_path, read), documents)
+        self.documents = documents
         fs, key = filesystem(str(self.bin_path))
-        size, version = info(fs, key, str(self.bin_path))
-        nbytes = self.token_count * self.dtype.itemsize
-        if size != nbytes:
-            raise _bad(
-                self.bin_path,
-                f"it holds {size} bytes, but {text.rsplit('/', 1)[-1]}.idx describes "
-                f"{self.token_count} tokens of {self.dtype} ({nbytes} bytes)",
-            )
+        size, version = self._opened(lambda: self._open_store_pair(fs, key))
+        self._check_bin_size(size, f"{text.rsplit('/', 1)[-1]}.idx")
         self.tokens = StoreTokenFile(
             str(self.bin_path),
             self.dtype,
@@ -372,6 +468,45 @@ class IndexedCorpus:
             version=(size, version),
             store=(fs, key),
         )
+
+    def _open_store_pair(self, fs: Any, bin_key: str) -> tuple[int, str]:
+        """As :meth:`_open_pair`, for a pair in a store: the ``.idx`` read,
+        the ``.bin``'s size and version (ETag) taken, then the ``.idx``'s
+        version checked again (a writer removes the old ``.idx`` before it
+        uploads the new ``.bin``). Returns the ``.bin``'s (size, version)."""
+        idx_url, bin_url = str(self.idx_path), str(self.bin_path)
+        idx_fs, idx_key = filesystem(idx_url)
+
+        def version() -> tuple[int, str] | None:  # the .idx's now, None if it went
+            try:
+                return info(idx_fs, idx_key, idx_url)
+            except ChunkError:
+                return None
+
+        try:
+            read = ObjectReader(idx_url)
+        except ChunkError as exc:
+            if version() is not None:  # missing when read, there now: a writer's new one
+                raise _Replaced from None
+            try:
+                beside = info(fs, bin_key, bin_url)
+            except ChunkError:
+                raise exc from None
+            raise _Replaced(exc, beside) from None
+        seen = (read.size, read.version)
+        if read.size > MAX_INDEX_BYTES:
+            raise _bad(self.idx_path, f"it is {read.size} bytes; far more than an index holds")
+        try:
+            index = _Index(self.idx_path, read)
+        except ValueError:  # read across a replacement: the bytes of two objects, or cut short
+            if version() != seen:
+                raise _Replaced from None
+            raise
+        found = info(fs, bin_key, bin_url)
+        if version() != seen:
+            raise _Replaced
+        self._set_index(index, self.documents)
+        return found
 
     def __len__(self) -> int:
         """The number of units (documents or sequences)."""
@@ -487,6 +622,17 @@ def _check_fits(values: np.ndarray, dtype: np.dtype[Any], what: str) -> None:
         )
 
 
+def _int64s(value: Any, name: str, allowed: str) -> npt.NDArray[np.int64]:
+    """``value`` (integers, 1-D) as int64; a uint64 value past int64 is
+    refused as given (``allowed``: what the values may be), never wrapped."""
+    a = _integers(value, name)
+    if a.dtype.kind == "u" and a.shape[0] and int(a.max()) > INT64_MAX:
+        i = _first(a > INT64_MAX)
+        raise ValueError(f"{name}[{i}] is {a[i]}; {allowed}")
+    out: npt.NDArray[np.int64] = a.astype(np.int64, copy=False)
+    return out
+
+
 def _integers(value: Any, name: str) -> np.ndarray:
     try:
         a = np.asarray(value)
@@ -577,8 +723,10 @@ class IndexedWriter:
         if self.finished or self._file.closed:
             raise ValueError(f"{self.bin_path}: the writer is finished or closed")
         toks = _integers(tokens, "tokens")
-        lens = _integers(lengths, "lengths").astype(np.int64, copy=False)
-        ends = _integers(document_ends, "document_ends").astype(np.int64, copy=False)
+        lens = _int64s(lengths, "lengths", f"lengths are in 0..{MAX_SEQUENCE} (int32)")
+        ends = _int64s(
+            document_ends, "document_ends", "document_ends are counts of the batch's sequences"
+        )
         if len(lens) and lens.min() < 0:
             i = _first(lens < 0)
             raise ValueError(
@@ -652,7 +800,7 @@ class IndexedWriter:
         toks = _integers(tokens, "tokens")
         at = np.zeros(0, np.int64)
         if eod_at is not None and eod is not None:  # no id: no marks, whatever eod_at says
-            at = _integers(eod_at, "eod_at").astype(np.int64, copy=False)
+            at = _int64s(eod_at, "eod_at", "eod_at holds token indices")
         if bounds is None:
             _check_fits(toks, self.dtype, "tokens")
         elif len(toks):
@@ -733,7 +881,7 @@ class IndexedWriter:
             raise ValueError(f"{self.bin_path}: the writer is finished or closed")
         at = np.zeros(0, np.int64)
         if eod_at is not None and eod is not None:
-            at = np.ascontiguousarray(_integers(eod_at, "eod_at"), np.int64)
+            at = np.ascontiguousarray(_int64s(eod_at, "eod_at", "eod_at holds token indices"))
         info = np.iinfo(self.dtype)
         high = info.max if high is None else min(int(high), int(info.max))
         low = max(int(low), int(info.min))
@@ -967,18 +1115,21 @@ def write_indexed(
         An argument has the wrong type, or ``dtype`` has no code in the format.
     ValueError
         ``tokens`` or ``offsets`` is not 1-D, the offsets do not fit the
-        tokens, an id is negative, past ``vocab_size`` or does not fit the
-        dtype, or a document is longer than the format's int32 lengths.
+        tokens, an id is negative (whatever ``dtype`` and ``vocab_size``),
+        past ``vocab_size`` or does not fit the dtype, a document is longer
+        than the format's int32 lengths, or ``prefix`` ends in a separator.
     FileExistsError
         A file is at one of the paths and ``force`` is False.
     IsADirectoryError
-        A folder is at one of the paths.
+        A folder is at one of the paths, or ``prefix`` names a folder.
     FileNotFoundError
         The folder to write in does not exist.
     """
     base, idx_path, bin_path = paths(prefix)
     toks = _integers(tokens, "tokens")
-    offs = _integers(offsets, "offsets").astype(np.int64, copy=False)
+    offs = _int64s(
+        offsets, "offsets", f"offsets run from 0 to the token count {len(toks)}, non-decreasing"
+    )
     eod = _optional_int(append_eod, "append_eod", 0)
     vocab = _optional_int(vocab_size, "vocab_size", 1)
     if not isinstance(force, (bool, np.bool_)):
@@ -993,6 +1144,9 @@ def write_indexed(
             raise ValueError(
                 f"tokens[{i}] is {toks[i]}, not an id of a vocab_size of {vocab} (0..{vocab - 1})"
             )
+    if toks.dtype.kind == "i" and len(toks) and toks.min() < 0:  # whatever the dtype holds
+        i = _first(toks < 0)
+        raise ValueError(f"tokens[{i}] is {toks[i]}; token ids are >= 0")
     if dt is None:
         top = max(int(toks.max()) if len(toks) else -1, -1 if eod is None else eod)
         dt = optimal_dtype(vocab if vocab is not None else top + 1)
@@ -1005,6 +1159,11 @@ def write_indexed(
         wide = np.result_type(toks.dtype, np.min_scalar_type(eod))
         toks = np.insert(toks.astype(wide, copy=False), offs[1:][filled], eod)
         lengths = lengths + filled
+    if os.path.isdir(base):
+        raise IsADirectoryError(
+            f"output {base} is a folder; give PREFIX for PREFIX.bin and PREFIX.idx "
+            f"(such as {base / 'data'})"
+        )
     for path in (bin_path, idx_path):
         problem = _target_problem(path, bool(force))
         if problem is not None:

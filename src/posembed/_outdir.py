@@ -189,12 +189,21 @@ def new_temp(out: Path) -> Path:
 def temporary(out: Path) -> Iterator[Path]:
     """A new temporary folder next to ``out`` (see :func:`new_temp`) for the
     block to write into and commit; removed if the block raises (see
-    :func:`discard`)."""
+    :func:`discard`), and with it the folders above ``out`` that the run
+    made (those left empty), so that a failed run leaves nothing behind."""
+    missing = []
+    for folder in out.parents:
+        if os.path.lexists(folder):
+            break
+        missing.append(folder)
     tmp = new_temp(out)
     try:
         yield tmp
     except BaseException as exc:
         discard(tmp, exc)
+        for folder in missing:  # the deepest first; one that holds something stays
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
         raise
 
 
@@ -360,9 +369,15 @@ def pair_problem(
     ``PREFIX.bin``, or None: checked before any work. ``force`` replaces only
     an indexed dataset (two regular files, the ``.idx`` beginning with its
     magic), never a link, a device, a FIFO, a folder, an input, or a ``.bin``
-    without its ``.idx``."""
+    without its ``.idx``. A ``prefix`` that names a folder is refused: its
+    files would be written beside the folder, not in it."""
     if not prefix.name or prefix.name in (".", "..") or str(prefix).endswith(os.sep):
         return f"output {prefix} names no file prefix; give PREFIX for PREFIX.bin and PREFIX.idx"
+    if os.path.isdir(prefix):
+        return (
+            f"output {prefix} is a folder; give PREFIX for PREFIX.bin and PREFIX.idx "
+            f"(such as {prefix / 'data'})"
+        )
     found = []
     for path in pair_paths(prefix):
         try:

@@ -29,7 +29,7 @@ def _paths(prefix: Any) -> tuple[Path, Path, Path]:
     for suffix in (".idx", ".bin"):
         if text.endswith(suffix):
             text = text[: -len(suffix)]
-    if text == "" or text.endswith(os.sep):
+    if text == "" or text.endswith((os.sep, os.altsep or os.sep)):
         raise ValueError("prefix names no files")
     return Path(text), Path(text + ".idx"), Path(text + ".bin")
 
@@ -195,11 +195,11 @@ def write_indexed(
     FileExistsError
         A file exists and ``force`` is False.
     IsADirectoryError
-        A folder is at a path.
+        A folder is at a path, or the prefix names one.
     FileNotFoundError
         The folder does not exist.
     """
-    _, idx_path, bin_path = _paths(prefix)
+    base, idx_path, bin_path = _paths(prefix)
     arrays = {}
     for name, value in (("tokens", tokens), ("offsets", offsets)):
         try:
@@ -229,8 +229,14 @@ def write_indexed(
         dtype = dt.newbyteorder("=")
     if len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != len(tokens):
         raise ValueError("offsets must go from 0 to len(tokens)")
+    if np.any(offsets > len(tokens)):  # before any subtraction (uint64 would wrap)
+        raise ValueError("an offset past len(tokens)")
     if np.any(np.diff(offsets) < 0):
         raise ValueError("offsets must not decrease")
+    if tokens.size and tokens.min() < 0:
+        raise ValueError("a negative token id")
+    if tokens.size and tokens.max() > np.iinfo(np.int64).max:
+        raise ValueError("a token past int64")
     tokens = tokens.astype(np.int64)  # token ids are at most int64 on disk
     sizes = np.diff(offsets).astype(np.int64)
     filled = sizes > 0
@@ -248,6 +254,8 @@ def write_indexed(
         raise ValueError("a token does not fit the dtype")
     if sizes.size and sizes.max() > 2**31 - 1:
         raise ValueError("a document longer than int32 lengths allow")
+    if base.is_dir():
+        raise IsADirectoryError(f"{base} is a folder")
     for path in (bin_path, idx_path):
         if path.is_dir():
             raise IsADirectoryError(f"{path} is a folder")
