@@ -236,6 +236,61 @@ def test_an_input_that_shrinks_while_converted_leaves_no_output(tmp_path, monkey
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.npy"]
 
 
+def test_a_prefix_that_names_a_folder_is_refused_writing_nothing(tmp_path):
+    # DIR/ (or DIR, a folder) would write DIR.bin and DIR.idx beside the folder:
+    # refused as write_indexed refuses it, by convert and by chunk and pack's
+    # --format megatron, which share the output's checks
+    from posembed._chunk import chunk_file
+    from posembed._pack_output import pack_file
+
+    tokens, offsets = corpus(10)
+    np.save(tmp_path / "t.npy", tokens)
+    np.save(tmp_path / "o.npy", offsets)
+    (tmp_path / "d").mkdir()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    folder = r"output .*d is a folder; give PREFIX for PREFIX\.bin and PREFIX\.idx"
+    for out, match in (
+        (f"{tmp_path / 'd'}{os.sep}", r"output .*d/ names no file prefix"),
+        (f"{tmp_path / 'new'}{os.sep}", r"output .*new/ names no file prefix"),
+        (tmp_path / "d", folder),
+    ):
+        with pytest.raises(ChunkError, match=match):
+            convert_file(tmp_path / "t.npy", out, offsets_path=tmp_path / "o.npy", quiet=True)
+    with pytest.raises(ChunkError, match=folder):
+        chunk_file(tmp_path / "t.npy", tmp_path / "d", size=64, quiet=True, format="megatron")
+    with pytest.raises(ChunkError, match=folder):
+        pack_file(tmp_path / "t.npy", tmp_path / "d", size=64, quiet=True, format="megatron")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert list((tmp_path / "d").iterdir()) == []
+    run = [sys.executable, "-c", "import sys; from posembed.cli import main; sys.exit(main())"]
+    done = subprocess.run(
+        [*run, "convert", str(tmp_path / "t.npy"), "-o", f"{tmp_path / 'd'}{os.sep}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SKBUILD_EDITABLE_VERBOSE": "0"},
+    )
+    assert (done.returncode, done.stderr.count("\n"), done.stdout) == (2, 1, ""), done.stderr
+    assert "names no file prefix" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_failed_run_leaves_no_folder_it_made(tmp_path):
+    # the folders above PREFIX that are missing are made for the run, and
+    # removed again when it fails: nothing appears unless the run completes
+    tokens, _offsets = corpus(11)
+    tokens[-1] = -1  # met at the end, after the folders were made
+    np.save(tmp_path / "bad.npy", tokens)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "kept").write_bytes(b"")
+    with pytest.raises(ChunkError, match=r"token id -1 in document 0: token ids are >= 0"):
+        convert_file(tmp_path / "bad.npy", tmp_path / "out" / "a" / "b" / "c", quiet=True)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["kept"]
+    tokens[-1] = 1
+    np.save(tmp_path / "good.npy", tokens)
+    convert_file(tmp_path / "good.npy", tmp_path / "out" / "a" / "b" / "c", quiet=True)
+    assert sorted(p.name for p in (tmp_path / "out" / "a" / "b").iterdir()) == ["c.bin", "c.idx"]
+
+
 def test_the_command_prints_one_line_and_exits_2_on_bad_input(tmp_path):
     tokens, _offsets = corpus(8)
     np.save(tmp_path / "t.npy", tokens)

@@ -7,6 +7,8 @@ output are one-line errors, with nothing written."""
 
 from __future__ import annotations
 
+import gc
+import logging
 import os
 import subprocess
 import sys
@@ -232,7 +234,7 @@ def test_force_replaces_only_posembed_s_objects(s3, tmp_path, capsys):
         "data.bin": b"precious",
         "meta.json": b'{"not": "ours"}',
     }
-    argv = ["chunk", "s3://corpus/tokens.npy", "-o", "s3://corpus/tokens.npy", "--size", "8"]
+    argv = ["chunk", "s3://corpus/corpus.arrow", "-o", "s3://corpus/tokens.npy", "--size", "8"]
     assert main(argv) == 2
     assert "is a file in the store, not a folder of outputs" in capsys.readouterr().err
 
@@ -494,7 +496,9 @@ def test_parts_in_the_store_read_back(s3, tmp_path):
         read_parts("s3://corpus/nothing-here")
 
 
-def test_a_store_that_stops_mid_run_leaves_an_error_and_a_rerun_completes(tmp_path, monkeypatch):
+def test_a_store_that_stops_mid_run_leaves_an_error_and_a_rerun_completes(
+    tmp_path, monkeypatch, caplog
+):
     # a server of its own, stopped in the middle of a read and of an upload
     # (requests fail at once: one attempt, a 1 s connect timeout), then
     # started again on its port with what it held
@@ -535,8 +539,12 @@ def test_a_store_that_stops_mid_run_leaves_an_error_and_a_rerun_completes(tmp_pa
             return real_put(fs_, local_path, key)
 
         monkeypatch.setattr(store, "_put", stopping_put)
-        with pytest.raises(ChunkError, match="writing to the store failed"):
-            chunk_file("s3://halting/t.npy", "s3://halting/w", size=64, quiet=True)
+        with caplog.at_level(logging.DEBUG, logger="asyncio"):
+            with pytest.raises(ChunkError, match="writing to the store failed"):
+                chunk_file("s3://halting/t.npy", "s3://halting/w", size=64, quiet=True)
+            gc.collect()  # an orphaned task reports its failure when it is collected
+        # the one error, no asyncio traceback beside it
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
         fs.server.start()
         monkeypatch.setattr(store, "_put", real_put)
         left = _listing(fs, "halting/w")
@@ -570,3 +578,228 @@ def test_indexed_corpus_reads_a_dataset_in_the_store(s3, tmp_path):
     np.testing.assert_array_equal(w.tokens, v.tokens)
     with pytest.raises(ValueError, match=r"s3://corpus/ic/nothing\.idx: no such file in the store"):
         posembed.IndexedCorpus("s3://corpus/ic/nothing")
+
+
+# ---- outputs that meet inputs, other runs, or no prefix ---------------------------------
+
+
+def _env(fs) -> dict[str, str]:
+    """A fresh process's environment that reaches this test's server."""
+    from bench.store_server import CREDENTIALS
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FSSPEC_", "AWS_"))}
+    env.update(CREDENTIALS, FSSPEC_S3_ENDPOINT_URL=f"http://127.0.0.1:{fs.server.port}")
+    return env
+
+
+def test_an_output_never_replaces_or_deletes_its_input_in_the_store(s3, tmp_path, capsys):
+    # the store's prefix is compared with every input before anything is
+    # written, --force or not, as a local output is
+    fs, local = s3
+    convert_file(
+        local / "tokens.npy", "s3://corpus/in/x", offsets_path=local / "offsets.npy", quiet=True
+    )
+    chunk_file(local / "tokens.npy", "s3://corpus/in/win", size=64, quiet=True)
+    fs.put(str(local / "tokens.npy"), "corpus/in/dir/tokens.npy")
+    before = _listing(fs, "corpus/in")
+    runs = [
+        ["pack", "s3://corpus/in/x.idx", "-o", "s3://corpus/in/x", "--format", "megatron"]
+        + ["--size", "64"],
+        ["convert", "s3://corpus/in/x.idx", "-o", "s3://corpus/in/x"],
+        ["convert", "s3://corpus/in/x.bin", "-o", "s3://corpus/in/x"],
+        ["chunk", "s3://corpus/in/win", "-o", "s3://corpus/in/win", "--size", "8"],
+        ["chunk", "s3://corpus/in/win/", "-o", "s3://corpus/in//win", "--size", "8"],
+        ["chunk", "s3://corpus/in/dir/tokens.npy", "-o", "s3://corpus/in/dir", "--size", "8"],
+        ["chunk", "s3://corpus/in/x.idx", "-o", "s3://corpus/in/x.idx", "--size", "8"],
+        ["chunk", "s3://corpus/tokens.npy", "--offsets", "s3://corpus/in/dir/tokens.npy"]
+        + ["-o", "s3://corpus/in", "--size", "8"],
+    ]
+    for argv in runs:
+        for force in ([], ["--force"]):
+            assert main([*argv, *force, "--quiet"]) == 2, argv
+            err = capsys.readouterr().err
+            assert "would replace the input s3://corpus/in/" in err, (argv, err)
+            assert err.count("\n") == 1
+    # the Dask path checks its store output the same way before any task runs
+    with pytest.raises(ChunkError, match="would replace the input"):
+        prepare_chunk("s3://corpus/in/dir/tokens.npy", "s3://corpus/in/dir", size=8, force=True)
+    assert _listing(fs, "corpus/in") == before
+
+
+@pytest.mark.parametrize("command", ["chunk", "convert", "pack"])
+def test_a_whole_bucket_is_no_output(s3, capsys, command):
+    fs, _ = s3
+    before = _listing(fs, "corpus")
+    argv = [command, "s3://corpus/tokens.npy", "--offsets", "s3://corpus/offsets.npy"]
+    extra = {"chunk": ["--size", "8"], "convert": [], "pack": ["--size", "64"]}[command]
+    for out in ("s3://corpus", "s3://corpus/"):
+        assert main([*argv, "-o", out, *extra, "--force", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert "output s3://corpus names a whole bucket, not a prefix in it" in err
+        assert err.count("\n") == 1
+    assert _listing(fs, "corpus") == before
+
+
+def _marker(fs, key: str, **fields) -> None:
+    import json
+    import time
+
+    marker = {"writing": "posembed", "run": "other", "host": "elsewhere", "pid": 1}
+    marker.update({"renewed": time.time(), "ended": False}, **fields)
+    fs.pipe(key, json.dumps(marker).encode())
+
+
+@pytest.mark.parametrize("pair", [False, True])
+def test_a_live_run_s_output_is_never_replaced_a_stale_or_ended_one_is(s3, tmp_path, pair):
+    import time
+
+    fs, local = s3
+    out = f"s3://corpus/live-{int(pair)}/o"
+    marker = f"corpus/live-{int(pair)}/o" + (
+        ".posembed-writing.json" if pair else "/.posembed-writing.json"
+    )
+    kw = {"offsets_path": local / "offsets.npy", "quiet": True, "force": True}
+
+    def run() -> object:
+        if pair:
+            return convert_file(local / "tokens.npy", out, **kw)
+        return chunk_file(local / "tokens.npy", out, size=64, **kw)
+
+    _marker(fs, marker)  # another host's run, renewed just now
+    with pytest.raises(ChunkError, match="another posembed run is writing this output now"):
+        run()
+    assert fs.cat_file(marker).startswith(b'{"writing": "posembed", "run": "other"')
+    _marker(fs, marker, renewed=time.time() - store.STALE_SECONDS - 5)  # gone quiet
+    run()
+    assert not fs.exists(marker)
+    _marker(fs, marker, ended=True)  # a run that failed and said so
+    run()
+    _marker(fs, marker, host=__import__("socket").gethostname(), pid=2**22 + 7)  # ended here
+    run()
+    assert not fs.exists(marker)
+
+
+def test_concurrent_runs_leave_one_run_s_output(s3, tmp_path):
+    # four processes write the same prefix with --force, each with its own
+    # window size: each ends with 0 or 2, one of them with 0, and the prefix
+    # holds exactly the output of a run that ended with 0, never a mix
+    fs, local = s3
+    sizes = (8, 16, 32, 64)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "posembed.cli", "chunk", "s3://corpus/tokens.npy"]
+            + ["--offsets", "s3://corpus/offsets.npy", "-o", "s3://corpus/same"]
+            + ["--size", str(size), "--force", "--quiet"],
+            env=_env(fs),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for size in sizes
+    ]
+    done = {size: (p.wait(timeout=300), p.stderr.read()) for size, p in zip(sizes, procs)}
+    for p in procs:
+        p.stdout.close()
+        p.stderr.close()
+    finished = [size for size, (rc, _) in done.items() if rc == 0]
+    assert finished, done
+    for rc, err in done.values():
+        assert rc in (0, 2)
+        if rc == 2:  # one line (an editable install's rebuild may speak first)
+            lines = [line for line in err.splitlines() if line.startswith("posembed")]
+            assert len(lines) == 1 and "another posembed run" in lines[0], err
+    got = _listing(fs, "corpus/same")
+    import json
+
+    size = json.loads(got["meta.json"])["size"]
+    assert size in finished
+    want = tmp_path / "want"
+    chunk_file("s3://corpus/tokens.npy", want, size=size, offsets_path=local / "offsets.npy")
+    assert got == {p.name: p.read_bytes() for p in want.iterdir()}
+
+
+def test_two_runs_claiming_one_output_at_once_leave_one_going_on(s3, monkeypatch):
+    # both write their marker at the same moment; each reads it again after
+    # the settling pause, and only the run whose marker stayed goes on
+    import threading
+
+    fs, _ = s3
+    monkeypatch.setattr(store, "SETTLE_SECONDS", 0.3)
+    leases = [store._Lease(fs, "corpus/race/m.json", "s3://corpus/race/m.json") for _ in range(3)]
+    monkeypatch.setattr(store._Lease, "live_other", lambda self: None)  # all look at once
+    barrier, outcome = threading.Barrier(len(leases)), {}
+
+    def claim(k: int) -> None:
+        barrier.wait()
+        try:
+            leases[k].claim()
+            outcome[k] = "claimed"
+        except ChunkError as exc:
+            outcome[k] = str(exc)
+
+    threads = [threading.Thread(target=claim, args=(k,)) for k in range(len(leases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    claimed = [k for k, v in outcome.items() if v == "claimed"]
+    assert len(claimed) == 1, outcome
+    assert all("at the same moment" in v for k, v in outcome.items() if k not in claimed)
+    leases[claimed[0]].check()
+    leases[claimed[0]].release(remove=True)
+    assert not fs.exists("corpus/race/m.json")
+
+
+def test_a_run_whose_marker_is_taken_stops_before_its_manifest(s3, tmp_path, monkeypatch):
+    fs, local = s3
+    real_put = store._put
+
+    def taken(fs_, local_path, key):
+        if key.endswith("starts.npy"):
+            _marker(fs, "corpus/taken/.posembed-writing.json")
+        return real_put(fs_, local_path, key)
+
+    monkeypatch.setattr(store, "_put", taken)
+    with pytest.raises(ChunkError, match="another posembed run took over this output"):
+        chunk_file(local / "tokens.npy", "s3://corpus/taken", size=64, quiet=True,
+                   offsets_path=local / "offsets.npy")  # fmt: skip
+    assert "meta.json" not in _listing(fs, "corpus/taken")
+
+
+def test_failures_of_orphaned_store_tasks_are_not_printed(s3, caplog):
+    # an async store client's tasks that fail with nobody awaiting them (a
+    # server gone mid-upload) would print asyncio's traceback beside the
+    # command's one error line; posembed drops those reports, and only those
+    import asyncio
+
+    from fsspec.asyn import get_loop
+
+    store.filesystem("s3://corpus/x")
+    loop = get_loop()
+
+    async def fails() -> None:
+        raise OSError("the server went away")
+
+    with caplog.at_level(logging.DEBUG, logger="asyncio"):
+        future = asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop)
+        future.result(timeout=10)
+        task_made = asyncio.run_coroutine_threadsafe(_orphan(fails), loop)
+        task_made.result(timeout=10)
+        gc.collect()
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0.05), loop).result(timeout=10)
+        gc.collect()
+        loop.call_soon_threadsafe(
+            loop.call_exception_handler, {"message": "something else went wrong"}
+        )
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0.05), loop).result(timeout=10)
+    messages = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not [m for m in messages if "never retrieved" in m], messages
+    assert any("something else went wrong" in m for m in messages), messages
+
+
+async def _orphan(make) -> None:
+    """Start a task that fails, and drop it unawaited."""
+    import asyncio
+
+    asyncio.ensure_future(make())
+    await asyncio.sleep(0.01)

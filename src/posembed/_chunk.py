@@ -257,8 +257,11 @@ def chunk_file(
                 threads=threads,
                 quiet=quiet,
             ),
+            inputs=(input_path, offsets_path),
         )
     src, out = input_location(input_path), local_output(output_dir, "output_dir")
+    if sink_type is IndexedSink:
+        check_prefix_text(output_dir)
     count = None if threads is None else _checked_threads(threads)
     options = SourceOptions(dtype, offsets_path, column, documents)
     source = _source_for(src)
@@ -482,6 +485,10 @@ def prepare_chunk(
     size, step = checked_windows(size, step, overlap, tail)
     if not isinstance(out, _store.StoreUrl):
         check_output(out, source.inputs(src, options), force)
+    else:
+        problem = _store.replaces(str(out), False, (input_path, offsets_path))
+        if problem is not None:
+            raise ChunkError(problem)
     given = source.open_input(src, options)
     if not isinstance(given, RangeInput):
         raise streamed
@@ -850,6 +857,15 @@ STREAMED = (_source_windows, _source_arrow, _source_store)
 def input_location(path: str | os.PathLike[str]) -> Any:
     """The input as the sources take it: a URL kept as its text, a local path as a Path."""
     return _store.StoreUrl(path) if _store.is_url(path) else Path(path)
+
+
+def check_prefix_text(path: str | os.PathLike[str]) -> None:
+    """ChunkError where an indexed dataset's ``PREFIX`` ends with a separator
+    (a Path would drop it, and DIR/ would write DIR.bin beside the folder)."""
+    if isinstance(path, str) and path.endswith((os.sep, os.altsep or os.sep)):
+        raise ChunkError(
+            f"output {path} names no file prefix; give PREFIX for PREFIX.bin and PREFIX.idx"
+        )
 
 
 def local_output(path: str | os.PathLike[str], option: str) -> Path:

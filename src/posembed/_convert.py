@@ -14,7 +14,8 @@ The input is read a bounded batch at a time (a token file by range, so that
 a document larger than memory streams too; Arrow and Parquet a batch of rows
 at a time), one batch read ahead while the last is written. The files are
 written into a temporary folder next to ``PREFIX`` and renamed into place
-when complete (see :func:`posembed._outdir.commit_pair`).
+when complete (see :func:`posembed._outdir.commit_pair`); the folders above
+``PREFIX`` that the run makes are removed again if it fails.
 """
 
 from __future__ import annotations
@@ -127,9 +128,11 @@ def convert_file(
                 output_dtype=output_dtype,
                 quiet=quiet,
             ),
+            inputs=(input_path, offsets_path),
         )
     src = _chunk.input_location(input_path)
     prefix = _chunk.local_output(output_prefix, "output_prefix")
+    _chunk.check_prefix_text(output_prefix)
     eod = option_int(append_eod, "--append-eod", 0)
     vocab = option_int(vocab_size, "--vocab-size", 1)
     fixed = None

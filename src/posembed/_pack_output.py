@@ -331,10 +331,13 @@ def pack_file(
                 column=column,
                 quiet=quiet,
             ),
+            inputs=(input_path, offsets_path),
         )
     src, out = _chunk.input_location(input_path), _chunk.local_output(output, "output")
     if not isinstance(format, str) or format not in FORMATS:
         raise ChunkError(f"--format must be one of {', '.join(FORMATS)}; got {format!r}")
+    if format == "megatron":
+        _chunk.check_prefix_text(output)
     if not isinstance(strategy, str) or strategy not in STRATEGIES:
         raise ChunkError(f"--strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
     if not isinstance(split, str) or split not in SPLITS:

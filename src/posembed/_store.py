@@ -8,9 +8,16 @@ package's own."""
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import re
+import socket
 import tempfile
-from collections.abc import Callable
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -54,7 +61,31 @@ def filesystem(url: str) -> tuple[Any, str]:
         raise ChunkError(f"{url}: {' '.join(str(exc).split())}") from None
     except ValueError as exc:  # an unknown protocol
         raise ChunkError(f"{url}: not a URL fsspec reads ({' '.join(str(exc).split())})") from None
+    _quiet_orphaned_tasks()
     return fs, str(path)
+
+
+def _quiet_orphaned_tasks() -> None:
+    """An async store client (s3fs, gcsfs) whose server stops mid-upload
+    leaves tasks whose failure nobody awaits: asyncio would print a traceback
+    of each ("Task exception was never retrieved") beside the one error line
+    the command gives. Those reports are dropped from fsspec's own event loop
+    (where its caller has set no handler of its own); every other is kept."""
+    try:
+        from fsspec.asyn import get_loop
+    except ImportError:
+        return
+    loop = get_loop()
+    if loop.get_exception_handler() is not None:
+        return
+
+    def handler(loop: Any, context: dict[str, Any]) -> None:
+        if context.get("message") == "Task exception was never retrieved":
+            logging.getLogger(__name__).debug("store: %s", context.get("exception"))
+            return
+        loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
 
 
 def _failed(url: str, exc: BaseException) -> ChunkError:
@@ -174,20 +205,221 @@ MANIFEST = "meta.json"
 WRITING = ".posembed-writing.json"
 MANIFEST_BYTES = 1 << 20
 
+# Concurrent runs to one output. A store has no rename and no lock that every
+# fsspec store offers, so the marker is a lease: it names its run (a random
+# id), its host and process, and when the run last renewed it. A run renews
+# it every RENEW_SECONDS while it writes, and checks before each upload and
+# before the manifest that the marker is still its own. A marker renewed
+# within STALE_SECONDS (by the writers' clocks) whose process is alive is a
+# live run: another run refuses to start, --force or not, instead of
+# interleaving its objects with it. Two runs that start at the same moment
+# both write a marker; each reads it again SETTLE_SECONDS later (longer than
+# the few requests between a run's look at the marker and its write), and
+# only the run whose marker stayed goes on. A run that fails marks its marker
+# ended, so a rerun with --force replaces its objects at once; one killed
+# leaves a marker that goes stale (at once on the same host, its process
+# gone).
+RENEW_SECONDS = 10.0
+STALE_SECONDS = 60.0
+SETTLE_SECONDS = 0.5
+LEASE_BYTES = 1 << 16
+
 
 def _put(fs: Any, local: str, key: str) -> None:
     fs.put_file(local, key)
 
 
+# The runs of this process that hold a lease now (their marker's "run").
+_LIVE_RUNS: set[str] = set()
+
+
+def _process_gone(marker: dict[str, Any]) -> bool:
+    """Whether the marker's run was a process of this host that has ended
+    (or a run of this process that is over)."""
+    if marker.get("host") != socket.gethostname() or not isinstance(marker.get("pid"), int):
+        return False
+    if marker["pid"] == os.getpid():
+        return marker.get("run") not in _LIVE_RUNS
+    try:
+        os.kill(marker["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
+
+
+class _Lease:
+    """This run's claim on an output in a store: the marker object ``key``."""
+
+    def __init__(self, fs: Any, key: str, url: str) -> None:
+        self.fs, self.key, self.url = fs, key, url
+        self.run = uuid.uuid4().hex
+        self.lost: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def read(self) -> dict[str, Any] | None:
+        """The marker (an empty dict where it is not one of posembed's JSON
+        objects), or None where there is none."""
+        try:
+            self.fs.invalidate_cache(self.key)
+            data = self.fs.cat_file(self.key, start=0, end=LEASE_BYTES)
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise _failed(self.url, exc) from None
+        try:
+            found = json.loads(data)
+        except ValueError:
+            return {}
+        return found if isinstance(found, dict) else {}
+
+    def _write(self, ended: bool = False) -> None:
+        marker = {
+            "writing": "posembed",
+            "run": self.run,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "renewed": time.time(),
+            "ended": ended,
+        }
+        self.fs.pipe(self.key, json.dumps(marker).encode())
+
+    def live_other(self) -> str | None:
+        """Why another run is writing the output now, or None."""
+        found = self.read()
+        if not found or found.get("run") == self.run or found.get("ended"):
+            return None
+        renewed = found.get("renewed")
+        if not isinstance(renewed, (int, float)) or _process_gone(found):
+            return None
+        age = time.time() - float(renewed)
+        if age > STALE_SECONDS:
+            return None
+        return (
+            f"{self.url}: another posembed run is writing this output now (its marker "
+            f"renewed {max(age, 0):.0f} s ago); wait for it to finish, or write to another "
+            f"prefix (a run that was stopped is taken as gone {STALE_SECONDS:.0f} s after it "
+            "last renewed)"
+        )
+
+    def claim(self) -> None:
+        """Write this run's marker, once no other live run holds one, and
+        renew it from a thread until :meth:`release`; ChunkError where
+        another run is writing or claims it at the same moment."""
+        busy = self.live_other()
+        if busy is not None:
+            raise ChunkError(busy)
+        _LIVE_RUNS.add(self.run)
+        try:
+            self._write()
+            time.sleep(SETTLE_SECONDS)
+            if (self.read() or {}).get("run") != self.run:
+                raise ChunkError(
+                    f"{self.url}: another posembed run began writing this output at the same "
+                    "moment; run again once it has finished, or write to another prefix"
+                )
+        except BaseException:
+            _LIVE_RUNS.discard(self.run)
+            raise
+        self._thread = threading.Thread(target=self._renew, name="posembed-lease", daemon=True)
+        self._thread.start()
+
+    def _renew(self) -> None:
+        while not self._stop.wait(RENEW_SECONDS):
+            try:
+                if (self.read() or {}).get("run") != self.run:
+                    self.lost = (
+                        f"{self.url}: another posembed run took over this output while this "
+                        "one wrote it; this run stopped without finishing it"
+                    )
+                    return
+                self._write()
+            except Exception:  # the store failing: the upload that follows says so
+                continue
+
+    def check(self) -> None:
+        """ChunkError where the marker is no longer this run's."""
+        if self.lost is None and (self.read() or {}).get("run") != self.run:
+            self.lost = (
+                f"{self.url}: another posembed run took over this output while this one "
+                "wrote it; this run stopped without finishing it"
+            )
+        if self.lost is not None:
+            raise ChunkError(self.lost)
+
+    def release(self, *, remove: bool) -> None:
+        """Stop renewing; remove the marker (``remove``, once the output is
+        complete) or mark it ended (a failed run: a rerun may replace it at
+        once), where it is still this run's."""
+        self._stop.set()
+        _LIVE_RUNS.discard(self.run)
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        try:
+            if (self.read() or {}).get("run") != self.run:
+                return
+            if remove:
+                self.fs.rm(self.key)
+            else:
+                self._write(ended=True)
+        except Exception:  # a store that fails now: the marker goes stale by itself
+            pass
+
+
+def _canonical(url: str) -> tuple[tuple[str, ...], str]:
+    """(the file system's protocols, the path in it without a trailing /) of a URL."""
+    fs, path = filesystem(url)
+    protocol = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+    return tuple(sorted(protocol)), path.rstrip("/")
+
+
+def replaces(url: str, pair: bool, inputs: Iterable[Any]) -> str | None:
+    """Why an output at ``url`` (a folder, or ``PREFIX.bin`` and
+    ``PREFIX.idx`` where ``pair``) would replace or delete one of the
+    ``inputs`` (paths or URLs; None: not given), or None."""
+    protocols, key = _canonical(url)
+    targets = [key + ".bin", key + ".idx"] if pair else [key]
+    for given in inputs:
+        if given is None or not is_url(str(given)):
+            continue  # a local input: never under a store's prefix
+        theirs, path = _canonical(str(given))
+        if not set(theirs) & set(protocols):
+            continue
+        # an indexed dataset named by PREFIX, PREFIX.idx or PREFIX.bin is both files
+        stem = path[:-4] if path.endswith((".idx", ".bin")) else path
+        read = {path, stem + ".idx", stem + ".bin"}
+        for target in targets:
+            if any(r == target or r.startswith(target + "/") for r in read):
+                return f"output {url} would replace the input {given}; write to a new prefix"
+    return None
+
+
+def _no_name(url: str, fs: Any, key: str) -> str | None:
+    """Why ``url`` names no prefix inside a bucket, or None (a store whose
+    paths begin with a bucket has no root marker: s3fs, gcsfs, adlfs)."""
+    bucketed = getattr(fs, "root_marker", "/") == ""
+    name = key.strip("/")
+    if not name or (bucketed and "/" not in name) or name.rsplit("/", 1)[-1] in (".", ".."):
+        url = url.rstrip("/")
+        return f"output {url} names a whole bucket, not a prefix in it; give one such as {url}/name"
+    return None
+
+
 class StoreOutput:
     """The folder of outputs at ``url``, written by :meth:`upload` of a
     finished local folder; :meth:`check` says before any work whether it
-    may be written (empty, or posembed's and ``force``)."""
+    may be written (empty, or posembed's and ``force``, replacing none of
+    ``inputs``, and no other run writing there now)."""
 
-    def __init__(self, url: str, force: bool) -> None:
+    def __init__(self, url: str, force: bool, inputs: Iterable[Any] = ()) -> None:
         self.url, self.force = url.rstrip("/"), force
+        self.inputs = tuple(inputs)
         self.fs, self.key = filesystem(self.url)
         self.key = self.key.rstrip("/")
+        self.lease = _Lease(self.fs, f"{self.key}/{WRITING}", f"{self.url}/{WRITING}")
 
     def _existing(self) -> list[str]:
         try:
@@ -227,6 +459,9 @@ class StoreOutput:
     def check(self) -> list[str]:
         """The objects already under the prefix, once it is known that this
         run may replace them (ChunkError otherwise)."""
+        problem = _no_name(self.url, self.fs, self.key) or replaces(self.url, False, self.inputs)
+        if problem is not None:
+            raise ChunkError(problem)
         names = self._existing()
         if not names:
             return names
@@ -235,6 +470,9 @@ class StoreOutput:
                 f"output {self.url} holds objects posembed did not write (no {MANIFEST} of its "
                 "own); posembed replaces only its own outputs; write to a new prefix"
             )
+        busy = self.lease.live_other() if WRITING in names else None
+        if busy is not None:
+            raise ChunkError(busy)
         if not self.force:
             if MANIFEST in names:
                 raise ChunkError(f"{self.url} holds an output; pass --force to replace it")
@@ -247,7 +485,12 @@ class StoreOutput:
     def upload(self, folder: Path) -> None:
         """The files of the finished local ``folder`` uploaded, the manifest
         last; what the prefix held before and the new run does not write is removed."""
-        self.finish(folder, (), self.begin())
+        old = self.begin()
+        try:
+            self.finish(folder, (), old)
+        except BaseException:
+            self.abandon()
+            raise
 
     def _failed(self, exc: BaseException) -> ChunkError:
         return ChunkError(
@@ -257,36 +500,50 @@ class StoreOutput:
         )
 
     def begin(self) -> list[str]:
-        """Mark the prefix as being written (and no longer complete), before
-        any object of the new run is; returns what it held."""
-        import json
-
+        """Claim the prefix for this run (its marker, renewed until
+        :meth:`finish` or :meth:`abandon`) and mark it as no longer complete,
+        before any object of the new run is written; returns what it held."""
         old = self.check()
         try:
-            self.fs.pipe(f"{self.key}/{WRITING}", json.dumps({"writing": "posembed"}).encode())
+            self.lease.claim()
+        except ChunkError:
+            raise
+        except Exception as exc:
+            raise self._failed(exc) from None
+        try:
             if MANIFEST in old:  # the old manifest first: the prefix is now unfinished
                 self.fs.rm(f"{self.key}/{MANIFEST}")
         except Exception as exc:
+            self.abandon()
             raise self._failed(exc) from None
         return old
+
+    def abandon(self) -> None:
+        """A run that failed: its marker stays, marked ended (no manifest)."""
+        self.lease.release(remove=False)
 
     def finish(self, folder: Path, written: tuple[str, ...], old: list[str]) -> None:
         """The files of the local ``folder`` uploaded beside those the run
         already wrote to the prefix (``written``), the old objects the run
-        did not write removed, the manifest last, then the marker removed."""
+        did not write removed, the manifest last, then the marker removed;
+        each upload only while the prefix is still this run's."""
         files = sorted(p.name for p in folder.iterdir() if p.is_file())
         try:
             for name in files:
                 if name != MANIFEST:
+                    self.lease.check()
                     _put(self.fs, str(folder / name), f"{self.key}/{name}")
             keep = {*files, *written, WRITING}
             for name in old:
                 if name not in keep:
                     self.fs.rm(f"{self.key}/{name}")
+            self.lease.check()
             _put(self.fs, str(folder / MANIFEST), f"{self.key}/{MANIFEST}")
-            self.fs.rm(f"{self.key}/{WRITING}")
+        except ChunkError:
+            raise
         except Exception as exc:
             raise self._failed(exc) from None
+        self.lease.release(remove=True)
 
 
 # Megatron-LM's .idx starts with these bytes.
@@ -298,12 +555,15 @@ class StorePair:
     ``PREFIX.idx``) in a store: uploaded once written locally, the ``.idx``
     (what a reader opens first) last, a marker object meanwhile, the old
     ``.idx`` removed first; :meth:`check` says before any work whether it
-    may be written (nothing there, or an indexed dataset and ``force``)."""
+    may be written (nothing there, or an indexed dataset and ``force``;
+    none of ``inputs``; no other run writing it now)."""
 
-    def __init__(self, url: str, force: bool) -> None:
+    def __init__(self, url: str, force: bool, inputs: Iterable[Any] = ()) -> None:
         self.url, self.force = url, force
+        self.inputs = tuple(inputs)
         self.fs, self.key = filesystem(url)
         self.marker = f"{self.key}.posembed-writing.json"
+        self.lease = _Lease(self.fs, self.marker, f"{self.url}.posembed-writing.json")
 
     def _exists(self, key: str) -> bool:
         try:
@@ -315,6 +575,9 @@ class StorePair:
             raise _failed(self.url, exc) from None
 
     def check(self) -> None:
+        problem = _no_name(self.url, self.fs, self.key) or replaces(self.url, True, self.inputs)
+        if problem is not None:
+            raise ChunkError(problem)
         there = [s for s in (".bin", ".idx") if self._exists(self.key + s)]
         unfinished = self._exists(self.marker)
         if not there and not unfinished:
@@ -329,26 +592,33 @@ class StorePair:
                 f"{self.url}{there[0]} is no indexed dataset (no .idx posembed or Megatron "
                 "wrote); posembed replaces only those; write to a new prefix"
             )
+        busy = self.lease.live_other() if unfinished else None
+        if busy is not None:
+            raise ChunkError(busy)
         if not self.force:
             raise ChunkError(f"{self.url}.idx or .bin exists; pass --force to replace them")
 
     def upload(self, bin_path: Path, idx_path: Path) -> None:
-        import json
-
         self.check()
         try:
-            self.fs.pipe(self.marker, json.dumps({"writing": "posembed"}).encode())
+            self.lease.claim()
             if self._exists(self.key + ".idx"):  # first: the pair is now unfinished
                 self.fs.rm(self.key + ".idx")
+            self.lease.check()
             _put(self.fs, str(bin_path), self.key + ".bin")
+            self.lease.check()
             _put(self.fs, str(idx_path), self.key + ".idx")
-            self.fs.rm(self.marker)
+        except ChunkError:
+            self.lease.release(remove=False)
+            raise
         except Exception as exc:
+            self.lease.release(remove=False)
             raise ChunkError(
                 f"{self.url}: writing to the store failed ({type(exc).__name__}: "
                 f"{' '.join(str(exc).split())}); the dataset is unfinished (no .idx): run "
                 "again with --force to replace it"
             ) from None
+        self.lease.release(remove=True)
 
 
 class ObjectReader:
@@ -367,13 +637,20 @@ class ObjectReader:
         return data
 
 
-def staged(url: str, force: bool, pair: bool, write: Callable[[Path], _T]) -> _T:
+def staged(
+    url: str,
+    force: bool,
+    pair: bool,
+    write: Callable[[Path], _T],
+    inputs: Iterable[Any] = (),
+) -> _T:
     """An output at ``url`` in a store, which has no rename: ``write(path)``
     makes it at a local path first (a folder, or ``path.bin`` and
     ``path.idx`` where ``pair``), then it is uploaded with its manifest last
     (:class:`StoreOutput`, :class:`StorePair`). The prefix is checked before
-    any work; returns what ``write`` returns."""
-    target = StorePair(url, force) if pair else StoreOutput(url, force)
+    any work (it may replace none of ``inputs``, with or without ``force``);
+    returns what ``write`` returns."""
+    target = StorePair(url, force, inputs) if pair else StoreOutput(url, force, inputs)
     target.check()
     with tempfile.TemporaryDirectory(prefix="posembed-store-") as staging:
         local = Path(staging) / "out"

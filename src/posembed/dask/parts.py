@@ -234,7 +234,8 @@ def chunk_parts(
     except BaseException as exc:
         if target is None:
             _outdir.discard(tmp, exc)
-        else:  # the store keeps its marker and no manifest: an unfinished output
+        else:  # the store keeps its marker (ended) and no manifest: an unfinished output
+            target.abandon()
             shutil.rmtree(tmp, ignore_errors=True)
             if not isinstance(exc, ChunkError) and isinstance(exc, Exception):
                 raise target._failed(exc) from None
