@@ -112,6 +112,9 @@ from posembed import _core, _safetensors, cli, reference
 from posembed._windows import OWNER_RULES, REDUCES
 from posembed.chunk import ChunkError, chunk_file
 
+# the twin's PackPlan (posembed.reference.pack is also the name of its pack function)
+reference_pack = sys.modules[reference.pack.__module__]
+
 try:
     from posembed.dask import compute as dask_compute
     from posembed.dask import read_parts
@@ -1978,6 +1981,10 @@ def _race_case(r: Reader, kernel: str) -> RaceCase:
     """The call ``kernel`` with arguments drawn from ``r``."""
     if kernel == "embed block":
         return _race_embed(r)
+    if kernel == "PackPlan":
+        return _race_plan(r)
+    if kernel == "indexed pair":
+        return _race_pair(r)
     values_d = r.pick([1, 1, 3])
     values_dtype = np.dtype(r.pick([np.float32, np.float64, np.int32, np.float16]))
     per_window = values_d * values_dtype.itemsize if "stitch" in kernel else 4
@@ -2089,6 +2096,113 @@ def _race_stitch_block(
     return RaceCase("stitch block", run, arrays, text + f", tokens [{a}, {b})")
 
 
+PLAN_FIELDS = ("document_lengths", "row_offsets", "documents", "starts", "lengths", "offsets")
+PLAN_DEFECTS = ["short", "overlap", "gap", "past capacity", "duplicate", "row_offsets"]
+
+
+def _race_plan(r: Reader) -> RaceCase:
+    """A PackPlan built by hand from a real plan's arrays (the caller's own,
+    with a defect or not) and used (unpack, cut, row) while a writer rewrites
+    those arrays: a documented exception, or the results of the arrays the
+    plan holds (its own copies), as the twin computes them."""
+    rng = r.rng()
+    n, capacity = r.int(0, 400), r.pick([1, 3, 16, 64, 1000])
+    lengths = rng.integers(0, r.pick([2, 20, 200, 3000]), n)
+    strategy, split = r.pick(["bfd", "ffd", "wrapped"]), r.pick(["pieces", "truncate"])
+    real = posembed.pack(lengths, capacity, strategy=strategy, split=split)
+    arrays = {f: np.array(getattr(real, f)) for f in PLAN_FIELDS}
+    text = f"{n} documents, capacity {capacity}, {strategy}, {split}"
+    if r.chance(2) and arrays["documents"].size:
+        defect = r.pick(PLAN_DEFECTS)
+        e = r.int(0, arrays["documents"].size - 1)
+        if defect == "short":
+            name = r.pick(PLAN_FIELDS[1:])
+            arrays[name] = arrays[name][: r.int(0, max(0, arrays[name].size - 1))]
+        elif defect == "overlap":
+            arrays["offsets"][e] = max(0, arrays["offsets"][e] - r.int(1, 3))
+        elif defect == "gap":
+            arrays["offsets"][e] += r.int(1, 3)
+        elif defect == "past capacity":
+            arrays["lengths"][e] += capacity
+        elif defect == "duplicate":
+            arrays["documents"][e] = arrays["documents"][r.int(0, arrays["documents"].size - 1)]
+        else:
+            arrays["row_offsets"][r.int(0, arrays["row_offsets"].size - 1)] += r.pick([-1, 1, 2])
+        text += f", defect {defect} at {e}"
+    use = r.pick(["unpack", "cut", "row"])
+    text += f", {use}"
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = (np.arange(int(offsets[-1])) % 50_000).astype(np.uint16)
+
+    def run() -> Any:
+        plan = posembed.PackPlan(
+            arrays["document_lengths"], capacity, strategy, split,
+            *(arrays[f] for f in PLAN_FIELDS[1:]),
+        )  # fmt: skip
+        own = {f: getattr(plan, f) for f in PLAN_FIELDS}
+        twin = reference_pack.PackPlan(own["document_lengths"], capacity, strategy, split,
+                                  *(own[f] for f in PLAN_FIELDS[1:]))  # fmt: skip
+        if use == "unpack":
+            values = np.arange(plan.rows * capacity, dtype=np.float32).reshape(plan.rows, -1)
+            got, want = plan.unpack(values), twin.unpack(values)
+            same = all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+        elif use == "cut":
+            got, want = plan.cut(tokens, offsets), twin.cut(tokens, offsets)
+            same = all(np.array_equal(getattr(got, k), v) for k, v in want.items() if v is not None)
+        else:
+            row = r.int(0, max(0, plan.rows - 1)) if plan.rows else 0
+            got, want = plan.row(row), twin.row(row)
+            same = all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+        if not same:
+            raise AssertionError(f"PackPlan.{use} differs from its twin on the plan's own arrays")
+        return got
+
+    return RaceCase("PackPlan", run, [(f, a) for f, a in arrays.items()], text)
+
+
+def _race_pair(r: Reader) -> RaceCase:
+    """An indexed dataset opened and read while another thread replaces it,
+    again and again, with a pair of the same sizes and other tokens: every
+    read is the old corpus or the new one whole, or a documented error."""
+    root = Path(tempfile.mkdtemp(prefix="posembed-fuzz-pair-"))
+    rng = r.rng()
+    lengths = rng.integers(0, r.pick([3, 50, 5000]), r.int(1, 40))
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    versions = [
+        (rng.integers(0, 1000, int(offsets[-1])) + 1000 * k).astype(np.int32) for k in range(2)
+    ]
+    prefix = root / "pair"
+    posembed.write_indexed(prefix, versions[0], offsets, dtype=np.int32)
+    opens = r.int(1, 8)
+
+    def run() -> Any:
+        stop = threading.Event()
+
+        def replace() -> None:
+            k = 1
+            while not stop.is_set():
+                posembed.write_indexed(prefix, versions[k], offsets, dtype=np.int32, force=True)
+                k ^= 1
+
+        writer = threading.Thread(target=replace, daemon=True)
+        writer.start()
+        try:
+            for _ in range(opens):
+                try:
+                    corpus = posembed.IndexedCorpus(prefix)
+                    tokens, _ = corpus.to_arrays()
+                except (ValueError, OSError):  # a pair being replaced: refused, not mixed
+                    continue
+                if not any(np.array_equal(tokens, v) for v in versions):
+                    raise AssertionError("an .idx read with another pair's .bin: tokens mixed")
+        finally:
+            stop.set()
+            writer.join()
+            shutil.rmtree(root, ignore_errors=True)
+
+    return RaceCase("indexed pair", run, [], f"{lengths.size} documents, {opens} opens")
+
+
 def _race_embed(r: Reader) -> RaceCase:
     """posembed.dask's embed of one block: ids, positions and tables rewritten."""
     d = r.pick([1, 8, 64])
@@ -2117,6 +2231,7 @@ def _race_embed(r: Reader) -> RaceCase:
 
 
 RACE_KERNELS = ["windows", "Windows.owner", "stitch", "window_layout", "WindowLayout.cut"]
+RACE_KERNELS += ["PackPlan", "indexed pair"]
 if dask_compute is not None:  # the Dask block functions, where the dask extra is installed
     RACE_KERNELS += ["window block", "stitch block", "embed block"]
 
@@ -3858,11 +3973,141 @@ def _files_arrow(r: Reader, root: Path) -> str:
     return f"files arrow {reader}: {kind}"
 
 
+# ---------------------------------------------------------------- store outputs
+#
+# An output in an object store (a moto S3 server on the loopback address,
+# started once per fuzzing process, where moto and s3fs are installed): a
+# prefix already holding some of posembed's output, a crafted manifest, a
+# crafted or live marker of another run, objects posembed did not write, and
+# the input itself, then `posembed chunk` or `convert` to it, with --force or
+# not. Exit 0 or 2 with one line; whatever posembed did not write and the
+# input are never changed; an exit 0 leaves the complete output, its manifest
+# and no marker.
+
+STORE_DEFECTS = ["output", "manifest", "marker", "live marker", "foreign", "input inside"]
+STORE_BUCKET = "fuzz"
+_STORE: dict[str, Any] = {}
+
+
+def _store_fs() -> Any:
+    """The fuzzing process's S3 server and its file system (started on first use)."""
+    if "fs" not in _STORE:
+        import atexit
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        from bench.store_server import s3_server
+
+        from posembed import _store
+
+        _store.SETTLE_SECONDS = 0.01  # one run at a time here: no need to wait out another
+        stack = contextlib.ExitStack()
+        _STORE["fs"] = stack.enter_context(s3_server(STORE_BUCKET))
+        atexit.register(stack.close)
+    _STORE["n"] = _STORE.get("n", 0) + 1
+    return _STORE["fs"]
+
+
+def _store_listing(fs: Any, prefix: str) -> dict[str, bytes]:
+    fs.invalidate_cache()
+    try:
+        return {p: fs.cat_file(p) for p in fs.find(prefix)}
+    except FileNotFoundError:
+        return {}
+
+
+def _files_store(r: Reader, root: Path) -> str:
+    fs = _store_fs()
+    prefix = f"{STORE_BUCKET}/p{_STORE['n']}"
+    pair = r.chance(3)
+    out_key = f"{prefix}/x" if pair else f"{prefix}/o"
+    url = f"s3://{out_key}"
+    tokens = (np.arange(r.int(0, 300)) % 1000).astype(np.uint16)
+    np.save(root / "tokens.npy", tokens)
+    source, planted = str(root / "tokens.npy"), []
+    defects = sorted({r.pick(STORE_DEFECTS) for _ in range(r.pick([0, 1, 1, 2, 3]))})
+    crafted = Crafted("store output", root, planted)
+    for defect in defects:
+        if defect == "output":  # a complete output of posembed's
+            if pair:
+                posembed.write_indexed(root / "old", tokens, [0, tokens.size])
+                fs.put(str(root / "old.bin"), out_key + ".bin")
+                fs.put(str(root / "old.idx"), out_key + ".idx")
+            else:
+                chunk_file(root / "tokens.npy", root / "old", size=4, quiet=True)
+                for f in (root / "old").iterdir():
+                    fs.put(str(f), f"{out_key}/{f.name}")
+            planted.append("an output there")
+        elif defect == "manifest" and not pair:
+            fs.pipe(f"{out_key}/meta.json", r.pick([b"{", b"[]", b'{"format": 1}', b"\xff", b""]))
+            planted.append("a crafted manifest")
+        elif defect in ("marker", "live marker"):
+            marker = out_key + (".posembed-writing.json" if pair else "/.posembed-writing.json")
+            if defect == "live marker":
+                body = {"writing": "posembed", "run": "other", "host": "elsewhere", "pid": 1}
+                body |= {"renewed": time.time(), "ended": False}
+                fs.pipe(marker, json.dumps(body).encode())
+            else:
+                fs.pipe(marker, r.pick([b"", b"{", b"[1]", b'{"renewed": "x"}', b"\x00" * 9,
+                                        b'{"run": 5, "renewed": 1e300, "pid": -1}']))  # fmt: skip
+            planted.append(defect)
+        elif defect == "foreign":
+            fs.pipe(f"{prefix}/o/data.bin" if not pair else out_key + ".bin", b"precious")
+            planted.append("objects posembed did not write")
+        elif defect == "input inside":
+            key = f"{out_key}/tokens.npy" if not pair else out_key + ".idx"
+            fs.put(str(root / "tokens.npy"), key)
+            source = f"s3://{key}"
+            planted.append("the input inside the output")
+    before = _store_listing(fs, prefix)
+    force = r.chance(2)
+    if pair:
+        argv = ["convert", source, "-o", url]
+        argv += ["--offsets", str(root / "offsets.npy")] if source.endswith(".npy") else []
+        np.save(root / "offsets.npy", np.array([0, tokens.size], np.int64))
+    else:
+        argv = ["chunk", source, "-o", url, "--size", str(r.int(1, 8))]
+    argv += ["--quiet"] + (["--force"] if force else [])
+    if not force and before:
+        planted.append("no --force")
+    done = _cli(argv)
+    kind = _judge_cli(crafted, argv, done=done)
+    after = _store_listing(fs, prefix)
+    # posembed may replace an output of its own (--force), never the input,
+    # nor objects in a prefix it has no manifest or marker in
+    ours = {"output", "manifest", "marker", "live marker"} & set(defects)
+    kept = {
+        k: v for k, v in before.items() if f"s3://{k}" == source or (v == b"precious" and not ours)
+    }
+    for key, value in kept.items():
+        if after.get(key) != value:
+            return f"files store: {_files_failure(crafted, argv[0], 'lost', f'{key} changed')}"
+    if done[0] == 0:
+        marker = out_key + (".posembed-writing.json" if pair else "/.posembed-writing.json")
+        done_key = out_key + ".idx" if pair else f"{out_key}/meta.json"
+        if marker in after or done_key not in after:
+            why = "an exit 0 left a marker or no manifest"
+            return f"files store: {_files_failure(crafted, argv[0], 'unfinished', why)}"
+    elif done[0] == 2 and before != after:
+        return f"files store: {_files_failure(crafted, argv[0], 'changed', 'exit 2 changed it')}"
+    return f"files store {argv[0]}: {kind}"
+
+
+def _store_available() -> bool:
+    try:
+        import moto.server  # noqa: F401
+        import s3fs  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 FILE_KINDS = ["safetensors", "npy", "windows"] + (["parts"] if read_parts is not None else [])
 FILE_KINDS += ["folder"] if safetensors_numpy is not None else []
 FILE_KINDS += ["arrow"] if pa is not None else []
 FILE_READERS = {"safetensors": _files_safetensors, "npy": _files_npy, "parts": _files_parts}
 FILE_READERS |= {"folder": _files_model_folder, "arrow": _files_arrow, "windows": _files_windows}
+FILE_KINDS += ["store"] if _store_available() else []
+FILE_READERS["store"] = _files_store
 
 
 def files_input(data: bytes) -> str:
