@@ -255,17 +255,17 @@ def test_position_ids_labels_and_cu_seqlens_equal_data_collator_with_flattening(
         assert np.array_equal(np.asarray(batch["cu_seq_lens_q"]), row_cu[: len(docs) + 1])
 
 
-@pytest.mark.parametrize(("trl_strategy", "split"), [("bfd_split", "pieces"), ("bfd", "truncate")])
-def test_the_rows_equal_trls_pack_dataset(rng, trl_strategy, split):
+def _trl_corpus(lengths: np.ndarray) -> tuple[Any, Any, np.ndarray, np.ndarray]:
+    """TRL's pack_dataset, and the documents of ``lengths`` as a Dataset and CSR arrays."""
     pack_dataset = trl_or_skip()
     datasets = pytest.importorskip("datasets")
-    lengths = rng.integers(1, 150, 300)
     tokens, offsets = corpus(lengths)
     docs = [tokens[offsets[d] : offsets[d + 1]].tolist() for d in range(len(lengths))]
-    theirs = pack_dataset(
-        datasets.Dataset.from_dict({"input_ids": docs}), 64, strategy=trl_strategy
-    )
-    plan = posembed.pack(lengths, 64, split=split)
+    return pack_dataset, datasets.Dataset.from_dict({"input_ids": docs}), tokens, offsets
+
+
+def _same_rows(plan: posembed.PackPlan, tokens: Any, offsets: Any, theirs: Any) -> None:
+    """The plan's rows, cut from the tokens, are TRL's packed rows, in order."""
     cut = plan.cut(tokens, offsets)
     assert plan.rows == len(theirs)
     for r in range(plan.rows):
@@ -275,31 +275,29 @@ def test_the_rows_equal_trls_pack_dataset(rng, trl_strategy, split):
 
 
 @pytest.mark.parametrize(("trl_strategy", "split"), [("bfd_split", "pieces"), ("bfd", "truncate")])
+def test_the_rows_equal_trls_pack_dataset(rng, trl_strategy, split):
+    lengths = rng.integers(1, 150, 300)
+    pack_dataset, ds, tokens, offsets = _trl_corpus(lengths)
+    theirs = pack_dataset(ds, 64, strategy=trl_strategy)
+    _same_rows(posembed.pack(lengths, 64, split=split), tokens, offsets, theirs)
+
+
+@pytest.mark.parametrize(("trl_strategy", "split"), [("bfd_split", "pieces"), ("bfd", "truncate")])
 def test_trl_packs_each_batch_of_1000_rows_apart_and_so_makes_more_rows(rng, trl_strategy, split):
     # What the packing guide says of TRL: its pack_dataset packs through
     # Dataset.map(batched=True), 1,000 rows at a time; in one batch its rows
     # are posembed's plan of the whole corpus, and its default call makes the
     # rows of posembed's plan of each batch of 1,000, more of them.
-    pack_dataset = trl_or_skip()
-    datasets = pytest.importorskip("datasets")
     lengths = rng.integers(1, 200, 2_500)
-    tokens, offsets = corpus(lengths)
-    docs = [tokens[offsets[d] : offsets[d + 1]].tolist() for d in range(len(lengths))]
-    ds = datasets.Dataset.from_dict({"input_ids": docs})
+    pack_dataset, ds, tokens, offsets = _trl_corpus(lengths)
     whole = posembed.pack(lengths, 128, split=split)
     one_batch = pack_dataset(ds, 128, strategy=trl_strategy, map_kwargs={"batch_size": None})
-    assert len(one_batch) == whole.rows
-    cut = whole.cut(tokens, offsets)
-    for r in range(whole.rows):
-        _, _, lens = whole.row(r)
-        assert cut.input_ids[r, : int(lens.sum())].tolist() == one_batch[r]["input_ids"]
+    _same_rows(whole, tokens, offsets, one_batch)
     by_default = pack_dataset(ds, 128, strategy=trl_strategy)
     per_batch = [posembed.pack(lengths[b : b + 1000], 128, split=split) for b in (0, 1000, 2000)]
     assert len(by_default) == sum(plan.rows for plan in per_batch) > whole.rows
-    first = per_batch[0].cut(tokens[: offsets[1000]], offsets[:1001])
-    for r in range(per_batch[0].rows):
-        _, _, lens = per_batch[0].row(r)
-        assert first.input_ids[r, : int(lens.sum())].tolist() == by_default[r]["input_ids"]
+    first_rows = by_default.select(range(per_batch[0].rows))
+    _same_rows(per_batch[0], tokens[: offsets[1000]], offsets[:1001], first_rows)
 
 
 # ---- bad input ------------------------------------------------------------------------

@@ -603,16 +603,27 @@ def test_an_output_never_replaces_or_deletes_its_input_in_the_store(s3, tmp_path
     fs.put(str(local / "tokens.npy"), "corpus/in/dir/tokens.npy")
     before = _listing(fs, "corpus/in")
     runs = [
-        ["pack", "s3://corpus/in/x.idx", "-o", "s3://corpus/in/x", "--format", "megatron"]
-        + ["--size", "64"],
+        [
+            "pack",
+            "s3://corpus/in/x.idx",
+            "-o",
+            "s3://corpus/in/x",
+            "--format=megatron",
+            "--size=64",
+        ],
         ["convert", "s3://corpus/in/x.idx", "-o", "s3://corpus/in/x"],
         ["convert", "s3://corpus/in/x.bin", "-o", "s3://corpus/in/x"],
         ["chunk", "s3://corpus/in/win", "-o", "s3://corpus/in/win", "--size", "8"],
-        ["chunk", "s3://corpus/in/win/", "-o", "s3://corpus/in//win", "--size", "8"],
+        ["chunk", "s3://corpus/in/win/", "-o", "s3://corpus/in/win/", "--size", "8"],
         ["chunk", "s3://corpus/in/dir/tokens.npy", "-o", "s3://corpus/in/dir", "--size", "8"],
         ["chunk", "s3://corpus/in/x.idx", "-o", "s3://corpus/in/x.idx", "--size", "8"],
-        ["chunk", "s3://corpus/tokens.npy", "--offsets", "s3://corpus/in/dir/tokens.npy"]
-        + ["-o", "s3://corpus/in", "--size", "8"],
+        [
+            "chunk",
+            "s3://corpus/tokens.npy",
+            "--offsets=s3://corpus/in/dir/tokens.npy",
+            "-o=s3://corpus/in",
+            "--size=8",
+        ],
     ]
     for argv in runs:
         for force in ([], ["--force"]):
@@ -687,9 +698,11 @@ def test_concurrent_runs_leave_one_run_s_output(s3, tmp_path):
     sizes = (8, 16, 32, 64)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "posembed.cli", "chunk", "s3://corpus/tokens.npy"]
-            + ["--offsets", "s3://corpus/offsets.npy", "-o", "s3://corpus/same"]
-            + ["--size", str(size), "--force", "--quiet"],
+            [
+                *(sys.executable, "-m", "posembed.cli", "chunk", "s3://corpus/tokens.npy"),
+                *("--offsets", "s3://corpus/offsets.npy", "-o", "s3://corpus/same"),
+                *("--size", str(size), "--force", "--quiet"),
+            ],
             env=_env(fs),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -697,7 +710,9 @@ def test_concurrent_runs_leave_one_run_s_output(s3, tmp_path):
         )
         for size in sizes
     ]
-    done = {size: (p.wait(timeout=300), p.stderr.read()) for size, p in zip(sizes, procs)}
+    done = {
+        size: (p.wait(timeout=300), p.stderr.read()) for size, p in zip(sizes, procs, strict=True)
+    }
     for p in procs:
         p.stdout.close()
         p.stderr.close()
@@ -707,7 +722,8 @@ def test_concurrent_runs_leave_one_run_s_output(s3, tmp_path):
         assert rc in (0, 2)
         if rc == 2:  # one line (an editable install's rebuild may speak first)
             lines = [line for line in err.splitlines() if line.startswith("posembed")]
-            assert len(lines) == 1 and "another posembed run" in lines[0], err
+            assert len(lines) == 1, err
+            assert "another posembed run" in lines[0], err
     got = _listing(fs, "corpus/same")
     import json
 
@@ -801,5 +817,7 @@ async def _orphan(make) -> None:
     """Start a task that fails, and drop it unawaited."""
     import asyncio
 
-    asyncio.ensure_future(make())
+    task = asyncio.ensure_future(make())
     await asyncio.sleep(0.01)
+    assert task.done()
+    del task  # dropped unawaited: its failure is reported when it is collected

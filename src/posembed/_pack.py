@@ -21,13 +21,19 @@ MAX_TOKENS = 2**62
 MAX_ENTRIES = 2**34
 
 
-def _document_lengths(lengths: Any, name: str = "lengths") -> np.ndarray:
-    a = v.as_array(lengths, name)
-    empty_list = a.size == 0 and isinstance(lengths, (list, tuple))  # [] reads as floats
+def _integer_vector(given: Any, name: str) -> np.ndarray:
+    """``given`` as an array of integers of one dimension (not copied)."""
+    a = v.as_array(given, name)
+    empty_list = a.size == 0 and isinstance(given, (list, tuple))  # [] reads as floats
     if (a.dtype.kind == "b" or a.dtype.kind not in "iu") and not empty_list:
         raise TypeError(f"{name} must be integers; got dtype {a.dtype}")
     if a.ndim != 1:
         raise ValueError(f"{name} must be 1-D; got shape {a.shape}")
+    return a
+
+
+def _document_lengths(lengths: Any, name: str = "lengths") -> np.ndarray:
+    a = _integer_vector(lengths, name)
     if a.dtype.kind == "u" and a.size and int(a.max()) > MAX_TOKENS:
         d = int(np.argmax(a > MAX_TOKENS))
         raise ValueError(f"{name}[{d}] = {int(a[d])} passes 2^62 tokens")
@@ -628,12 +634,7 @@ class PackPlan:
 def _plan_array(given: Any, name: str) -> np.ndarray:
     """One of a hand-built plan's arrays, an integer array of one dimension
     (not yet copied: see :func:`_own_plan`)."""
-    a = v.as_array(given, name)
-    empty_list = a.size == 0 and isinstance(given, (list, tuple))  # [] reads as floats
-    if (a.dtype.kind == "b" or a.dtype.kind not in "iu") and not empty_list:
-        raise TypeError(f"{name} must be integers; got dtype {a.dtype}")
-    if a.ndim != 1:
-        raise ValueError(f"{name} must be 1-D; got shape {a.shape}")
+    a = _integer_vector(given, name)
     if a.dtype.kind == "u" and a.size and int(a.max()) > INT64_MAX:
         e = int(np.argmax(a > INT64_MAX))
         raise ValueError(f"{name}[{e}] = {int(a[e])} does not fit int64")
