@@ -7,6 +7,7 @@ together: see ``tests/badinput_harness.py``.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -256,8 +257,33 @@ add(
 )
 add("--bogus", "unknown", True, UsageError, r"unrecognized arguments: --bogus")
 
+
+def store_cases(add: Any, input_name: str = "tokens.npy") -> None:
+    """A store that fails: an input missing there, an output naming a whole bucket."""
+    missing = f"memory://posembed-tests-missing/{input_name}"
+    add(
+        "input",
+        "file",
+        missing,
+        CommandError,
+        re.escape(missing) + r": no such file in the store",
+        named=missing,
+        needs="fsspec",
+    )
+    add(
+        "--output",
+        "file",
+        "s3://posembed-tests-bucket",
+        CommandError,
+        r"output s3://posembed-tests-bucket names a whole bucket, not a prefix in it",
+        named="s3://posembed-tests-bucket",
+        needs="s3fs",
+    )
+
+
 # ---- posembed chunk ---------------------------------------------------------------------
 add = FAMILY.cases_for("cli chunk")
+store_cases(add)
 RAW = {"input": From(lambda a: a["input"].parent / "tokens.bin")}
 
 
@@ -564,6 +590,7 @@ add("--bogus", "unknown", True, UsageError, r"unrecognized arguments: --bogus")
 
 # ---- posembed convert -------------------------------------------------------------------
 add = FAMILY.cases_for("cli convert")
+store_cases(add)
 token_file_input_cases(add)
 add("--append-eod", "type", "x", UsageError, r"argument --append-eod: invalid int value: 'x'")
 add("--vocab-size", "type", 1.5, UsageError, r"argument --vocab-size: invalid int value: '1\.5'")
@@ -657,6 +684,7 @@ add("--bogus", "unknown", True, UsageError, r"unrecognized arguments: --bogus")
 
 # ---- posembed pack ----------------------------------------------------------------------
 add = FAMILY.cases_for("cli pack")
+store_cases(add)
 token_file_input_cases(add)
 add("--size", "type", "x", UsageError, r"argument --size: invalid int value: 'x'")
 add("--size", "nan", "nan", UsageError, r"argument --size: invalid int value: 'nan'")
