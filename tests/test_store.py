@@ -740,7 +740,7 @@ def test_two_runs_claiming_one_output_at_once_leave_one_going_on(s3, monkeypatch
     import threading
 
     fs, _ = s3
-    monkeypatch.setattr(store, "SETTLE_SECONDS", 0.3)
+    monkeypatch.setattr(store, "SETTLE_SECONDS", 1.0)  # longer than any claim here takes
     leases = [store._Lease(fs, "corpus/race/m.json", "s3://corpus/race/m.json") for _ in range(3)]
     monkeypatch.setattr(store._Lease, "live_other", lambda self: None)  # all look at once
     barrier, outcome = threading.Barrier(len(leases)), {}
