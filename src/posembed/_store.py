@@ -61,7 +61,8 @@ def filesystem(url: str) -> tuple[Any, str]:
         raise ChunkError(f"{url}: {' '.join(str(exc).split())}") from None
     except ValueError as exc:  # an unknown protocol
         raise ChunkError(f"{url}: not a URL fsspec reads ({' '.join(str(exc).split())})") from None
-    _quiet_orphaned_tasks()
+    if getattr(fs, "async_impl", False):  # only async clients run tasks on fsspec's loop
+        _quiet_orphaned_tasks()
     return fs, str(path)
 
 
@@ -76,7 +77,7 @@ def _quiet_orphaned_tasks() -> None:
     except ImportError:
         return
     loop = get_loop()
-    if loop.get_exception_handler() is not None:
+    if loop.get_exception_handler() is not None:  # set already, by posembed or its caller
         return
 
     def handler(loop: Any, context: dict[str, Any]) -> None:
