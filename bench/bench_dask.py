@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("dask.array")  # the dask extra
 distributed = pytest.importorskip("distributed")
 
-from posembed._chunk import chunk_file  # noqa: E402
+from posembed.corpus._chunk import chunk_file  # noqa: E402
 from posembed.dask import chunk_parts  # noqa: E402
 
 TOKENS = int(os.environ.get("BENCH_DASK_TOKENS", 1 << 26))

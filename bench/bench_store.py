@@ -26,7 +26,7 @@ import pytest
 pytest.importorskip("moto.server")
 pytest.importorskip("s3fs")
 
-from posembed._chunk import chunk_file
+from posembed.corpus._chunk import chunk_file
 
 from .store_server import s3_server
 

@@ -1,4 +1,4 @@
-// posembed._core: one binding function per kernel family (bind_<family>.cpp).
+// posembed._core._native (re-exported by the package posembed._core): one binding function per kernel family (bind_<family>.cpp).
 #include <string>
 
 #include "bind.hpp"
@@ -6,7 +6,7 @@
 
 namespace py = pybind11;
 
-PYBIND11_MODULE(_core, m) {
+PYBIND11_MODULE(_native, m) {
   m.doc() = "posembed's compiled kernels; use the functions in the posembed package instead.";
   // A POSEMBED_SIMD that cannot be honoured stops the import: running another
   // level than the one asked for would make a comparison of levels a lie.

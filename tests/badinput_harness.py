@@ -37,7 +37,8 @@ import numpy as np
 import pytest
 
 import posembed
-from posembed import _safetensors, cli, reference
+from posembed import cli, reference
+from posembed.io import _safetensors
 
 # -- the kinds of bad input ------------------------------------------------------------
 

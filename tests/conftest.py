@@ -242,8 +242,8 @@ def assert_convert_and_pack_agree(
     """``posembed convert`` and ``posembed pack`` of the corpus ``src`` (with
     ``options``) give the files they give for the token file ``tokens`` with
     the document ``offsets`` (both paths), byte for byte; in ``folder``."""
-    from posembed._convert import convert_file
-    from posembed._pack_output import pack_file
+    from posembed.corpus._convert import convert_file
+    from posembed.corpus._pack_output import pack_file
 
     local = {"offsets_path": offsets, "quiet": True}
     convert_file(src, folder / "mg", quiet=True, **options)

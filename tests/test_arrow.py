@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import posembed
-from posembed import _arrow
+from posembed.kernels import _arrow
 
 from .conftest import torch_or_skip
 

@@ -254,7 +254,7 @@ def test_cases_name_real_arguments_and_their_messages_name_them(name: str, tmp_p
 
 # What the twins may import of posembed: their own package and the safetensors
 # file format (one reader and writer in posembed), nothing of the fast path.
-TWINS_MAY_IMPORT = ("posembed.reference", "posembed._safetensors")
+TWINS_MAY_IMPORT = ("posembed.reference", "posembed.io._safetensors")
 
 
 def test_the_twins_import_nothing_of_the_fast_path():

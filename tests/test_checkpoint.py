@@ -1,6 +1,6 @@
 """resize_checkpoint and `posembed resize`: a position table resized inside a safetensors file.
 
-The files are built and read with posembed._safetensors, which
+The files are built and read with posembed.io._safetensors, which
 tests/test_safetensors.py checks against the real safetensors package; the
 results here are also cross-checked with that package and, for BF16, PyTorch.
 Files with a broken header are written byte by byte (header_file).
@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posembed
-import posembed._safetensors as sft
+import posembed.io._safetensors as sft
 from posembed import cli, reference, resize_checkpoint
 
 from .conftest import (

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import posembed
-import posembed._chunk as chunk_module
-from posembed._chunk import ChunkError, chunk_file
+import posembed.corpus._chunk as chunk_module
+from posembed.corpus._chunk import ChunkError, chunk_file
 
 from .conftest import run_peak_rss, skip_if_sanitized
 
@@ -60,7 +60,7 @@ def test_the_threads_cut_from_the_file_what_windows_cuts(tmp_path, monkeypatch, 
     # .npy output is cut by the kernels' threads straight from the file, a
     # block of rows each; runs of short documents that tail="drop" leaves out
     # put gaps between the rows of a block wider than one read takes
-    from posembed import _sink_npy
+    from posembed.corpus import _sink_npy
 
     monkeypatch.setattr(_sink_npy, "CUT_BLOCK_BYTES", block)
     rng = np.random.default_rng(4)

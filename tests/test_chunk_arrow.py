@@ -20,10 +20,10 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 import posembed  # noqa: E402
-import posembed._chunk as chunk_module  # noqa: E402
-from posembed import _sink_parquet  # noqa: E402
-from posembed._chunk import ChunkError, chunk_file, prepare_chunk  # noqa: E402
+import posembed.corpus._chunk as chunk_module  # noqa: E402
 from posembed.cli import main  # noqa: E402
+from posembed.corpus import _sink_parquet  # noqa: E402
+from posembed.corpus._chunk import ChunkError, chunk_file, prepare_chunk  # noqa: E402
 
 from .conftest import run_peak_rss, skip_if_sanitized  # noqa: E402
 
@@ -130,7 +130,7 @@ def test_small_batches_give_the_same_windows(corpus, tmp_path, monkeypatch):
     # batches of a few rows and a few windows each: batch edges everywhere
     _, _, tokens, offsets, sources = corpus
     monkeypatch.setattr(chunk_module, "MEMORY_BYTES", 40_000)
-    import posembed._source_arrow as arrow_module
+    import posembed.corpus._source_arrow as arrow_module
 
     monkeypatch.setattr(arrow_module, "BATCH_BYTES", 3000)
     chunk_file(tokens, tmp_path / "want", size=32, step=5, offsets_path=offsets, quiet=True)
@@ -143,7 +143,7 @@ def test_arrow_input_cuts_on_one_thread_unless_asked(corpus, tmp_path, thread_co
     # the decoders and the cut take the call's count: one by default, beside
     # the reading and writing threads, whatever the global count; the files
     # are the same for every count
-    import posembed._source_arrow as arrow_module
+    import posembed.corpus._source_arrow as arrow_module
 
     _, _, tokens, offsets, sources = corpus
     seen = thread_counts.seen
@@ -351,8 +351,8 @@ def test_the_progress_bar_estimates_its_total(corpus, tmp_path, monkeypatch, kin
     count = sum(d.shape[0] for d in docs)
     monkeypatch.setattr(tqdm, "tqdm", _Bar)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    from posembed._convert import convert_file
-    from posembed._pack_output import pack_file
+    from posembed.corpus._convert import convert_file
+    from posembed.corpus._pack_output import pack_file
 
     run = {
         "chunk": lambda: chunk_file(sources[kind], tmp_path / "c", size=64),
@@ -429,7 +429,7 @@ def test_row_groups_decoded_on_several_threads_give_the_same_windows(
 ):
     # row groups of 7 rows, batches of a few rows: the decoding threads' queues
     # fill and drain, and the windows are those of the flat tokens all the same
-    import posembed._source_arrow as arrow_module
+    import posembed.corpus._source_arrow as arrow_module
 
     rng = np.random.default_rng(5)
     docs = [rng.integers(0, 1000, int(n)).tolist() for n in rng.integers(0, 90, 60)]
@@ -458,7 +458,7 @@ def test_row_groups_are_decoded_no_further_ahead_than_the_reading(tmp_path, monk
     # reaches the row group decoders - 1 before it, or all would be held at once
     import concurrent.futures
 
-    import posembed._source_arrow as arrow_module
+    import posembed.corpus._source_arrow as arrow_module
 
     n_groups, group_rows = 12, 5
     docs = [[i, i + 1] for i in range(n_groups * group_rows)]
@@ -652,7 +652,7 @@ def test_without_pyarrow_the_error_names_the_extra(corpus, tmp_path, capsys, mon
 
 def test_a_file_replaced_after_the_checks_is_refused(corpus, tmp_path, monkeypatch):
     _, docs, _, _, _ = corpus
-    import posembed._source_arrow as arrow_module
+    import posembed.corpus._source_arrow as arrow_module
 
     src = tmp_path / "c.parquet"
     pq.write_table(_table(docs), src)
@@ -677,7 +677,7 @@ PEAK_CHILD = textwrap.dedent(
     """
     import sys
     import numpy, pyarrow, pyarrow.parquet, pyarrow.ipc
-    import posembed, posembed._chunk, posembed._source_arrow
+    import posembed, posembed.corpus._chunk, posembed.corpus._source_arrow
     from posembed.cli import main
     sys.exit(main(sys.argv[1:]) if len(sys.argv) > 1 else 0)
     """
@@ -761,7 +761,7 @@ def test_dask_takes_token_files_only(corpus, tmp_path, capsys):
 def test_the_system_pool_switch_nests_and_puts_the_default_back():
     # two runs on two threads make readers at once: the caller's default pool
     # is put back when the last one is done, whatever the order they end in
-    import posembed._source_arrow as arrow_module
+    import posembed.corpus._source_arrow as arrow_module
 
     default = pa.default_memory_pool().backend_name
     first, second = arrow_module._system_pool(pa), arrow_module._system_pool(pa)

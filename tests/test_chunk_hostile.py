@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posembed
-import posembed._chunk as chunk_module
-from posembed._chunk import ChunkError, chunk_file
+import posembed.corpus._chunk as chunk_module
 from posembed.cli import main
+from posembed.corpus._chunk import ChunkError, chunk_file
 
 from .conftest import run_peak_rss, skip_if_sanitized
 
@@ -112,7 +112,7 @@ RACE_CHILD = textwrap.dedent(
     import json, os, random, sys, threading, time
     from pathlib import Path
     import numpy as np
-    import posembed, posembed._chunk as m
+    import posembed, posembed.corpus._chunk as m
 
     folder, rounds = Path(sys.argv[1]), int(sys.argv[2])
     m.MEMORY_BYTES = 1 << 18  # many batches: many chances to meet the change
@@ -121,7 +121,7 @@ RACE_CHILD = textwrap.dedent(
     want = posembed.windows(tokens, 16, step=5, tail="shift").tokens
     src = folder / "tokens.bin"
     seen = {"ok": 0, "changed": 0}
-    from posembed._sink_npy import NpySink
+    from posembed.corpus._sink_npy import NpySink
 
     # a batch is cut by _cut (beside reading and writing threads) or by the
     # sink straight from the file (cut_from): the file shrinks before either
@@ -177,7 +177,7 @@ def before_each_batch(monkeypatch, hook):
     """Calls hook() before each batch is read, whichever way the run reads it:
     by TokenFile.read_into (beside reading and writing threads) or by the
     sink straight from the file (NpySink.cut_from)."""
-    from posembed._sink_npy import NpySink
+    from posembed.corpus._sink_npy import NpySink
 
     for owner, name in ((chunk_module.TokenFile, "read_into"), (NpySink, "cut_from")):
         real = getattr(owner, name)
@@ -414,7 +414,7 @@ PEAK_CHILD = textwrap.dedent(
     """
     import sys
     import numpy
-    import posembed, posembed._chunk
+    import posembed, posembed.corpus._chunk
     from posembed.cli import main
     sys.exit(main(sys.argv[1:]) if len(sys.argv) > 1 else 0)
     """

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 import posembed
-import posembed._chunk as chunk_module
-from posembed._chunk import chunk_file
-from posembed._indexed import IndexedWriter
-from posembed._source import ChunkError
+import posembed.corpus._chunk as chunk_module
+from posembed.corpus._chunk import chunk_file
+from posembed.io._indexed_write import IndexedWriter
+from posembed.io._tokens import ChunkError
 
 from .conftest import megatron_or_skip
 
@@ -200,9 +200,9 @@ def test_a_bin_that_shrinks_while_chunked_stops_the_run(dataset, tmp_path, monke
     for ext in ("idx", "bin"):
         (tmp_path / f"c.{ext}").write_bytes(Path(f"{prefix}.{ext}").read_bytes())
     monkeypatch.setattr(chunk_module, "MEMORY_BYTES", 60_000)
-    from posembed._sink_npy import NpySink
+    from posembed.corpus._sink_npy import NpySink
 
-    real_read, real_cut = posembed._source.TokenFile.read_into, NpySink.cut_from
+    real_read, real_cut = posembed.io._tokens.TokenFile.read_into, NpySink.cut_from
 
     def read_then_shrink(self, start, stop, buffer):
         out = real_read(self, start, stop, buffer)
@@ -213,7 +213,7 @@ def test_a_bin_that_shrinks_while_chunked_stops_the_run(dataset, tmp_path, monke
         real_cut(self, begin, tokens, *args)
         os.truncate(tokens.path, 100)
 
-    monkeypatch.setattr(posembed._source.TokenFile, "read_into", read_then_shrink)
+    monkeypatch.setattr(posembed.io._tokens.TokenFile, "read_into", read_then_shrink)
     monkeypatch.setattr(NpySink, "cut_from", cut_then_shrink)
     for fmt in ("npy", "megatron"):  # cut straight from the file, and beside threads
         with pytest.raises(ChunkError, match=r"c\.bin: input changed while reading"):

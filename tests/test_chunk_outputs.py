@@ -17,8 +17,8 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from posembed._chunk import ChunkError, chunk_file, prepare_chunk  # noqa: E402
 from posembed.cli import main  # noqa: E402
+from posembed.corpus._chunk import ChunkError, chunk_file, prepare_chunk  # noqa: E402
 
 from .conftest import assert_convert_and_pack_agree  # noqa: E402
 
@@ -219,8 +219,8 @@ def test_a_crafted_output_folder_is_one_line(written, tmp_path, capsys, spoil, t
 
 
 def test_an_output_that_changes_while_read_is_refused(written, tmp_path, monkeypatch):
-    import posembed._source as shared
-    import posembed._source_windows as windows_source
+    import posembed.corpus._source as shared
+    import posembed.corpus._source_windows as windows_source
 
     src = _copy_npy_output(written, tmp_path)
     monkeypatch.setattr(windows_source, "BLOCK_BYTES", 64)  # a block of one or two windows

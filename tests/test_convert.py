@@ -18,9 +18,11 @@ import numpy as np
 import pytest
 
 import posembed
-from posembed import _convert, reference
-from posembed._convert import convert_file
-from posembed._source import ChunkError
+from posembed import reference
+from posembed.corpus import _convert
+from posembed.corpus._convert import convert_file
+from posembed.io._indexed_write import IndexedWriter
+from posembed.io._tokens import ChunkError
 
 from .conftest import megatron_or_skip, run_peak_rss, skip_if_sanitized
 
@@ -42,7 +44,7 @@ def files(prefix: Path) -> tuple[bytes, bytes]:
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     # small batches and blocks: documents span many, EODs land at their edges
     monkeypatch.setattr(_convert, "COPY_CALL_BYTES", 4096)
-    monkeypatch.setattr(posembed._indexed, "COPY_BLOCK_BYTES", 512)
+    monkeypatch.setattr(posembed.io._indexed, "COPY_BLOCK_BYTES", 512)
 
 
 @pytest.mark.parametrize("threads", [1, 3])
@@ -51,7 +53,7 @@ def test_the_threads_write_what_the_twin_writes(tmp_path, monkeypatch, threads, 
     # blocks of a call read, checked and written on several threads, an EOD at
     # any block edge; byte-swapped, narrowed and widened input alike
     monkeypatch.setattr(_convert, "COPY_CALL_BYTES", 8 * block)
-    monkeypatch.setattr(posembed._indexed, "COPY_BLOCK_BYTES", block)
+    monkeypatch.setattr(posembed.io._indexed, "COPY_BLOCK_BYTES", block)
     tokens, offsets = corpus(11, documents=60)
     np.save(tmp_path / "o.npy", offsets)
     wide = tokens.copy()
@@ -136,7 +138,7 @@ def test_every_source_converts_alike(tmp_path, small_batches):
 def test_an_indexed_dataset_converts_by_documents_or_sequences(tmp_path):
     # three documents of 2, 1 and 0 sequences
     lengths = np.array([3, 4, 5], np.int32)
-    with posembed._indexed.IndexedWriter(tmp_path / "m.bin", tmp_path / "m.idx", "uint16") as w:
+    with IndexedWriter(tmp_path / "m.bin", tmp_path / "m.idx", "uint16") as w:
         w.write(np.arange(12, dtype=np.uint16), lengths, [2, 3, 3])
         w.finish()
     convert_file(tmp_path / "m", tmp_path / "d", quiet=True, append_eod=99)
@@ -222,15 +224,15 @@ def test_an_input_that_shrinks_while_converted_leaves_no_output(tmp_path, monkey
     np.save(tmp_path / "t.npy", tokens)
     # many calls of many blocks: the file shrinks after the first call
     monkeypatch.setattr(_convert, "COPY_CALL_BYTES", 4096)
-    monkeypatch.setattr(posembed._indexed, "COPY_BLOCK_BYTES", 512)
-    real = posembed._indexed.IndexedWriter.copy_from
+    monkeypatch.setattr(posembed.io._indexed, "COPY_BLOCK_BYTES", 512)
+    real = IndexedWriter.copy_from
 
     def copy_then_shrink(self, tokens, *args, **kwargs):
         out = real(self, tokens, *args, **kwargs)
         os.truncate(tokens.path, 1000)
         return out
 
-    monkeypatch.setattr(posembed._indexed.IndexedWriter, "copy_from", copy_then_shrink)
+    monkeypatch.setattr(IndexedWriter, "copy_from", copy_then_shrink)
     with pytest.raises(ChunkError, match=r"t\.npy: input changed while reading"):
         convert_file(tmp_path / "t.npy", tmp_path / "c", quiet=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.npy"]
@@ -240,8 +242,8 @@ def test_a_prefix_that_names_a_folder_is_refused_writing_nothing(tmp_path):
     # DIR/ (or DIR, a folder) would write DIR.bin and DIR.idx beside the folder:
     # refused as write_indexed refuses it, by convert and by chunk and pack's
     # --format megatron, which share the output's checks
-    from posembed._chunk import chunk_file
-    from posembed._pack_output import pack_file
+    from posembed.corpus._chunk import chunk_file
+    from posembed.corpus._pack_output import pack_file
 
     tokens, offsets = corpus(10)
     np.save(tmp_path / "t.npy", tokens)
@@ -361,7 +363,7 @@ PEAK_CHILD = textwrap.dedent(
     """
     import sys
     import numpy
-    import posembed, posembed._convert
+    import posembed, posembed.corpus._convert
     from posembed.cli import main
     sys.exit(main(sys.argv[1:]) if len(sys.argv) > 1 else 0)
     """
@@ -391,7 +393,7 @@ def test_memory_is_bounded_whatever_the_corpus_size(tmp_path):
     idle = _peak()
     args = ["convert", tmp_path / "t.raw", "--dtype", "uint32", "--offsets", tmp_path / "o.npy"]
     extra = _peak(*args, "-o", tmp_path / "c", "--append-eod", 7, "--quiet") - idle
-    assert extra < posembed._source.MEMORY_BYTES + ALLOWANCE, extra >> 20
+    assert extra < posembed.corpus._source.MEMORY_BYTES + ALLOWANCE, extra >> 20
     got = posembed.IndexedCorpus(tmp_path / "c")
     assert got.dtype == np.int32
     assert got.sequence_lengths.tolist() == [1001, n // 2 - 999, n // 2 + 1]

@@ -219,7 +219,7 @@ ARGUMENT_TYPES = {
         "SupportsFloat | SupportsIndex",
         "object",
     },
-    **{f"posembed._core.{name}": {name} for name in ENUMS},
+    **{f"posembed._core._native.{name}": {name} for name in ENUMS},
 }
 RETURN_TYPES = {
     "None": {"None"},

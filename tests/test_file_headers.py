@@ -1,4 +1,4 @@
-"""posembed._json and posembed._npy, the strict readers of the JSON and .npy
+"""posembed.io._json and posembed.io._npy, the strict readers of the JSON and .npy
 headers posembed takes from files a caller may have crafted: what they
 accept round-trips with json and numpy.save; everything else is a ValueError
 that names the file, whatever the bytes.
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posembed import _json, _npy
+from posembed.io import _json, _npy
 
 # -- JSON ----------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
 import posembed
-import posembed._safetensors as sft
+import posembed.io._safetensors as sft
 from posembed import cli, resize_checkpoint
 
 from .conftest import assert_same, normal_table, torch_or_skip

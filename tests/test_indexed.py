@@ -27,9 +27,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posembed
-from posembed import _core, _indexed, reference
-from posembed._indexed import IndexedWriter
-from posembed._source import TokenFile
+from posembed import _core, reference
+from posembed.io import _indexed
+from posembed.io._indexed_write import IndexedWriter
+from posembed.io._tokens import TokenFile
 
 from .conftest import megatron_or_skip
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import posembed
-from posembed import _validate, reference
+from posembed import reference
+from posembed.kernels import _validate
 
 from .conftest import assert_same, torch_or_skip
 

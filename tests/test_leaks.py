@@ -101,7 +101,7 @@ CASES = {
     ),
     "resize_checkpoint": (
         "import os, tempfile\n"
-        "from posembed import _safetensors\n"
+        "from posembed.io import _safetensors\n"
         "d = tempfile.mkdtemp()\n"
         "src = os.path.join(d, 'a.safetensors')\n"
         "_safetensors.write_file(src, {'pos': np.zeros((16, 8), np.float32)})",

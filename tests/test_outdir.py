@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-import posembed._outdir as outdir
+import posembed.io._outdir as outdir
 from posembed import cli
-from posembed._chunk import ChunkError, chunk_file, prepare_chunk
+from posembed.corpus._chunk import ChunkError, chunk_file, prepare_chunk
 
 ROOT = os.geteuid() == 0 if hasattr(os, "geteuid") else False
 
@@ -387,7 +387,7 @@ KILLER = r"""
 import json, os, random, shutil, signal, sys, time
 import numpy as np
 import posembed._core as core
-from posembed._chunk import chunk_file
+from posembed.corpus._chunk import chunk_file
 
 src, out, old, new = sys.argv[1:5]
 mode = sys.argv[5]
@@ -494,7 +494,7 @@ def test_a_kill_at_random_moments_leaves_the_old_or_the_new_output(tokens):
 
 @pytest.fixture
 def checkpoint(tmp_path: Path) -> Path:
-    from posembed import _safetensors as sft
+    from posembed.io import _safetensors as sft
 
     src = tmp_path / "model.safetensors"
     sft.write_file(src, {"pos": np.arange(32, dtype=np.float32).reshape(8, 4)})
@@ -531,7 +531,7 @@ def test_resize_never_replaces_anything_but_a_regular_file(checkpoint, kind, for
 
 @pytest.mark.parametrize("force", [True, False])
 def test_resize_refuses_dev_null_untouched(checkpoint, force):
-    from posembed import _checkpoint
+    from posembed.checkpoint import _resize as _checkpoint
 
     before = dev_null_id()
     with pytest.raises(FileExistsError, match="output /dev/null is a character device"):
@@ -541,7 +541,8 @@ def test_resize_refuses_dev_null_untouched(checkpoint, force):
 
 @pytest.mark.parametrize("kind", ["fifo", "link to a file"])
 def test_resize_does_not_replace_what_took_the_path_while_writing(checkpoint, monkeypatch, kind):
-    from posembed import _checkpoint, _safetensors
+    from posembed.checkpoint import _resize as _checkpoint
+    from posembed.io import _safetensors
 
     out = checkpoint.parent / "out.safetensors"
     out.write_bytes(b"old")

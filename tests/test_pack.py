@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 import posembed
 from posembed import reference
-from posembed._pack_output import NPY_ARRAYS, pack_file, shard_fill
-from posembed._source import MEMORY_BYTES, ChunkError
+from posembed.corpus._pack_output import NPY_ARRAYS, pack_file, shard_fill
+from posembed.corpus._source import MEMORY_BYTES
+from posembed.io._tokens import ChunkError
 from posembed.reference.pack import PackPlan as TwinPlan
 
 from .conftest import run_peak_rss, skip_if_sanitized, trl_or_skip
@@ -850,7 +851,7 @@ def test_force_replaces_only_its_own_output_and_errors_leave_nothing(tmp_path, r
 def test_a_token_file_that_shrinks_while_packed_is_refused(tmp_path, rng, monkeypatch):
     lengths = rng.integers(1, 400, 200)
     saved_corpus(tmp_path, lengths)
-    from posembed import _pack_output
+    from posembed.corpus import _pack_output
 
     real = _pack_output.pack
 
@@ -876,7 +877,7 @@ PEAK_CHILD = textwrap.dedent(
     """
     import sys
     import numpy
-    import posembed, posembed._pack_output
+    import posembed, posembed.corpus._pack_output
     from posembed.cli import main
     sys.exit(main(sys.argv[1:]) if len(sys.argv) > 1 else 0)
     """

@@ -209,7 +209,8 @@ def test_window_layout_uses_the_offsets_it_checked(
     import numpy as np
 
     import posembed
-    from posembed import _windows, reference
+    from posembed import reference
+    from posembed.kernels import _windows
 
     offsets = np.array([0, 300, 1000], dtype=np.int64)
     checked = _windows.v.check_sizes

@@ -1,4 +1,4 @@
-"""posembed._safetensors, the format's one reader and one streaming writer,
+"""posembed.io._safetensors, the format's one reader and one streaming writer,
 checked against the safetensors package (in the test extra): each reads what
 the other writes. resize_checkpoint's use of it is in tests/test_checkpoint.py.
 """
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import posembed._safetensors as sft
+import posembed.io._safetensors as sft
 
 from .conftest import torch_or_skip
 
@@ -743,7 +743,7 @@ def test_a_fifo_or_a_folder_is_refused_without_waiting(tmp_path, kind):
         path.mkdir()
     # In a child: a read that waits for a FIFO's writer would hang this process.
     code = (
-        "import sys, posembed._safetensors as s\n"
+        "import sys, posembed.io._safetensors as s\n"
         "try:\n"
         "    s.read_file(sys.argv[1])\n"
         "except ValueError as e:\n"
@@ -766,7 +766,7 @@ def test_a_fifo_or_a_folder_is_refused_without_waiting(tmp_path, kind):
 
 
 def test_a_checkpoint_replaced_by_a_fifo_after_its_check_is_refused(tmp_path, monkeypatch):
-    from posembed import _checkpoint
+    from posembed.checkpoint import _resize as _checkpoint
 
     if not hasattr(os, "mkfifo"):
         # Windows has no os.mkfifo; every POSIX host (CI's included) runs this case.

@@ -420,7 +420,7 @@ def test_a_corpus_of_another_number_of_sequences_is_refused_up_front():
 def write_documents_of_two_sequences(prefix: Path, lengths: np.ndarray) -> np.ndarray:
     """An indexed dataset of len(lengths) sequences, two to a document; its tokens."""
     tokens = np.random.default_rng(5).integers(0, 50_000, int(lengths.sum())).astype(np.int32)
-    from posembed._indexed import IndexedWriter  # what convert writes with; not public
+    from posembed.io._indexed_write import IndexedWriter
 
     with IndexedWriter(f"{prefix}.bin", f"{prefix}.idx", np.int32) as writer:
         writer.write(tokens, lengths, np.arange(2, len(lengths) + 1, 2))

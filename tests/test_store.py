@@ -20,11 +20,11 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-import posembed._store as store  # noqa: E402
-from posembed._chunk import ChunkError, chunk_file, prepare_chunk  # noqa: E402
-from posembed._convert import convert_file  # noqa: E402
-from posembed._pack_output import pack_file  # noqa: E402
+import posembed.io._store as store  # noqa: E402
 from posembed.cli import main  # noqa: E402
+from posembed.corpus._chunk import ChunkError, chunk_file, prepare_chunk  # noqa: E402
+from posembed.corpus._convert import convert_file  # noqa: E402
+from posembed.corpus._pack_output import pack_file  # noqa: E402
 
 from .conftest import assert_convert_and_pack_agree  # noqa: E402
 
@@ -300,8 +300,8 @@ def test_an_object_changed_while_read_is_refused(s3, tmp_path, monkeypatch, chan
         return real(*args)
 
     monkeypatch.setattr(store, "read_range", changing)
-    monkeypatch.setattr("posembed._source_store.read_range", changing)
-    monkeypatch.setattr("posembed._chunk.MEMORY_BYTES", 1 << 16)  # many small batches
+    monkeypatch.setattr("posembed.corpus._source_store.read_range", changing)
+    monkeypatch.setattr("posembed.corpus._chunk.MEMORY_BYTES", 1 << 16)  # many small batches
     with pytest.raises(ChunkError, match=r"s3://corpus/moving\.npy: ") as raised:
         chunk_file(
             "s3://corpus/moving.npy",
@@ -316,7 +316,7 @@ def test_an_object_changed_while_read_is_refused(s3, tmp_path, monkeypatch, chan
     # the object as it was again: the run completes
     fs.put(str(local / "tokens.npy"), "corpus/moving.npy")
     monkeypatch.setattr(store, "read_range", real)
-    monkeypatch.setattr("posembed._source_store.read_range", real)
+    monkeypatch.setattr("posembed.corpus._source_store.read_range", real)
     chunk_file(
         "s3://corpus/moving.npy",
         tmp_path / "out",
@@ -520,14 +520,14 @@ def test_a_store_that_stops_mid_run_leaves_an_error_and_a_rerun_completes(
             return real_read(*args)
 
         monkeypatch.setattr(store, "read_range", stopping_read)
-        monkeypatch.setattr("posembed._source_store.read_range", stopping_read)
-        monkeypatch.setattr("posembed._chunk.MEMORY_BYTES", 1 << 16)
+        monkeypatch.setattr("posembed.corpus._source_store.read_range", stopping_read)
+        monkeypatch.setattr("posembed.corpus._chunk.MEMORY_BYTES", 1 << 16)
         with pytest.raises(ChunkError, match=r"s3://halting/t\.npy: the store failed"):
             chunk_file("s3://halting/t.npy", tmp_path / "out", size=64, quiet=True)
         assert not (tmp_path / "out").exists()
         fs.server.start()
         monkeypatch.setattr(store, "read_range", real_read)
-        monkeypatch.setattr("posembed._source_store.read_range", real_read)
+        monkeypatch.setattr("posembed.corpus._source_store.read_range", real_read)
         chunk_file("s3://halting/t.npy", tmp_path / "out", size=64, quiet=True)
         # the upload: the server goes after the first file
         puts = []

@@ -83,7 +83,7 @@ def test_small_calls_stay_on_one_thread_and_large_ones_use_all(restore_threads):
 def test_a_count_for_the_calling_thread_alone(restore_threads):
     # what chunk_file gives its own threads: above the global count on the
     # thread that set it, never seen by another, capped, and undone on exit
-    from posembed._runtime import calling_thread_threads
+    from posembed.kernels._runtime import calling_thread_threads
 
     posembed.set_num_threads(2)
     table = np.ones((128, 64), np.float32)

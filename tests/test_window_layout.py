@@ -210,7 +210,7 @@ def test_a_layout_built_by_hand_is_checked_before_anything_is_written():
 def test_streamed_ranges_check_the_window_offsets_they_are_given():
     """The streaming entry (posembed chunk's batches): windows [a, b) from
     window offsets counted once, checked on the documents the range touches."""
-    from posembed import _windows
+    from posembed.kernels import _windows
 
     offsets = np.array([0, 30, 30, 31, 100, 150], np.int64)
     whole = posembed.window_layout(offsets, 10, step=4, tail="shift")

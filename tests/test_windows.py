@@ -665,3 +665,32 @@ def test_stitch_max_counts_negative_zero_below_zero(module, dtype):
         got = module.stitch(values, w, reduce="max")[1]
         assert got == 0
         assert bool(np.signbit(got)) == bool(np.signbit(want)), (a, b, got)
+
+
+class _CorpusOfArrays:
+    """A corpus by the two names windows() takes from one: offsets and read."""
+
+    def __init__(self, tokens: np.ndarray, offsets: np.ndarray) -> None:
+        self.tokens, self.offsets = tokens, offsets
+        self.reads: list[tuple[int, int]] = []
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        self.reads.append((start, stop))
+        return self.tokens[start:stop].copy()
+
+
+def test_windows_takes_any_corpus_with_offsets_and_read():
+    rng = np.random.default_rng(5)
+    tokens = rng.integers(0, 50_000, 1_000).astype(np.uint16)
+    offsets = np.array([0, 10, 10, 333, 999, 1_000], np.int64)
+    corpus = _CorpusOfArrays(tokens, offsets)
+    got = posembed.windows(corpus, 64, step=48, tail="shift")
+    want = posembed.windows(tokens, 64, step=48, tail="shift", offsets=offsets)
+    twin = reference.windows(tokens, 64, step=48, tail="shift", offsets=offsets)
+    for name in ("tokens", "starts", "lengths", "documents", "doc_offsets"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+        np.testing.assert_array_equal(getattr(got, name), getattr(twin, name))
+    assert corpus.reads == [(0, 1_000)]
+    np.testing.assert_array_equal(corpus.offsets, [0, 10, 10, 333, 999, 1_000])
+    with pytest.raises(ValueError, match="offsets must not be given with an IndexedCorpus"):
+        posembed.windows(corpus, 64, offsets=offsets)

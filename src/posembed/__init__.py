@@ -6,27 +6,24 @@ has a plain NumPy twin in :mod:`posembed.reference`.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from posembed import reference
-from posembed._checkpoint import resize_checkpoint
-from posembed._embed import dropout_mask, embed, last_seed
-from posembed._embedding import LearnedPositionEmbedding
-from posembed._extend import extend
-from posembed._gather import gather, gather_backward
-from posembed._indexed import IndexedCorpus, write_indexed
-from posembed._interpolate import interpolate, lerp
-from posembed._pack import PackedRows, PackPlan, pack
-from posembed._resample_grid import resample_grid
-from posembed._runtime import config, get_num_threads, set_num_threads, show_config
-from posembed._samples import GPTSamples, gpt_sample_index, gpt_samples
-from posembed._similarity import similarity
-from posembed._windows import WindowLayout, Windows, stitch, window_layout, windows
+from posembed.checkpoint._resize import resize_checkpoint
+from posembed.io._indexed import IndexedCorpus
+from posembed.io._indexed_write import write_indexed
+from posembed.kernels import _runtime
+from posembed.kernels._embed import dropout_mask, embed, last_seed
+from posembed.kernels._embedding import LearnedPositionEmbedding
+from posembed.kernels._extend import extend
+from posembed.kernels._gather import gather, gather_backward
+from posembed.kernels._interpolate import interpolate, lerp
+from posembed.kernels._pack import PackedRows, PackPlan, pack
+from posembed.kernels._resample_grid import resample_grid
+from posembed.kernels._runtime import config, get_num_threads, set_num_threads, show_config
+from posembed.kernels._samples import GPTSamples, gpt_sample_index, gpt_samples
+from posembed.kernels._similarity import similarity
+from posembed.kernels._windows import WindowLayout, Windows, stitch, window_layout, windows
 
-try:
-    __version__ = version("posembed")
-except PackageNotFoundError:  # running from a source tree
-    __version__ = "0+unknown"
+__version__ = _runtime._version()
 
 __all__ = [
     "GPTSamples",

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from posembed._interpolate import interpolate
-from posembed._similarity import similarity
+from posembed.kernels._interpolate import interpolate
+from posembed.kernels._similarity import similarity
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -3,8 +3,9 @@
 :mod:`posembed.dask.compute` runs :func:`posembed.windows`,
 :func:`posembed.stitch` and :func:`posembed.embed` over Dask arrays, block by
 block, with results equal byte for byte to one call on the whole input;
-:mod:`posembed.dask.parts` is the on-disk output of ``posembed chunk --dask``
-(one file of windows per partition of a token file) and reads it back.
+:mod:`posembed.dask.parts` writes the on-disk output of ``posembed chunk
+--dask`` (one file of windows per partition of a token file); :func:`read_parts`
+reads it back.
 
 Needs the ``dask`` extra: ``pip install "posembed[dask]"``.
 """
@@ -19,7 +20,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from posembed.dask.compute import DaskWindows, embed, stitch, windows
-from posembed.dask.parts import PartsView, chunk_parts, read_parts
+from posembed.dask.parts import chunk_parts
+from posembed.io._parts import PartsView, read_parts
 
 __all__ = [
     "DaskWindows",

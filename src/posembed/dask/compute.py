@@ -34,7 +34,7 @@ import numpy as np
 from dask.array.overlap import ensure_minimum_chunksize
 
 import posembed
-from posembed import _arrow
+from posembed.kernels import _arrow
 
 
 @dataclass(frozen=True)

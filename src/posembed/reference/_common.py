@@ -1,6 +1,6 @@
 """The twins' own argument checks, and how they read inputs and write ``out=``.
 
-posembed's checks live in ``posembed._validate``; these are written apart from
+posembed's checks live in ``posembed.kernels._validate``; these are written apart from
 them on purpose (see the package's docstring). Messages are short: the tests
 hold the twins to posembed's exception types, not to its wording.
 """

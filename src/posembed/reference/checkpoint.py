@@ -2,7 +2,7 @@
 by the twins, the whole file written.
 
 The file format itself is read and written by posembed's one safetensors
-module (``posembed._safetensors``, checked against the official package in
+module (``posembed.io._safetensors``, checked against the official package in
 its own tests); what this twin restates is the resize."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-import posembed._safetensors as _safetensors
+import posembed.io._safetensors as _safetensors
 from posembed.reference._common import _flag
 from posembed.reference.extend import extend
 from posembed.reference.interpolate import interpolate

@@ -16,7 +16,7 @@ from posembed.bench.scratch import scratch_dir
 
 
 def build(quick: bool = False) -> list[Case]:
-    from posembed._chunk import chunk_file
+    from posembed.corpus._chunk import chunk_file
 
     # A nanoGPT-style raw uint16 token file cut into blocks of 1024 (a whole
     # number of them, so every tail mode gives the same windows as NumPy's).
@@ -96,7 +96,7 @@ def _indexed_case(quick: bool) -> Case:
     Megatron's preprocessing writes GPT-2 tokens), windows of 1024 written as
     ``.npy`` files; against NumPy reading the ``.bin`` and ``.idx`` whole and
     cutting each document with ``sliding_window_view``."""
-    from posembed._chunk import chunk_file
+    from posembed.corpus._chunk import chunk_file
 
     size = 1024
     data = corpus(4_000 if quick else 64_000, np.uint16, seed=11)
@@ -154,7 +154,7 @@ def _parquet_cases(quick: bool) -> list[Case]:
             unmeasured("chunk", name, absent("pyarrow"))
             for name in ("Parquet file", "Parquet, one row group")
         ]
-    from posembed._chunk import chunk_file
+    from posembed.corpus._chunk import chunk_file
 
     size = 1024
     data = corpus(2_000 if quick else 32_000, np.int32, seed=10)

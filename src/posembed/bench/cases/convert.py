@@ -28,7 +28,7 @@ def _remove(prefix: Path) -> None:
 
 
 def build(quick: bool = False) -> list[Case]:
-    from posembed._convert import convert_file
+    from posembed.corpus._convert import convert_file
 
     work = scratch_dir()
     data = corpus(4_000 if quick else 64_000, np.uint16, seed=12)

@@ -7,10 +7,11 @@ from collections.abc import Callable
 import numpy as np
 
 import posembed
-from posembed import _safetensors, reference
+from posembed import reference
 from posembed.bench.case import Case
 from posembed.bench.cases._shared import numpy_interpolate
 from posembed.bench.scratch import scratch_dir
+from posembed.io import _safetensors
 
 
 def build(quick: bool = False) -> list[Case]:

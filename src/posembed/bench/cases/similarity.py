@@ -56,7 +56,7 @@ def build(quick: bool = False) -> list[Case]:
 def _triangle_flops(rows: int, d: int) -> int:
     """The float operations of similarity's lower-triangle products (BLAS's
     fused multiply-adds, two each), as ``posembed.similarity`` cuts them."""
-    from posembed import _similarity
+    from posembed.kernels import _similarity
 
     return sum(
         2 * d * (r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in _similarity.triangle_blocks(rows)

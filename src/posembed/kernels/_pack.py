@@ -1,0 +1,895 @@
+"""Sequence packing: documents placed into rows of a fixed capacity, and the
+rows cut into ``input_ids``, ``position_ids`` that restart at every document,
+``cu_seqlens`` and labels."""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import numpy as np
+
+from posembed import _core
+from posembed.kernels import _arrow
+from posembed.kernels import _validate as v
+
+STRATEGIES = {"bfd": 0, "ffd": 1, "wrapped": 2}
+SPLITS = {"pieces": 0, "truncate": 1, "refuse": 0}
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+MAX_TOKENS = 2**62
+MAX_ENTRIES = 2**34
+
+
+def _integer_vector(given: Any, name: str) -> np.ndarray:
+    """``given`` as an array of integers of one dimension (not copied)."""
+    a = v.as_array(given, name)
+    empty_list = a.size == 0 and isinstance(given, (list, tuple))  # [] reads as floats
+    if (a.dtype.kind == "b" or a.dtype.kind not in "iu") and not empty_list:
+        raise TypeError(f"{name} must be integers; got dtype {a.dtype}")
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be 1-D; got shape {a.shape}")
+    return a
+
+
+def _document_lengths(lengths: Any, name: str = "lengths") -> np.ndarray:
+    a = _integer_vector(lengths, name)
+    if a.dtype.kind == "u" and a.size and int(a.max()) > MAX_TOKENS:
+        d = int(np.argmax(a > MAX_TOKENS))
+        raise ValueError(f"{name}[{d}] = {int(a[d])} passes 2^62 tokens")
+    own = _owned(a)  # the plan keeps what it was made from
+    if own.size and int(own.min()) < 0:
+        d = int(np.argmax(own < 0))
+        raise ValueError(f"{name}[{d}] = {int(own[d])} is negative; {name} must be >= 0")
+    if own.size and int(own.max()) > MAX_TOKENS:
+        d = int(np.argmax(own > MAX_TOKENS))
+        raise ValueError(f"{name}[{d}] = {int(own[d])} passes 2^62 tokens")
+    if float(own.sum(dtype=np.float64)) > MAX_TOKENS:  # each <= 2^62: a float sum bounds them
+        raise ValueError(f"{name}: the documents hold 2^62 tokens or more")
+    return own
+
+
+def _owned(a: np.ndarray) -> np.ndarray:
+    """An int64 copy of ``a`` that nothing can write: its memory is a ``bytes``
+    object, so no one can set it writeable again (as one could a read-only
+    array owning its memory, or a read-only view of a writeable one)."""
+    return np.frombuffer(np.ascontiguousarray(a, dtype=np.int64).tobytes(), dtype=np.int64)
+
+
+def _check_entries(lengths: np.ndarray, capacity: int, split: str) -> None:
+    """ValueError for a plan of more entries than memory could ever hold
+    (say one document of 2^50 tokens in rows of 1024)."""
+    kept = np.minimum(lengths, capacity) if split == "truncate" else lengths
+    entries = int(np.sum(-(-kept // capacity))) + int(kept.sum()) // capacity
+    if entries > MAX_ENTRIES:
+        raise ValueError(
+            f"lengths: a plan in rows of {capacity} would hold {entries} entries, more than "
+            f"{MAX_ENTRIES} (40 bytes each); use a larger capacity or split='truncate'"
+        )
+
+
+def pack(lengths: Any, capacity: int, *, strategy: str = "bfd", split: str = "pieces") -> PackPlan:
+    """Plan rows of ``capacity`` tokens holding every document, from the lengths alone.
+
+    Parameters
+    ----------
+    lengths : array_like of int, shape (N,)
+        Every document's length in tokens (>= 0; an empty document takes no
+        place and is counted in :attr:`PackPlan.empty_documents`).
+    capacity : int
+        Tokens per row, 1..2^31 - 1.
+    strategy : {"bfd", "ffd", "wrapped"}
+        ``"bfd"``, best-fit decreasing: the pieces longest first (ties in
+        document order, then piece order), each into the row with the least
+        room that holds it (ties: the row that came to that room first, as
+        TRL's ``pack_dataset(strategy="bfd")`` breaks them), a new row when
+        none does; O(N log capacity) after a counting sort of the lengths
+        (a stable sort beyond a capacity of 2^20). ``"ffd"``, first-fit decreasing: the
+        same order, each into the first row that holds it. ``"wrapped"``: the
+        documents end to end in their order, cut every ``capacity`` tokens
+        (what ``group_texts`` does, but the last, shorter row is kept).
+    split : {"pieces", "refuse", "truncate"}
+        A document longer than ``capacity``: cut into pieces of ``capacity``
+        tokens and a shorter last one, each its own sequence (``"pieces"``,
+        nothing lost); a ValueError (``"refuse"``); or cut to its first
+        ``capacity`` tokens (``"truncate"``, the rest counted in
+        :attr:`PackPlan.truncated_tokens`). ``"wrapped"`` cuts documents at
+        row ends whatever ``split`` says, after refusing or truncating as
+        asked.
+
+    Returns
+    -------
+    PackPlan
+        The same lengths give the same plan on any machine and thread count.
+
+    Raises
+    ------
+    TypeError
+        ``lengths`` not integers, ``capacity`` not an integer.
+    ValueError
+        A negative length, ``capacity`` out of range, an unknown ``strategy``
+        or ``split``, or a document longer than ``capacity`` with
+        ``split="refuse"``.
+    """
+    cap = v.positive_int(capacity, "capacity")
+    if cap > INT32_MAX:
+        raise ValueError(f"capacity must be at most 2^31 - 1; got {cap}")
+    how = v.choice(strategy, "strategy", tuple(STRATEGIES))
+    cut = v.choice(split, "split", tuple(SPLITS))
+    own = _document_lengths(lengths)
+    if cut == "refuse" and own.size and int(own.max()) > cap:
+        d = int(np.argmax(own > cap))
+        raise ValueError(
+            f"document {d} has {int(own[d])} tokens, more than the capacity of {cap} "
+            "(split='refuse'; 'pieces' cuts it, 'truncate' keeps its first tokens)"
+        )
+    _check_entries(own, cap, cut)
+    rows, documents, starts, pieces, offsets = _core.pack_plan(
+        own, cap, STRATEGIES[how], SPLITS[cut]
+    )
+    return PackPlan._from_pack(own, cap, how, cut, rows, documents, starts, pieces, offsets)
+
+
+@dataclass(frozen=True)
+class PackedRows:
+    """Rows of a plan cut from the tokens (see :meth:`PackPlan.cut`).
+
+    Attributes
+    ----------
+    input_ids : ndarray (rows, capacity)
+        The tokens, in their dtype; a row's end padded with ``pad_value``.
+    position_ids : ndarray (rows, capacity), int64 or int32
+        0, 1, 2, ... from each sequence's first token; the padding of a row
+        counts 0, 1, 2, ... from its first pad, as one more sequence, so
+        every position is below ``capacity``.
+    labels : ndarray (rows, capacity) or None
+        The tokens, with -100 at every sequence's first token and on padding
+        (as transformers' ``DataCollatorWithFlattening`` sets them).
+    seq_lengths : ndarray, int32
+        Every sequence's length, row after row; a row's padding is a sequence
+        of its own, last in its row.
+    row_segments : ndarray (rows + 1,), int64
+        Row r's sequences are ``seq_lengths[row_segments[r]:row_segments[r + 1]]``.
+    cu_seqlens : ndarray (len(seq_lengths) + 1,), int32
+        Prefix sums of ``seq_lengths`` over the rows flattened into one
+        sequence of ``rows * capacity`` tokens: flash-attention's varlen
+        ``cu_seqlens`` for the batch as one packed sequence. Row r's own:
+        ``cu_seqlens[row_segments[r]:row_segments[r + 1] + 1] - r * capacity``.
+    documents, starts : ndarray, int64
+        Each sequence's document and its first token there (-1 and 0 for
+        padding).
+    """
+
+    input_ids: np.ndarray
+    position_ids: np.ndarray
+    labels: np.ndarray | None
+    seq_lengths: np.ndarray
+    row_segments: np.ndarray
+    cu_seqlens: np.ndarray
+    documents: np.ndarray
+    starts: np.ndarray
+
+
+class PackPlan:
+    """Which documents, or pieces of them, go into which row: made by :func:`pack`.
+
+    Or built by hand from a plan's arrays, which are checked (see Raises). The
+    plan keeps read-only int64 copies of the arrays; those given are neither
+    kept nor changed.
+
+    Parameters
+    ----------
+    document_lengths : array_like of int, shape (N,)
+        Every document's length (>= 0).
+    capacity : int
+        Tokens per row, 1..2^31 - 1.
+    strategy, split : str
+        As :func:`pack` takes them.
+    row_offsets : array_like of int, shape (rows + 1,)
+        Rising from 0 to the number of entries E: every row holds an entry or more.
+    documents, starts, lengths, offsets : array_like of int, shape (E,)
+        Each entry's document, its first token in the document, its length
+        (1..capacity) and where it starts in its row.
+
+    Attributes
+    ----------
+    document_lengths : ndarray (N,), int64
+        The lengths the plan was made from.
+    capacity : int
+        Tokens per row.
+    strategy, split : str
+        As given to :func:`pack`.
+    row_offsets : ndarray (rows + 1,), int64
+        Row r's entries are ``row_offsets[r]:row_offsets[r + 1]``, in the
+        order they were placed.
+    documents, starts, lengths, offsets : ndarray, int64
+        Each entry's document, its first token in the document, its length
+        and where it starts in its row.
+
+    Raises
+    ------
+    TypeError
+        An array that is not integers, a ``capacity`` that is not an integer.
+    ValueError
+        Arrays that are not 1-D or do not fit together, a ``capacity``,
+        ``strategy`` or ``split`` :func:`pack` refuses, or entries that do not
+        tile their rows and documents: each row's entries back to back from
+        offset 0 and within ``capacity``, and each document's placed tokens
+        (all of them; its first ``capacity`` with ``split="truncate"``) in
+        exactly one entry each. :meth:`cut` and :meth:`unpack` raise their own.
+    """
+
+    def __init__(
+        self,
+        document_lengths: Any,
+        capacity: Any,
+        strategy: Any,
+        split: Any,
+        row_offsets: Any,
+        documents: Any,
+        starts: Any,
+        lengths: Any,
+        offsets: Any,
+    ) -> None:
+        cap = v.positive_int(capacity, "capacity")
+        if cap > INT32_MAX:
+            raise ValueError(f"capacity must be at most 2^31 - 1; got {cap}")
+        how = v.choice(strategy, "strategy", tuple(STRATEGIES))
+        cut = v.choice(split, "split", tuple(SPLITS))
+        given = {"row_offsets": row_offsets, "documents": documents, "starts": starts}
+        given.update(lengths=lengths, offsets=offsets)
+        arrays = {name: _plan_array(a, name) for name, a in given.items()}
+        self._arrays = _own_plan(document_lengths, cap, cut, **arrays)
+        self._settings: tuple[int, str, str] = (cap, how, cut)
+
+    @classmethod
+    def _from_pack(
+        cls,
+        document_lengths: np.ndarray,
+        capacity: int,
+        strategy: str,
+        split: str,
+        *entries: np.ndarray,
+    ) -> PackPlan:
+        """The plan :func:`pack` made: its arguments checked, its arrays fresh
+        from the kernel (whose buffers no one else holds), so not checked again."""
+        for a in entries:
+            a.setflags(write=False)  # owned by a capsule: cannot be set writeable again
+        plan = cls.__new__(cls)
+        plan._arrays = (document_lengths, *entries)
+        plan._settings = (capacity, strategy, split)
+        return plan
+
+    # read-only: the kernels read these arrays (checked when the plan was made)
+    @property
+    def document_lengths(self) -> np.ndarray:
+        """The lengths the plan was made from."""
+        return self._arrays[0]
+
+    @property
+    def row_offsets(self) -> np.ndarray:
+        """Row r's entries are row_offsets[r]..row_offsets[r + 1]."""
+        return self._arrays[1]
+
+    @property
+    def documents(self) -> np.ndarray:
+        """Each entry's document."""
+        return self._arrays[2]
+
+    @property
+    def starts(self) -> np.ndarray:
+        """Each entry's first token in its document."""
+        return self._arrays[3]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Each entry's length in tokens."""
+        return self._arrays[4]
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Where each entry starts in its row."""
+        return self._arrays[5]
+
+    @property
+    def capacity(self) -> int:
+        """Tokens per row."""
+        return self._settings[0]
+
+    @property
+    def strategy(self) -> str:
+        """As given to :func:`pack`."""
+        return self._settings[1]
+
+    @property
+    def split(self) -> str:
+        """As given to :func:`pack`."""
+        return self._settings[2]
+
+    @property
+    def rows(self) -> int:
+        """Rows of ``capacity`` tokens."""
+        return int(self.row_offsets.shape[0]) - 1
+
+    @property
+    def tokens(self) -> int:
+        """Tokens placed in rows."""
+        return int(self.lengths.sum())
+
+    @property
+    def fill(self) -> float:
+        """Tokens placed / (rows x capacity): 1.0 is no padding at all."""
+        return self.tokens / (self.rows * self.capacity) if self.rows else 1.0
+
+    @property
+    def padding(self) -> int:
+        """Pad tokens the rows need (rows x capacity - tokens)."""
+        return self.rows * self.capacity - self.tokens
+
+    @property
+    def truncated_tokens(self) -> int:
+        """Tokens left out by ``split="truncate"`` (0 otherwise)."""
+        return int(self.document_lengths.sum()) - self.tokens
+
+    @property
+    def split_documents(self) -> int:
+        """Documents placed as more than one piece (their later pieces start at position 0)."""
+        if not self.documents.shape[0]:
+            return 0
+        return int(np.count_nonzero(np.bincount(self.documents) > 1))
+
+    @property
+    def empty_documents(self) -> int:
+        """Documents of no tokens (they take no place in any row)."""
+        return int(np.count_nonzero(self.document_lengths == 0))
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The plan's figures as one dict.
+
+        strategy, split, capacity, documents, rows, tokens, fill, padding,
+        split_documents, truncated_tokens, empty_documents.
+        """
+        return {
+            "strategy": self.strategy,
+            "split": self.split,
+            "capacity": self.capacity,
+            "documents": int(self.document_lengths.shape[0]),
+            "rows": self.rows,
+            "tokens": self.tokens,
+            "fill": self.fill,
+            "padding": self.padding,
+            "split_documents": self.split_documents,
+            "truncated_tokens": self.truncated_tokens,
+            "empty_documents": self.empty_documents,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"PackPlan({self.strategy}, capacity={self.capacity}, rows={self.rows}, "
+            f"documents={self.document_lengths.shape[0]}, fill={self.fill:.4f})"
+        )
+
+    def row(self, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Row ``r``'s entries.
+
+        Parameters
+        ----------
+        r : int
+            The row (negative counts from the end).
+
+        Returns
+        -------
+        (documents, starts, lengths) : tuple of ndarray
+            Read-only views of the plan's entries in that row.
+
+        Raises
+        ------
+        IndexError
+            ``r`` outside the plan's rows.
+        """
+        if isinstance(r, (bool, np.bool_)):
+            raise TypeError(f"r must be an integer; got bool {r!r}")
+        try:
+            k = operator.index(r)
+        except TypeError:
+            raise TypeError(f"r must be an integer; got {type(r).__name__} {r!r}") from None
+        if not -self.rows <= k < self.rows:
+            raise IndexError(f"row {k} is out of range for a plan of {self.rows} rows")
+        k %= self.rows
+        a, b = int(self.row_offsets[k]), int(self.row_offsets[k + 1])
+        return self.documents[a:b], self.starts[a:b], self.lengths[a:b]
+
+    def _row_range(self, rows: Any) -> tuple[int, int]:
+        if rows is None:
+            return 0, self.rows
+        if isinstance(rows, range):
+            rows = slice(rows.start, rows.stop, rows.step)
+        if not isinstance(rows, slice):
+            raise TypeError(f"rows must be a slice or a range; got {type(rows).__name__}")
+        start, stop, step = rows.indices(self.rows)
+        if step != 1:
+            raise ValueError(f"rows must be consecutive (step 1); got step {step}")
+        return start, max(start, stop)
+
+    def _own_offsets(self, offsets: Any, ntokens: int) -> np.ndarray:
+        a = v.as_array(offsets, "offsets")
+        if a.dtype.kind not in "iu" or a.dtype.kind == "b":
+            raise TypeError(f"offsets must be integers; got dtype {a.dtype}")
+        n = self.document_lengths.shape[0]
+        if a.shape != (n + 1,):
+            raise ValueError(f"offsets must have shape ({n + 1},) for {n} documents; got {a.shape}")
+        own = np.array(a, dtype=np.int64, copy=True)  # trusted while the kernel runs
+        if int(own[0]) < 0 or int(own[-1]) > ntokens:
+            raise ValueError(
+                f"offsets must lie in 0..{ntokens} (the tokens given); "
+                f"got {int(own[0])}..{int(own[-1])}"
+            )
+        diff = np.diff(own)
+        if not np.array_equal(diff, self.document_lengths):
+            d = int(np.argmax(diff != self.document_lengths))
+            raise ValueError(
+                f"offsets give document {d} {int(diff[d])} tokens; the plan was made with "
+                f"{int(self.document_lengths[d])}"
+            )
+        return own
+
+    def cut(
+        self,
+        tokens: Any,
+        offsets: Any = None,
+        *,
+        rows: slice | range | None = None,
+        pad_value: int = 0,
+        labels: bool = False,
+        position_dtype: Any = np.int64,
+    ) -> PackedRows:
+        """The plan's rows (or ``rows=slice(a, b)`` of them) filled with the tokens.
+
+        Parameters
+        ----------
+        tokens : array_like of int, 1-D, Arrow list column, or IndexedCorpus
+            Every document's tokens back to back (with ``offsets``); an Arrow
+            list column (a ``pyarrow`` list array or ChunkedArray, or a
+            ``datasets`` column such as ``ds["input_ids"]``), one document
+            per row; or a :class:`posembed.IndexedCorpus`, whose offsets are
+            used (only the documents of the rows asked for are read).
+        offsets : array_like of int, shape (N + 1,)
+            Where each document starts in ``tokens``; its lengths must be the
+            plan's. Not given with an Arrow column or an IndexedCorpus.
+        rows : slice or range, optional
+            Consecutive rows to cut (a batch), all by default.
+        pad_value : int
+            The id that fills a row's end; it must fit the tokens' dtype.
+        labels : bool
+            Also return labels (-100 at each sequence's first token and on
+            padding).
+        position_dtype : int64 or int32
+            The dtype of ``position_ids`` and ``labels``.
+
+        Returns
+        -------
+        PackedRows
+
+        Raises
+        ------
+        TypeError
+            Tokens or offsets not integers, a bad ``rows`` or ``position_dtype``.
+        ValueError
+            Offsets that do not match the plan's lengths or the tokens, a
+            ``pad_value`` the dtype cannot hold, a batch whose ``cu_seqlens``
+            would pass 2^31 - 1.
+        """
+        r0, r1 = self._row_range(rows)
+        try:
+            pdt = np.dtype(position_dtype)
+        except TypeError:
+            pdt = None
+        if pdt not in (np.dtype(np.int32), np.dtype(np.int64)):
+            raise TypeError(f"position_dtype must be int64 or int32; got {position_dtype!r}")
+        with_labels = v.flag(labels, "labels")
+        if (r1 - r0) * self.capacity > INT32_MAX:
+            raise ValueError(
+                f"{r1 - r0} rows of {self.capacity} tokens pass the 2^31 - 1 of int32 "
+                "cu_seqlens; cut fewer rows at a time (rows=slice(a, b))"
+            )
+        e0, e1 = int(self.row_offsets[r0]), int(self.row_offsets[r1])
+        documents = self.documents
+        if v.is_corpus(tokens):
+            if offsets is not None:
+                raise ValueError(
+                    "offsets must not be given with an IndexedCorpus: its .idx holds its documents"
+                )
+            flat, doc_offsets, documents = self._read_corpus(tokens, e0, e1)
+        elif (column := _arrow.corpus_column(tokens, offsets)) is not None:
+            flat, given = column  # an Arrow list column: one document per row
+            flat = v.kernel_array(flat, flat.dtype.newbyteorder("="))
+            doc_offsets = self._own_offsets(given, int(flat.shape[0]))
+        else:
+            if offsets is None:
+                raise TypeError("offsets is required with a tokens array")
+            flat = v.as_array(tokens, "tokens")
+            if flat.dtype.kind not in "iu" or flat.dtype.kind == "b":
+                raise TypeError(f"tokens must be integers; got dtype {flat.dtype}")
+            if flat.ndim != 1:
+                raise ValueError(f"tokens must be 1-D; got shape {flat.shape}")
+            flat = v.kernel_array(flat, flat.dtype.newbyteorder("="))
+            doc_offsets = self._own_offsets(offsets, int(flat.shape[0]))
+        pad = _pad(pad_value, flat.dtype)
+        if with_labels:
+            _check_labels_fit(flat, pdt)
+        ids, positions, label_rows = _core.pack_cut(
+            flat,
+            doc_offsets,
+            self.row_offsets,
+            documents,
+            self.starts,
+            self.lengths,
+            r0,
+            r1,
+            self.capacity,
+            pad % 2**64,  # its bits, as the tokens' dtype holds them
+            pdt == np.int64,
+            with_labels,
+        )
+        return self._segments(r0, r1, ids, positions, label_rows)
+
+    @property
+    def placed_offsets(self) -> np.ndarray:
+        """CSR offsets (N + 1,) of each document's placed tokens.
+
+        A document's length, or its first ``capacity`` tokens with
+        ``split="truncate"``.
+        """
+        lengths = self.document_lengths
+        kept = np.minimum(lengths, self.capacity) if self.split == "truncate" else lengths
+        out = np.zeros(lengths.shape[0] + 1, np.int64)
+        np.cumsum(kept, out=out[1:])
+        return out
+
+    def unpack(self, values: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Per-token values of every row (say the model's outputs) back in document order.
+
+        What :func:`posembed.stitch` does for windows, for packed rows: each
+        placed token's value goes back to its document, padding dropped.
+
+        Parameters
+        ----------
+        values : ndarray, shape (rows, capacity, ...)
+            One value (or vector) per slot of every row of the plan.
+
+        Returns
+        -------
+        (values, offsets) : (ndarray (tokens, ...), ndarray (N + 1,) of int64)
+            The values of document d's placed tokens at ``offsets[d]:offsets[d + 1]``,
+            in their order in the document (:attr:`placed_offsets`).
+
+        Raises
+        ------
+        TypeError
+            ``values`` not an array.
+        ValueError
+            ``values`` not of shape (rows, capacity, ...).
+        """
+        a = v.as_array(values, "values")
+        if a.ndim < 2 or a.shape[:2] != (self.rows, self.capacity):
+            raise ValueError(
+                f"values must have shape ({self.rows}, {self.capacity}, ...) for this plan; "
+                f"got {a.shape}"
+            )
+        if a.dtype.hasobject:
+            raise TypeError("values must be an array of numbers, not of Python objects")
+        placed = self.placed_offsets  # the entries tile them (checked when the plan was made)
+        out = _core.pack_unpack(
+            np.ascontiguousarray(a),
+            self.row_offsets,
+            self.documents,
+            self.starts,
+            self.lengths,
+            self.offsets,
+            placed,
+        )
+        return out, placed
+
+    def _read_corpus(
+        self, corpus: Any, e0: int, e1: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The tokens of the documents of entries e0..e1 only, with offsets
+        and the entries' documents renumbered into them."""
+        doc_offsets = np.asarray(corpus.offsets, np.int64)
+        if not np.array_equal(np.diff(doc_offsets), self.document_lengths):
+            raise ValueError(
+                "the corpus's document lengths are not the ones the plan was made with"
+            )
+        used, inverse = np.unique(self.documents[e0:e1], return_inverse=True)
+        parts = [corpus.read(int(doc_offsets[d]), int(doc_offsets[d + 1])) for d in used.tolist()]
+        flat = np.concatenate(parts) if parts else np.zeros(0, corpus.dtype)
+        local = np.zeros(used.shape[0] + 1, np.int64)
+        np.cumsum(self.document_lengths[used], out=local[1:])
+        documents = np.zeros(self.documents.shape[0], np.int64)
+        documents[e0:e1] = inverse
+        return v.kernel_array(flat, flat.dtype.newbyteorder("=")), local, documents
+
+    def _segments(
+        self, r0: int, r1: int, ids: np.ndarray, positions: np.ndarray, labels: np.ndarray | None
+    ) -> PackedRows:
+        ro = self.row_offsets[r0 : r1 + 1]
+        e0, e1 = int(ro[0]), int(ro[-1])
+        lengths = self.lengths[e0:e1]
+        row_of = np.repeat(np.arange(r1 - r0), np.diff(ro))
+        used = np.bincount(row_of, lengths, r1 - r0).astype(np.int64)
+        pads = self.capacity - used
+        where = (ro[1:] - e0)[pads > 0]
+        seq = np.insert(lengths, where, pads[pads > 0]).astype(np.int32)
+        documents = np.insert(self.documents[e0:e1], where, -1)
+        starts = np.insert(self.starts[e0:e1], where, 0)
+        counts = np.diff(ro) + (pads > 0)
+        row_segments = np.zeros(r1 - r0 + 1, np.int64)
+        np.cumsum(counts, out=row_segments[1:])
+        cu = np.zeros(seq.shape[0] + 1, np.int32)
+        np.cumsum(seq, out=cu[1:])
+        return PackedRows(ids, positions, labels, seq, row_segments, cu, documents, starts)
+
+
+def _plan_array(given: Any, name: str) -> np.ndarray:
+    """One of a hand-built plan's arrays, an integer array of one dimension
+    (not yet copied: see :func:`_own_plan`)."""
+    a = _integer_vector(given, name)
+    if a.dtype.kind == "u" and a.size and int(a.max()) > INT64_MAX:
+        e = int(np.argmax(a > INT64_MAX))
+        raise ValueError(f"{name}[{e}] = {int(a[e])} does not fit int64")
+    return a
+
+
+def _first(bad: np.ndarray) -> int:
+    return int(np.argmax(bad))
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _own_plan(
+    document_lengths: Any,
+    capacity: int,
+    split: str,
+    **arrays: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """A hand-built plan's arrays as its own read-only int64 copies
+    (document_lengths, row_offsets, documents, starts, lengths, offsets),
+    after :func:`_check_plan`: their sizes checked first (before the copies),
+    their values in the copies (which no one else can change)."""
+    per_entry = {k: arrays[k] for k in ("documents", "starts", "lengths", "offsets")}
+    sizes = [int(a.shape[0]) for a in per_entry.values()]
+    count = max(sizes, key=sizes.count)  # what most of them say (documents, on a tie)
+    for name, a in per_entry.items():
+        if a.shape[0] != count:
+            agree = [k for k, b in per_entry.items() if b.shape[0] == count]
+            raise ValueError(
+                f"{name} must have shape ({count},), one value per entry as {_and(agree)} "
+                f"have; got ({a.shape[0]},)"
+            )
+    lengths = _document_lengths(document_lengths, "document_lengths")
+    own = {name: _owned(a) for name, a in arrays.items()}
+    _check_plan(lengths, capacity, split, **own)
+    return (lengths, *own.values())
+
+
+def _check_plan(
+    document_lengths: np.ndarray,
+    capacity: int,
+    split: str,
+    *,
+    row_offsets: np.ndarray,
+    documents: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    offsets: np.ndarray,
+) -> None:
+    """ValueError unless a plan's entries tile its rows and its documents, as
+    the kernels of :meth:`PackPlan.cut` and :meth:`PackPlan.unpack` assume:
+
+    - one value per entry in each of ``documents``, ``starts``, ``lengths`` and
+      ``offsets`` (checked by :func:`_own_plan` already, before its copies, and
+      here again); ``row_offsets`` rising from 0 to the number of entries;
+    - each row's entries back to back from offset 0, each 1..capacity tokens,
+      the row's total within ``capacity`` (the rest is padding);
+    - each document's placed tokens (all of them, its first ``capacity`` with
+      ``split="truncate"``) held by exactly one entry each: no entry past
+      them, none overlapping another, none missing.
+
+    A few vectorised passes over the entries and the documents (no sort for
+    the plans :func:`pack` makes).
+    """
+    cap, ndocs = capacity, int(document_lengths.shape[0])
+    count = int(documents.shape[0])
+    if not starts.shape == lengths.shape == offsets.shape == (count,):
+        raise ValueError("documents, starts, lengths and offsets must have one value per entry")
+    rows = int(row_offsets.shape[0]) - 1
+    if rows < 0:
+        raise ValueError(
+            f"row_offsets must have shape (rows + 1,), from 0 to the {count} entries; got (0,)"
+        )
+    if int(row_offsets[0]) != 0:
+        raise ValueError(f"row_offsets[0] = {int(row_offsets[0])}; row_offsets must start at 0")
+    if int(row_offsets[-1]) != count:
+        raise ValueError(
+            f"row_offsets[{rows}] = {int(row_offsets[-1])}; row_offsets must end at {count}, "
+            "the number of entries (the length of documents, starts, lengths and offsets)"
+        )
+    held = np.diff(row_offsets)  # entries per row
+    if rows and int(held.min()) < 1:
+        r = _first(held < 1)
+        raise ValueError(
+            f"row_offsets[{r + 1}] = {int(row_offsets[r + 1])} after row_offsets[{r}] = "
+            f"{int(row_offsets[r])}; row_offsets must rise (every row holds an entry or more)"
+        )
+    kept = np.minimum(document_lengths, cap) if split == "truncate" else document_lengths
+    of = f" (its first {cap}, split='truncate')" if split == "truncate" else ""
+    if split == "refuse" and ndocs and int(kept.max()) > cap:
+        d = _first(kept > cap)
+        raise ValueError(
+            f"document_lengths[{d}] = {int(kept[d])} is more than the capacity of {cap}, "
+            "which split='refuse' does not place"
+        )
+    placed = np.zeros(ndocs + 1, np.int64)  # the documents' placed tokens back to back
+    np.cumsum(kept, out=placed[1:])
+    if not count:
+        if int(placed[-1]):
+            _not_held(kept, document_lengths, documents, lengths, of)
+        return
+    if int(lengths.min()) < 1 or int(lengths.max()) > cap:
+        e = _first((lengths < 1) | (lengths > cap))
+        raise ValueError(
+            f"lengths[{e}] = {int(lengths[e])}; an entry's length must be in 1..{cap} "
+            "(the capacity)"
+        )
+    if int(documents.min()) < 0 or int(documents.max()) >= ndocs:
+        e = _first((documents < 0) | (documents >= ndocs))
+        allowed = f"0..{ndocs - 1}" if ndocs else "nothing: document_lengths is empty"
+        raise ValueError(
+            f"documents[{e}] = {int(documents[e])}; documents must be in {allowed}, "
+            "the documents' numbers"
+        )
+    if int(starts.min()) < 0:
+        e = _first(starts < 0)
+        raise ValueError(f"starts[{e}] = {int(starts[e])} is negative; starts must be >= 0")
+    if count * cap > MAX_TOKENS and float(lengths.sum(dtype=np.float64)) > MAX_TOKENS:
+        raise ValueError("lengths: the entries hold 2^62 tokens or more (no int64 sum)")
+    # the rows: entries back to back from 0, within the capacity
+    ends = np.cumsum(lengths)  # of the entries, row after row
+    before = ends - lengths
+    row_start = before[row_offsets[:-1]]
+    want = before - np.repeat(row_start, held)
+    if not np.array_equal(offsets, want):
+        e = _first(offsets != want)
+        r = int(np.searchsorted(row_offsets, e, "right")) - 1
+        first = e == int(row_offsets[r])
+        where = "0, its row's start" if first else f"{int(want[e])}, where entry {e - 1} ends"
+        raise ValueError(
+            f"offsets[{e}] = {int(offsets[e])}; entry {e} must start at {where} "
+            f"(row {r}'s entries sit back to back from 0)"
+        )
+    used = ends[row_offsets[1:] - 1] - row_start
+    if int(used.max()) > cap:
+        r = _first(used > cap)
+        raise ValueError(
+            f"lengths: row {r} holds {int(used[r])} tokens (entries {int(row_offsets[r])}.."
+            f"{int(row_offsets[r + 1]) - 1}), more than the capacity of {cap}"
+        )
+    # the documents: every placed token in exactly one entry. One gather of
+    # each entry's document: where its placed tokens start (back to back),
+    # how many there are and, for pieces cut at multiples of the capacity
+    # (bfd, ffd), where its pieces start (the pieces back to back)
+    pieces = not np.any(starts - _div(starts, cap) * cap)
+    table = np.empty((ndocs, 3 if pieces else 2), np.int64)
+    table[:, 0], table[:, 1] = placed[:-1], kept
+    if pieces:
+        first_piece = np.zeros(ndocs + 1, np.int64)
+        np.cumsum(_div(kept + (cap - 1), cap), out=first_piece[1:])  # 0 <= kept <= 2^62
+        table[:, 2] = first_piece[:-1]
+    mine = np.take(table, documents, axis=0)
+    past = starts > mine[:, 1] - lengths
+    if past.any():
+        e = _first(past)
+        d = int(documents[e])
+        raise ValueError(
+            f"starts[{e}] = {int(starts[e])}, lengths[{e}] = {int(lengths[e])}: entry {e} "
+            f"runs past the end of document {d}, of which the plan places {int(kept[d])} "
+            f"tokens{of}; an entry must lie within them"
+        )
+    if int(ends[-1]) != int(placed[-1]):
+        _not_held(kept, document_lengths, documents, lengths, of)
+    # inside their documents and as many tokens as they hold: overlapping none,
+    # they leave none out
+    if pieces:  # piece k of a document holds its tokens k * capacity.. at most
+        key = mine[:, 2] + _div(starts, cap)
+        seen = np.zeros(int(first_piece[-1]), bool)
+        seen[key] = True
+        if int(np.count_nonzero(seen)) < count:
+            k = int(np.argmax(np.bincount(key) > 1))
+            i, j = np.flatnonzero(key == k)[:2].tolist()
+            _overlap(i, j, documents, starts, lengths)
+        return
+    begin = mine[:, 0] + starts  # of the documents' placed tokens back to back
+    if bool(np.all(begin[1:] >= begin[:-1])):  # in document order ("wrapped")
+        overlap = begin[1:] < (begin + lengths)[:-1]
+        if overlap.any():
+            k = _first(overlap)
+            _overlap(k, k + 1, documents, starts, lengths)
+    else:  # in any other order: sorted by their first tokens
+        order = np.argsort(begin, kind="stable")
+        overlap = begin[order[1:]] < (begin + lengths)[order[:-1]]
+        if overlap.any():
+            k = _first(overlap)
+            _overlap(int(order[k]), int(order[k + 1]), documents, starts, lengths)
+
+
+def _div(a: np.ndarray, capacity: int) -> np.ndarray:
+    """``a // capacity`` for values >= 0 (a shift for a power of two: int64
+    division is NumPy's slowest integer operation)."""
+    if capacity & (capacity - 1) == 0:
+        return a >> (capacity.bit_length() - 1)
+    return a // capacity
+
+
+def _not_held(
+    kept: np.ndarray,
+    document_lengths: np.ndarray,
+    documents: np.ndarray,
+    lengths: np.ndarray,
+    of: str,
+) -> NoReturn:
+    """ValueError naming a document whose entries hold more or fewer tokens
+    than the plan places of it (the totals differ)."""
+    got = np.zeros(kept.shape[0], np.int64)
+    np.add.at(got, documents, lengths)
+    d = _first(got != kept)
+    raise ValueError(
+        f"documents: document {d} gets {int(got[d])} tokens from its entries; the plan "
+        f"places {int(kept[d])} of it{of} (document_lengths[{d}] = {int(document_lengths[d])})"
+    )
+
+
+def _overlap(
+    i: int, j: int, documents: np.ndarray, starts: np.ndarray, lengths: np.ndarray
+) -> NoReturn:
+    i, j = min(i, j), max(i, j)
+    token = max(int(starts[i]), int(starts[j]))
+    raise ValueError(
+        f"starts[{j}] = {int(starts[j])}, lengths[{j}] = {int(lengths[j])}: entries {i} and "
+        f"{j} both hold token {token} of document {int(documents[j])}; a document's entries "
+        "must not overlap"
+    )
+
+
+def _check_labels_fit(tokens: np.ndarray, dtype: np.dtype[Any]) -> None:
+    """ValueError unless every token fits the labels' dtype (no silent wrap)."""
+    have, want = np.iinfo(tokens.dtype), np.iinfo(dtype)
+    if (want.min <= have.min and have.max <= want.max) or not tokens.size:
+        return
+    low, high = int(tokens.min()), int(tokens.max())
+    if low < want.min or high > want.max:
+        bad = low if low < want.min else high
+        raise ValueError(
+            f"labels: token id {bad} does not fit position_dtype {dtype} "
+            f"({want.min}..{want.max}); give position_dtype=np.int64"
+        )
+
+
+def _pad(pad_value: Any, dtype: np.dtype[Any]) -> int:
+    if isinstance(pad_value, (bool, np.bool_)):
+        raise TypeError(f"pad_value must be an integer; got bool {pad_value!r}")
+    try:
+        pad = operator.index(pad_value)
+    except TypeError:
+        raise TypeError(
+            f"pad_value must be an integer; got {type(pad_value).__name__} {pad_value!r}"
+        ) from None
+    info = np.iinfo(dtype)
+    if not info.min <= pad <= info.max:
+        raise ValueError(
+            f"pad_value {pad} does not fit the tokens' dtype {dtype} ({info.min}..{info.max})"
+        )
+    return pad
