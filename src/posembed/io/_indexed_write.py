@@ -120,6 +120,9 @@ class IndexedWriter:
     def write(self, tokens: Any, lengths: Any, document_ends: Any) -> None:
         """Append a batch of sequences, and the ends of the documents they close.
 
+        A batch that is refused writes nothing: a caller that meets a token
+        its dtype cannot hold can :meth:`widen` and write the batch again.
+
         Parameters
         ----------
         tokens : array_like of integers, 1-D
@@ -133,9 +136,6 @@ class IndexedWriter:
             (its sequences are written, its end comes in a later batch); a
             repeated value is an empty document; 0 ends a document before
             the batch's first sequence.
-
-        A batch that is refused writes nothing: a caller that meets a token
-        its dtype cannot hold can :meth:`widen` and write the batch again.
 
         Raises
         ------
