@@ -2,16 +2,7 @@
 
 from __future__ import annotations
 
-from posembed.cli import (
-    _bench,
-    _chunk,
-    _config,
-    _convert,
-    _pack,
-    _plot,
-    _resize,
-    _samples,
-)
+from posembed.cli import _bench, _chunk, _config, _convert, _pack, _plot, _resize, _samples
 from posembed.cli._common import _Parser
 
 # The order of the commands in ``posembed --help``.

@@ -7,13 +7,7 @@ import json
 import sys
 from typing import Any
 
-from posembed.cli._common import (
-    MAX_REPEAT,
-    _fail,
-    _repeat,
-    _thread_counts,
-    _unwritable,
-)
+from posembed.cli._common import MAX_REPEAT, _fail, _repeat, _thread_counts, _unwritable
 
 
 def run(args: argparse.Namespace) -> int:

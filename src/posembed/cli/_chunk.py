@@ -5,10 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from posembed.cli._common import (
-    _fail,
-    _positive,
-)
+from posembed.cli._common import _fail, _positive
 
 # A window of --size tokens, 8 bytes each at most, must stay below 2^62 bytes
 # (the sizes the kernels index with int64).

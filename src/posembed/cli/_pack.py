@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from posembed.cli._common import (
-    _fail,
-)
+from posembed.cli._common import _fail
 
 
 def run(args: argparse.Namespace) -> int:

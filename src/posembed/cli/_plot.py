@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from posembed.cli._common import (
-    _positive,
-)
+from posembed.cli._common import _positive
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,13 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from posembed.cli._common import (
-    _config_field,
-    _fail,
-    _grid,
-    _non_negative,
-    _positive,
-)
+from posembed.cli._common import _config_field, _fail, _grid, _non_negative, _positive
 
 
 def run(args: argparse.Namespace) -> int:

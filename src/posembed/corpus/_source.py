@@ -16,10 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from posembed.io._parts import read_parts
-from posembed.io._tokens import (
-    ChunkError,
-    TokenFile,
-)
+from posembed.io._tokens import ChunkError, TokenFile
 from posembed.kernels._arrow import require
 
 # Everything a running chunk holds at a time, in bytes, whatever the window
