@@ -1,8 +1,10 @@
-"""The fuzz harness (fuzz/fuzz_posembed.py): a fixed corpus through the ordinary
-suite, and proof that the harness catches the bugs it is there to catch."""
+"""The fuzz harness (fuzz/fuzz_posembed.py and its package fuzz/posembed_fuzz): a
+fixed corpus through the ordinary suite, and proof that the harness catches the
+bugs it is there to catch."""
 
 from __future__ import annotations
 
+import argparse
 import base64
 import dataclasses
 import gc
@@ -23,7 +25,8 @@ import numpy as np
 import pytest
 
 import posembed
-from posembed import _chunk, _model_folder, _source_arrow
+from posembed.checkpoint import _model_folder
+from posembed.corpus import _chunk, _source_arrow
 
 HARNESS = Path(__file__).resolve().parents[1] / "fuzz" / "fuzz_posembed.py"
 CORPUS_SEED = 20261129
@@ -32,6 +35,9 @@ SUMMARY = re.compile(r"^fuzz: (\d+) inputs in [0-9.]+ s, no failures$")
 
 @pytest.fixture(scope="module")
 def fuzz() -> Iterator[ModuleType]:
+    """The script, loaded by its path as CI runs it; its attributes are the
+    harness's modules (fuzz.runner, fuzz.calls, fuzz.races, fuzz.files, ...),
+    each patched where it is read."""
     spec = importlib.util.spec_from_file_location("fuzz_posembed", HARNESS)
     assert spec is not None
     assert spec.loader is not None
@@ -43,10 +49,10 @@ def fuzz() -> Iterator[ModuleType]:
 
 
 def test_fixed_corpus_passes_and_reaches_every_function(fuzz):
-    before = fuzz.STATS.outcomes.copy()
-    for _, data in itertools.islice(fuzz.plain_inputs(CORPUS_SEED), 1000):
-        fuzz.TestOneInput(data)
-    seen = fuzz.STATS.outcomes - before
+    before = fuzz.common.STATS.outcomes.copy()
+    for _, data in itertools.islice(fuzz.runner.plain_inputs(CORPUS_SEED), 1000):
+        fuzz.runner.TestOneInput(data)
+    seen = fuzz.common.STATS.outcomes - before
     assert sum(seen.values()) == 1000
     kinds = {key.rsplit(": ", 1)[1] for key in seen}
     # results compared with the twins, and every kind of refusal
@@ -60,16 +66,16 @@ def test_fixed_corpus_passes_and_reaches_every_function(fuzz):
 
 
 def test_each_target_is_reached_by_its_first_byte(fuzz):
-    for name in fuzz.TARGET_NAMES:
-        call, _ = fuzz.decode(fuzz.input_for(name, b"\x01\x02\x03"))
+    for name in fuzz.calls.TARGET_NAMES:
+        call, _ = fuzz.calls.decode(fuzz.calls.input_for(name, b"\x01\x02\x03"))
         if name in ("Windows(by hand)", "LearnedPositionEmbedding methods"):
             continue  # these name the method they call
         assert call.name == name
 
 
 def test_the_same_input_is_the_same_call(fuzz):
-    _, data = next(fuzz.plain_inputs(CORPUS_SEED, 7))
-    first, second = fuzz.decode(data)[0], fuzz.decode(data)[0]
+    _, data = next(fuzz.runner.plain_inputs(CORPUS_SEED, 7))
+    first, second = fuzz.calls.decode(data)[0], fuzz.calls.decode(data)[0]
     assert first.describe() == second.describe()
 
 
@@ -78,8 +84,8 @@ def test_a_huge_size_stand_in_has_the_form_of_the_size_passed(fuzz):
     # the same form with each size >= 2^62 made 1, and nothing else changed
     # (a stand-in built from sizes the call never got once failed a good call)
     seen = set()
-    for _, data in itertools.islice(fuzz.plain_inputs(CORPUS_SEED), 6000):
-        call, _ = fuzz.decode(fuzz.input_for("dropout_mask", data))
+    for _, data in itertools.islice(fuzz.runner.plain_inputs(CORPUS_SEED), 6000):
+        call, _ = fuzz.calls.decode(fuzz.calls.input_for("dropout_mask", data))
         if "shape" not in call.huge:
             continue
         shape = next(arg.value for label, arg, _ in call.args if label == "shape")
@@ -88,12 +94,12 @@ def test_a_huge_size_stand_in_has_the_form_of_the_size_passed(fuzz):
         many = (tuple, list, np.ndarray)
         sizes = list(shape) if isinstance(shape, many) else [shape]
         small = list(stand_in) if isinstance(stand_in, many) else [stand_in]
-        assert any(fuzz._is_huge(x) for x in sizes)
-        assert small == [1 if fuzz._is_huge(x) else x for x in sizes]
+        assert any(fuzz.common._is_huge(x) for x in sizes)
+        assert small == [1 if fuzz.common._is_huge(x) else x for x in sizes]
         seen.add(type(shape))
     assert {int, tuple, list} <= seen
     # the input that found it
-    fuzz.TestOneInput(base64.b64decode("FdLb+wf7ANsAAAD//xgYGBgYGBj/Dw=="))
+    fuzz.runner.TestOneInput(base64.b64decode("FdLb+wf7ANsAAAD//xgYGBgYGBj/Dw=="))
 
 
 # ------------------------------------------------------------ planted bugs
@@ -164,15 +170,15 @@ PLANTED = {
 
 def _fuzz(fuzz: ModuleType, name: str, count: int) -> None:
     """count inputs that all call the public function ``name``."""
-    for _, data in itertools.islice(fuzz.plain_inputs(CORPUS_SEED), count):
-        fuzz.TestOneInput(fuzz.input_for(name, data))
+    for _, data in itertools.islice(fuzz.runner.plain_inputs(CORPUS_SEED), count):
+        fuzz.runner.TestOneInput(fuzz.calls.input_for(name, data))
 
 
 @pytest.mark.parametrize("case", sorted(PLANTED))
 def test_planted_bug_is_caught(fuzz, monkeypatch, case):
     name, plant, message = PLANTED[case]
     monkeypatch.setattr(posembed, name, plant(getattr(posembed, name)))
-    with pytest.raises(fuzz.FuzzFailure, match=message):
+    with pytest.raises(fuzz.common.FuzzFailure, match=message):
         _fuzz(fuzz, name, 400)
 
 
@@ -225,19 +231,19 @@ PLANTED_NEW = {
 def test_planted_bug_in_the_layout_and_first_row_is_caught(fuzz, monkeypatch, case):
     where, name, plant, target, message = PLANTED_NEW[case]
     monkeypatch.setattr(where, name, plant(getattr(where, name)))
-    with pytest.raises(fuzz.FuzzFailure, match=message):
+    with pytest.raises(fuzz.common.FuzzFailure, match=message):
         _fuzz(fuzz, target, 400)
 
 
 def test_a_known_bug_is_tolerated_only_where_it_matches(fuzz, monkeypatch):
     # a planted "bug" that a KNOWN_BUGS entry claims is counted, not raised
     seen = []
-    bug = fuzz.KnownBug("planted", "test", lambda o: seen.append(o.problem) or True)
-    monkeypatch.setattr(fuzz, "KNOWN_BUGS", [bug])
+    bug = fuzz.common.KnownBug("planted", "test", lambda o: seen.append(o.problem) or True)
+    monkeypatch.setattr(fuzz.common, "KNOWN_BUGS", [bug])
     monkeypatch.setattr(posembed, "interpolate", _flip_last_byte(posembed.interpolate))
-    before = fuzz.STATS.known["planted"]
+    before = fuzz.common.STATS.known["planted"]
     _fuzz(fuzz, "interpolate", 100)
-    assert fuzz.STATS.known["planted"] > before
+    assert fuzz.common.STATS.known["planted"] > before
     assert "mismatch" in seen
 
 
@@ -277,18 +283,18 @@ def test_atheris_driver_prints_the_count(tmp_path):
 
 
 def test_hostile_modes_give_libfuzzer_room_for_atheris_own_references(fuzz, monkeypatch):
-    args = fuzz.argparse.Namespace(timeout=60, artifact_prefix="./", seconds=30, runs=0, seed=7)
-    limit = f"-rss_limit_mb={fuzz.HOSTILE_RSS_LIMIT_MB}"
-    for name in fuzz.MODES:
-        monkeypatch.setattr(fuzz, "MODE", name)
-        flags = fuzz.libfuzzer_flags(args, [])
+    args = argparse.Namespace(timeout=60, artifact_prefix="./", seconds=30, runs=0, seed=7)
+    limit = f"-rss_limit_mb={fuzz.runner.HOSTILE_RSS_LIMIT_MB}"
+    for name in fuzz.runner.MODES:
+        monkeypatch.setattr(fuzz.runner, "MODE", name)
+        flags = fuzz.runner.libfuzzer_flags(args, [])
         assert flags[:2] == ["-timeout=60", "-artifact_prefix=./"]
         assert "-max_total_time=30" in flags
         assert "-seed=7" in flags
         assert (limit in flags) == (name != "calls")
         assert not any(
             f.startswith("-rss_limit_mb=")
-            for f in fuzz.libfuzzer_flags(args, ["-rss_limit_mb=100"])
+            for f in fuzz.runner.libfuzzer_flags(args, ["-rss_limit_mb=100"])
         )
 
 
@@ -303,11 +309,11 @@ def test_bound_memory_collects_the_inputs_cycles(fuzz, monkeypatch):
         node.self, node.rows = node, np.ones(1 << 20)  # a cycle holding 8 MB
         alive = weakref.ref(node)
         del node
-        monkeypatch.setattr(fuzz, "RSS_COLLECT", 1 << 60)  # not grown enough: kept
-        fuzz._bound_memory()
+        monkeypatch.setattr(fuzz.runner, "RSS_COLLECT", 1 << 60)  # not grown enough: kept
+        fuzz.runner._bound_memory()
         assert alive() is not None
-        monkeypatch.setattr(fuzz, "RSS_COLLECT", -(1 << 60))  # grown: collected
-        fuzz._bound_memory()
+        monkeypatch.setattr(fuzz.runner, "RSS_COLLECT", -(1 << 60))  # grown: collected
+        fuzz.runner._bound_memory()
         assert alive() is None
     finally:
         if gc_was_on:
@@ -332,31 +338,31 @@ def mode(fuzz, monkeypatch):
     """Sets the harness's --mode for one test."""
 
     def set_mode(name: str) -> None:
-        monkeypatch.setattr(fuzz, "MODE", name)
+        monkeypatch.setattr(fuzz.runner, "MODE", name)
 
     return set_mode
 
 
 def _mode_inputs(fuzz: ModuleType, first: list[str], pick: str, count: int) -> Iterator[bytes]:
     """count inputs whose first byte picks ``pick`` from ``first``."""
-    for _, data in itertools.islice(fuzz.plain_inputs(CORPUS_SEED), count):
+    for _, data in itertools.islice(fuzz.runner.plain_inputs(CORPUS_SEED), count):
         yield bytes([first.index(pick)]) + data
 
 
 def _feed(fuzz: ModuleType, inputs: Iterator[bytes]) -> None:
     for data in inputs:
-        fuzz.TestOneInput(data)
+        fuzz.runner.TestOneInput(data)
 
 
 def test_race_corpus_passes_and_reaches_every_kernel(fuzz, mode):
     mode("race")
-    before = fuzz.STATS.outcomes.copy()
-    for kernel in fuzz.RACE_KERNELS:
-        for data in _mode_inputs(fuzz, fuzz.RACE_KERNELS, kernel, 3):
-            fuzz.TestOneInput(data)
-    seen = fuzz.STATS.outcomes - before
+    before = fuzz.common.STATS.outcomes.copy()
+    for kernel in fuzz.races.RACE_KERNELS:
+        for data in _mode_inputs(fuzz, fuzz.races.RACE_KERNELS, kernel, 3):
+            fuzz.runner.TestOneInput(data)
+    seen = fuzz.common.STATS.outcomes - before
     kernels = {key.rsplit(": ", 1)[0].removeprefix("race ") for key in seen}
-    assert kernels == set(fuzz.RACE_KERNELS)
+    assert kernels == set(fuzz.races.RACE_KERNELS)
     expected = {"windows", "Windows.owner", "stitch", "window_layout", "WindowLayout.cut"}
     expected |= {"PackPlan", "indexed pair"}  # hand-built plans, a pair replaced while opened
     if posembed_dask_installed():
@@ -373,13 +379,13 @@ def test_the_race_writer_rewrites_the_arrays_while_the_call_runs(fuzz, monkeypat
     counts = []
 
     def slow_windows(tokens: Any, size: int, **kw: Any) -> Any:
-        before = fuzz.LAST_WRITER.writes
+        before = fuzz.races.LAST_WRITER.writes
         threading.Event().wait(0.05)
-        counts.append(fuzz.LAST_WRITER.writes - before)
+        counts.append(fuzz.races.LAST_WRITER.writes - before)
 
     monkeypatch.setattr(posembed, "windows", slow_windows)
-    monkeypatch.setattr(fuzz, "MODE", "race")
-    _feed(fuzz, _mode_inputs(fuzz, fuzz.RACE_KERNELS, "windows", 3))
+    monkeypatch.setattr(fuzz.runner, "MODE", "race")
+    _feed(fuzz, _mode_inputs(fuzz, fuzz.races.RACE_KERNELS, "windows", 3))
     assert len(counts) == 3
     assert all(n > 0 for n in counts), counts
 
@@ -390,20 +396,22 @@ def test_the_race_writer_leaves_stitch_a_corpus_of_its_size(fuzz, monkeypatch):
     # of result), not a race to refuse, so those offsets get values that are
     # refused wherever they land, or that fit; the other arrays get them all.
     pools: dict[str, set[tuple[int, ...]]] = {}
-    scribble = fuzz._scribble
+    scribble = fuzz.races._scribble
 
-    def recorded(r: Any, label: str, array: np.ndarray, ints: list[int] = fuzz.RACE_INTS) -> Any:
+    def recorded(
+        r: Any, label: str, array: np.ndarray, ints: list[int] = fuzz.races.RACE_INTS
+    ) -> Any:
         pools.setdefault(label, set()).add(tuple(ints))
         return scribble(r, label, array, ints)
 
-    monkeypatch.setattr(fuzz, "_scribble", recorded)
-    monkeypatch.setattr(fuzz, "MODE", "race")
-    _feed(fuzz, _mode_inputs(fuzz, fuzz.RACE_KERNELS, "stitch", 3))
-    assert pools["doc_offsets"] == {tuple(fuzz.RACE_SIZING_INTS)}
-    assert 2**31 - 1 not in fuzz.RACE_SIZING_INTS
-    assert 1 << 40 not in fuzz.RACE_SIZING_INTS
+    monkeypatch.setattr(fuzz.races, "_scribble", recorded)
+    monkeypatch.setattr(fuzz.runner, "MODE", "race")
+    _feed(fuzz, _mode_inputs(fuzz, fuzz.races.RACE_KERNELS, "stitch", 3))
+    assert pools["doc_offsets"] == {tuple(fuzz.races.RACE_SIZING_INTS)}
+    assert 2**31 - 1 not in fuzz.races.RACE_SIZING_INTS
+    assert 1 << 40 not in fuzz.races.RACE_SIZING_INTS
     for label in ("starts", "lengths", "documents"):
-        assert pools[label] == {tuple(fuzz.RACE_INTS)}
+        assert pools[label] == {tuple(fuzz.races.RACE_INTS)}
 
 
 def test_race_mode_catches_an_exception_of_another_kind(fuzz, monkeypatch):
@@ -411,19 +419,19 @@ def test_race_mode_catches_an_exception_of_another_kind(fuzz, monkeypatch):
         raise RuntimeError("planted")
 
     monkeypatch.setattr(posembed, "window_layout", crash)
-    monkeypatch.setattr(fuzz, "MODE", "race")
-    inputs = _mode_inputs(fuzz, fuzz.RACE_KERNELS, "window_layout", 2)
-    with pytest.raises(fuzz.FuzzFailure, match="window_layout raised RuntimeError"):
+    monkeypatch.setattr(fuzz.runner, "MODE", "race")
+    inputs = _mode_inputs(fuzz, fuzz.races.RACE_KERNELS, "window_layout", 2)
+    with pytest.raises(fuzz.common.FuzzFailure, match="window_layout raised RuntimeError"):
         _feed(fuzz, inputs)
 
 
 def test_files_corpus_passes_and_reaches_every_reader(fuzz, mode):
     mode("files")
-    before = fuzz.STATS.outcomes.copy()
-    for kind in fuzz.FILE_KINDS:
-        for data in _mode_inputs(fuzz, fuzz.FILE_KINDS, kind, 60):
-            fuzz.TestOneInput(data)
-    seen = fuzz.STATS.outcomes - before
+    before = fuzz.common.STATS.outcomes.copy()
+    for kind in fuzz.files.FILE_KINDS:
+        for data in _mode_inputs(fuzz, fuzz.files.FILE_KINDS, kind, 60):
+            fuzz.runner.TestOneInput(data)
+    seen = fuzz.common.STATS.outcomes - before
     readers = {key.rsplit(": ", 1)[0] for key in seen}
     expected = {"files safetensors resize_checkpoint", "files safetensors posembed resize"}
     expected |= {"files npy chunk_file", "files npy chunk_file offsets", "files npy posembed chunk"}
@@ -443,13 +451,15 @@ def test_files_corpus_passes_and_reaches_every_reader(fuzz, mode):
 
 
 def test_the_same_files_input_is_the_same_file(fuzz, tmp_path):
-    _, data = next(fuzz.plain_inputs(CORPUS_SEED, 11))
+    _, data = next(fuzz.runner.plain_inputs(CORPUS_SEED, 11))
     made = []
     for k in range(2):
-        r = fuzz.Reader(bytes([1]) + data)
+        r = fuzz.common.Reader(bytes([1]) + data)
         folder = tmp_path / str(k)
         folder.mkdir()
-        made.append(fuzz._npy_file(r, folder / "t.npy", np.arange(9)).path.read_bytes())
+        made.append(
+            fuzz.files_headers._npy_file(r, folder / "t.npy", np.arange(9)).path.read_bytes()
+        )
     assert made[0] == made[1]
 
 
@@ -474,14 +484,14 @@ PLANTED_FILES = {
 def test_files_mode_catches_a_planted_bug(fuzz, monkeypatch, case):
     where, name, kind, message = PLANTED_FILES[case]
     if where == "chunk_file":
-        monkeypatch.setattr(fuzz, "chunk_file", _raise_key_error)
-    elif where == "cli._resize":
-        monkeypatch.setattr(fuzz.cli, "_resize", _raise_key_error)
+        monkeypatch.setattr(fuzz.files_headers, "chunk_file", _raise_key_error)
+    elif where == "cli._resize":  # the resize command's own run, as the parser finds it
+        monkeypatch.setattr(fuzz.files_common.cli._resize, "run", _raise_key_error)
     else:
         monkeypatch.setattr(where, name, _raise_key_error)
-    monkeypatch.setattr(fuzz, "MODE", "files")
-    inputs = _mode_inputs(fuzz, fuzz.FILE_KINDS, kind, 60)
-    with pytest.raises(fuzz.FuzzFailure, match=message):
+    monkeypatch.setattr(fuzz.runner, "MODE", "files")
+    inputs = _mode_inputs(fuzz, fuzz.files.FILE_KINDS, kind, 60)
+    with pytest.raises(fuzz.common.FuzzFailure, match=message):
         _feed(fuzz, inputs)
 
 
@@ -588,9 +598,9 @@ def test_files_mode_catches_a_planted_bug_in_the_new_readers(
     if case == "a FIFO in the model folder opened and waited on":
         monkeypatch.setattr(_model_folder._Folder, "_list", _list_without_checks)
     monkeypatch.setattr(owner, name, plant(getattr(owner, name)))
-    monkeypatch.setattr(fuzz, "MODE", "files")
-    inputs = _mode_inputs(fuzz, fuzz.FILE_KINDS, kind, 400)
-    with pytest.raises(fuzz.FuzzFailure, match=message):
+    monkeypatch.setattr(fuzz.runner, "MODE", "files")
+    inputs = _mode_inputs(fuzz, fuzz.files.FILE_KINDS, kind, 400)
+    with pytest.raises(fuzz.common.FuzzFailure, match=message):
         _feed(fuzz, inputs)
 
 
@@ -599,10 +609,10 @@ def test_files_mode_requires_a_valid_file_to_be_read(fuzz, monkeypatch):
     def refuse(*args: Any, **kw: Any) -> Any:
         raise ValueError("planted")
 
-    monkeypatch.setattr(fuzz, "chunk_file", refuse)
-    monkeypatch.setattr(fuzz, "MODE", "files")
-    inputs = _mode_inputs(fuzz, fuzz.FILE_KINDS, "npy", 100)
-    with pytest.raises(fuzz.FuzzFailure, match="refused a valid input"):
+    monkeypatch.setattr(fuzz.files_headers, "chunk_file", refuse)
+    monkeypatch.setattr(fuzz.runner, "MODE", "files")
+    inputs = _mode_inputs(fuzz, fuzz.files.FILE_KINDS, "npy", 100)
+    with pytest.raises(fuzz.common.FuzzFailure, match="refused a valid input"):
         _feed(fuzz, inputs)
 
 
