@@ -12,6 +12,7 @@ import pytest
 
 import posembed
 import posembed.corpus._chunk as chunk_module
+import posembed.corpus._pipeline as pipeline_module
 from posembed.corpus._chunk import ChunkError, chunk_file
 
 from .conftest import run_peak_rss, skip_if_sanitized
@@ -298,7 +299,7 @@ def test_chunk_file_cuts_on_the_threads_of_this_call_only(corpus, thread_counts,
 
     path, _, _ = corpus
     seen = thread_counts.seen
-    thread_counts.watch(chunk_module, "_cut", "cut")
+    thread_counts.watch(pipeline_module, "_cut", "cut")
     thread_counts.watch(_core, "fill_windows_to_file", "cut")
     thread_counts.watch(chunk_module.SINKS[format], "write", "write")
     direct = format == "npy"

@@ -21,6 +21,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 import posembed  # noqa: E402
 import posembed.corpus._chunk as chunk_module  # noqa: E402
+import posembed.corpus._pipeline as pipeline_module  # noqa: E402
 from posembed.cli import main  # noqa: E402
 from posembed.corpus import _sink_parquet  # noqa: E402
 from posembed.corpus._chunk import ChunkError, chunk_file, prepare_chunk  # noqa: E402
@@ -147,7 +148,7 @@ def test_arrow_input_cuts_on_one_thread_unless_asked(corpus, tmp_path, thread_co
 
     _, _, tokens, offsets, sources = corpus
     seen = thread_counts.seen
-    thread_counts.watch(chunk_module, "_cut", "cut")
+    thread_counts.watch(pipeline_module, "_cut", "cut")
     thread_counts.watch(arrow_module, "_csr", "decode")
     chunk_file(tokens, tmp_path / "want", size=64, overlap=16, offsets_path=offsets, quiet=True)
     posembed.set_num_threads(3)

@@ -24,6 +24,7 @@ import posembed
 import posembed.corpus._chunk as chunk_module
 from posembed.cli import main
 from posembed.corpus._chunk import ChunkError, chunk_file
+from posembed.io._tokens import TokenFile
 
 from .conftest import run_peak_rss, skip_if_sanitized
 
@@ -112,7 +113,7 @@ RACE_CHILD = textwrap.dedent(
     import json, os, random, sys, threading, time
     from pathlib import Path
     import numpy as np
-    import posembed, posembed.corpus._chunk as m
+    import posembed, posembed.corpus._chunk as m, posembed.corpus._pipeline as p
 
     folder, rounds = Path(sys.argv[1]), int(sys.argv[2])
     m.MEMORY_BYTES = 1 << 18  # many batches: many chances to meet the change
@@ -125,7 +126,7 @@ RACE_CHILD = textwrap.dedent(
 
     # a batch is cut by _cut (beside reading and writing threads) or by the
     # sink straight from the file (cut_from): the file shrinks before either
-    real_cut, real_cut_from = m._cut, NpySink.cut_from
+    real_cut, real_cut_from = p._cut, NpySink.cut_from
     for r in range(rounds):
         src.write_bytes(original)
         rng = random.Random(r)
@@ -140,7 +141,7 @@ RACE_CHILD = textwrap.dedent(
                 return real(*args, **kw)
             return call
 
-        m._cut, NpySink.cut_from = shrinking(real_cut), shrinking(real_cut_from)
+        p._cut, NpySink.cut_from = shrinking(real_cut), shrinking(real_cut_from)
         try:
             m.chunk_file(src, folder / "out", size=16, step=5, tail="shift", dtype="int32",
                          force=True)
@@ -151,7 +152,7 @@ RACE_CHILD = textwrap.dedent(
             assert "input changed while reading" in str(exc), str(exc)
             seen["changed"] += 1
         finally:
-            m._cut, NpySink.cut_from = real_cut, real_cut_from
+            p._cut, NpySink.cut_from = real_cut, real_cut_from
         left = sorted(p.name for p in folder.iterdir() if p.name not in ("tokens.bin", "out"))
         assert not left, left
     print(json.dumps(seen))
@@ -179,7 +180,7 @@ def before_each_batch(monkeypatch, hook):
     sink straight from the file (NpySink.cut_from)."""
     from posembed.corpus._sink_npy import NpySink
 
-    for owner, name in ((chunk_module.TokenFile, "read_into"), (NpySink, "cut_from")):
+    for owner, name in ((TokenFile, "read_into"), (NpySink, "cut_from")):
         real = getattr(owner, name)
 
         def call(*args, _real=real, **kwargs):

@@ -9,7 +9,8 @@ their outputs the layout of :func:`posembed.window_layout`.
 
 from __future__ import annotations
 
-from posembed.corpus._chunk import ChunkJob, chunk_file, prepare_chunk
+from posembed.corpus._chunk import chunk_file, prepare_chunk
+from posembed.corpus._pipeline import ChunkJob
 from posembed.io._tokens import ChunkError, TokenFile
 
 __all__ = ["ChunkError", "ChunkJob", "TokenFile", "chunk_file", "prepare_chunk"]

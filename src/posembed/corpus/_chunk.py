@@ -10,26 +10,22 @@ batch of windows at a time) or a :class:`~posembed.corpus._source.StreamInput`
 (whole documents, a bounded batch at a time). The *cut* turns a batch into
 windows (:func:`posembed.windows`'s kernel). A *sink* module writes them
 (``_sink_npy``, ``_sink_parquet``). This module picks the source
-(:data:`SOURCES`) and the sink (:data:`SINKS`), and runs the reads, the cut
-and the writes on three threads; a sink that can cut straight from a token
-file (``cut_from``: the ``.npy`` sink) instead has the kernels' threads read,
-cut and write blocks of their own for a range input. A format is one new
+(:data:`SOURCES`) and the sink (:data:`SINKS`) and hands them to the cut
+(``_pipeline``), which runs the reads, the cut and the writes on three threads; a
+sink that can cut straight from a token file (``cut_from``: the ``.npy``
+sink) instead has the kernels' threads read, cut and write blocks of their
+own for a range input. A format is one new
 module, registered in one of the two tables. No source or sink imports
 another's names.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import json
 import os
-import sys
-from collections import deque
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -41,33 +37,31 @@ from posembed.corpus import (
     _source_tokens,
     _source_windows,
 )
+from posembed.corpus._pipeline import (
+    ChunkJob,
+    _batches,
+    _direct_plan,
+    _plan,
+    _run_direct,
+    _run_pipeline,
+    _run_stream,
+    _Window,
+)
+from posembed.corpus._progress import progress, stream_progress
 from posembed.corpus._sink_indexed import IndexedSink
 from posembed.corpus._sink_npy import NpySink
 from posembed.corpus._sink_parquet import ParquetSink
-from posembed.corpus._source import MEMORY_BYTES, Documents, RangeInput, SourceOptions, StreamInput
+from posembed.corpus._source import MEMORY_BYTES, RangeInput, SourceOptions, StreamInput
 from posembed.io import _outdir, _store
-from posembed.io._tokens import ChunkError, TokenFile
+from posembed.io._tokens import ChunkError
 from posembed.kernels import _validate as v
 from posembed.kernels._runtime import calling_thread_threads
 from posembed.kernels._windows import (
     TAILS,
     _check_pad_value,
-    _cut,
     _layout_part,
-    _LayoutPart,
     _step,
 )
-
-# Batches read ahead of and written behind the one being cut: the reads (a
-# thread of positional reads) and the writes (one of positional writes, both
-# with the GIL released) overlap the kernel.
-READ_AHEAD, WRITE_BEHIND = 2, 2
-_READ_BUFFERS = READ_AHEAD + 1  # those read ahead, and the one being cut
-_ROW_BUFFERS = WRITE_BEHIND + 1  # those being written, and the one being cut into
-# Layouts (starts, lengths, documents: 24 bytes a window) alive at once: one per
-# token buffer, the one being planned, and one per row buffer; plus the copies
-# the kernels take of one, and of the offsets of the documents it spans.
-_LAYOUTS = _READ_BUFFERS + 1 + _ROW_BUFFERS + 2
 
 
 def chunk_file(
@@ -284,13 +278,6 @@ def _checked_threads(threads: Any) -> int:
     return int(threads)
 
 
-def _pipeline_thread() -> ThreadPoolExecutor:
-    """A reading or a writing thread of the pipeline: its kernels (if any)
-    take the thread count of the thread that starts it."""
-    count = _core.calling_thread_threads()
-    return ThreadPoolExecutor(1, initializer=_core.set_calling_thread_threads, initargs=(count,))
-
-
 def _chunk_ranges(
     job: ChunkJob,
     input_meta: dict[str, Any],
@@ -317,7 +304,7 @@ def _chunk_ranges(
             with contextlib.closing(sink_type(tmp, tokens.dtype, job.size, total)) as sink:
                 tokens.open()
                 batches = _batches(job, window_offsets, plan)
-                bar = _progress(tokens.count, quiet)
+                bar = progress(tokens.count, quiet)
                 if direct:
                     _run_direct(batches, job, sink, pad_value, bar)
                 else:
@@ -362,36 +349,6 @@ def _meta(
 def write_meta(folder: Path, meta: dict[str, Any]) -> None:
     """meta.json: what the run wrote, and the mark of a folder posembed wrote."""
     (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-
-
-class ChunkJob(NamedTuple):
-    """A checked ``posembed chunk`` run, as :func:`prepare_chunk` returns it.
-
-    Attributes
-    ----------
-    source : Path
-        The token file.
-    output : Path
-        The folder to write.
-    size : int
-        Window length.
-    step : int
-        Distance between window starts.
-    tail : {"pad", "shift", "drop"}
-        How the last window of each document is placed.
-    tokens : TokenFile
-        The input, not yet opened.
-    doc_offsets : ndarray of int64, shape (documents + 1,)
-        The documents' offsets, from 0 to the token count.
-    """
-
-    source: Path
-    output: Path  # or, for posembed.dask, a StoreUrl (posembed.io._store)
-    size: int
-    step: int
-    tail: str
-    tokens: TokenFile
-    doc_offsets: np.ndarray
 
 
 def checked_windows(size: Any, step: Any, overlap: Any, tail: Any) -> tuple[int, int]:
@@ -488,214 +445,6 @@ def prepare_chunk(
     return ChunkJob(src, out, size, step, tail, given.tokens, given.doc_offsets)  # type: ignore[arg-type]
 
 
-class _Plan(NamedTuple):
-    """How large a batch may be: windows, tokens read, documents spanned."""
-
-    windows: int
-    tokens: int
-    documents: int
-
-
-def _plan(size: int, itemsize: int, budget: int) -> _Plan:
-    """Batches whose buffers and layouts, all in flight together, fit ``budget`` bytes."""
-    # A window costs a row in each row buffer, up to `size` tokens in each
-    # token buffer (windows that do not overlap read as many tokens as they
-    # hold), its layout entries, and the offsets of a document it may span.
-    per_window = (_ROW_BUFFERS + _READ_BUFFERS) * size * itemsize + 24 * _LAYOUTS + 24
-    windows = max(1, budget // per_window)
-    return _Plan(windows, windows * size, windows)
-
-
-# Row bytes a sink that cuts from the file itself (cut_from) takes a call:
-# the kernels' threads share each call's blocks, and the bar moves between.
-DIRECT_CALL_BYTES = 64 << 20
-
-
-def _direct_plan(size: int, itemsize: int, budget: int) -> _Plan:
-    """Batches for a sink that cuts from the file (no token or row buffers
-    here; the kernel's are a block per thread): one batch in flight, a
-    window costing its layout entries (start, length, document: 24 bytes),
-    the kernel's copy of them and the offsets of a document it may span."""
-    per_window = 24 + 24 + 24
-    windows = max(1, min(budget // per_window, DIRECT_CALL_BYTES // (size * itemsize)))
-    return _Plan(windows, windows * size, windows)
-
-
-class _Batch(NamedTuple):
-    """Windows [begin, begin + len(layout)) of a run: their layout and the
-    corpus tokens [first_token, end_token) they cover."""
-
-    begin: int
-    layout: _LayoutPart
-    first_token: int
-    end_token: int
-
-
-def _batches(job: ChunkJob, window_offsets: np.ndarray, plan: _Plan) -> Iterator[_Batch]:
-    offsets = job.doc_offsets
-    ndocs = offsets.shape[0] - 1
-    total = int(window_offsets[-1])
-    begin = 0
-    while begin < total:
-        # the windows of at most plan.documents documents, so that the offsets
-        # the kernels copy for a batch stay within the plan
-        doc = int(np.searchsorted(window_offsets, begin, side="right")) - 1
-        last_doc = min(ndocs, doc + plan.documents)
-        end = min(total, begin + plan.windows, int(window_offsets[last_doc]))
-        layout = _layout_part(offsets, job.size, job.step, job.tail, window_offsets, begin, end)
-
-        def stop(k: int, layout: _LayoutPart = layout) -> int:
-            return int(offsets[layout.documents[k]] + layout.starts[k] + layout.lengths[k])
-
-        # windows lie in corpus order: the first starts first, the last ends last
-        first = int(offsets[layout.documents[0]] + layout.starts[0])
-        count = layout.starts.shape[0]
-        if stop(count - 1) - first > plan.tokens:
-            # tokens no window takes (tails and documents that tail="drop"
-            # drops) lie between them: only the windows whose tokens fit
-            count = bisect.bisect_right(range(count), first + plan.tokens, key=stop)
-            layout = _LayoutPart(
-                layout.window_offsets,
-                layout.starts[:count],
-                layout.lengths[:count],
-                layout.documents[:count],
-            )
-        yield _Batch(begin, layout, first, stop(count - 1))
-        begin += count
-
-
-def _run_direct(
-    batches: Iterator[_Batch], job: ChunkJob, sink: Any, pad_value: int, bar: Any
-) -> None:
-    """Each batch cut by the sink straight from the token file (on the
-    kernels' threads, each reading, cutting and writing blocks of its own)."""
-    tokens = job.tokens
-    try:
-        for batch in batches:
-            layout = batch.layout
-            sink.cut_from(
-                batch.begin,
-                tokens,
-                job.doc_offsets,
-                layout.starts,
-                layout.lengths,
-                layout.documents,
-                pad_value,
-            )
-            bar.update(max(0, batch.end_token - bar.n))
-        tokens.check()  # every token is read: the file must still be the one first seen
-        bar.update(max(0, tokens.count - bar.n))
-    finally:
-        bar.close()
-
-
-def _run_pipeline(
-    batches: Iterator[_Batch],
-    job: ChunkJob,
-    sink: Any,
-    pad_value: int,
-    plan: _Plan,
-    bar: Any,
-) -> None:
-    tokens, size = job.tokens, job.size
-    # Tokens are read into, and windows cut into, rings of buffers, each free
-    # again by the time it comes round (at most READ_AHEAD reads ahead of the
-    # cut, at most WRITE_BEHIND writes in flight): the memory is allocated
-    # once, and no batch pays for the page faults of new arrays.
-    reads = [np.empty(plan.tokens, tokens.dtype) for _ in range(_READ_BUFFERS)]
-    ring = [np.empty((plan.windows, size), tokens.dtype) for _ in range(_ROW_BUFFERS)]
-
-    def write(batch: _Batch, rows: np.ndarray) -> None:
-        layout = batch.layout
-        sink.write(batch.begin, rows, layout.starts, layout.lengths, layout.documents)
-
-    def tiles(batch: _Batch) -> bool:
-        """Whether the batch's windows are its tokens back to back, unpadded
-        (blocks of a flat token file): then the tokens read are the rows,
-        written as they are, with no cut."""
-        layout, count = batch.layout, batch.layout.starts.shape[0]
-        if batch.end_token - batch.first_token != count * size:
-            return False
-        if not (layout.lengths == size).all():
-            return False
-        corpus = job.doc_offsets[layout.documents] + layout.starts
-        return bool((corpus == batch.first_token + size * np.arange(count)).all())
-
-    ahead: deque[tuple[_Batch, Future[np.ndarray], bool]] = deque()
-    writes: deque[Future[None]] = deque()
-    # the write, if any, still taking its rows from each read buffer
-    writing: list[Future[None] | None] = [None] * len(reads)
-    issued = 0
-
-    with _pipeline_thread() as reader, _pipeline_thread() as writer:
-
-        def read_ahead() -> None:
-            nonlocal issued
-            while len(ahead) < READ_AHEAD:
-                batch = next(batches, None)
-                if batch is None:
-                    return
-                k = issued % len(reads)  # its last batch is cut by now
-                issued += 1
-                pending = writing[k]
-                if pending is not None:  # ... and written, when it was its own rows
-                    pending.result()
-                    writing[k] = None
-                read = reader.submit(tokens.read_into, batch.first_token, batch.end_token, reads[k])
-                ahead.append((batch, read, tiles(batch)))
-
-        try:
-            read_ahead()
-            turn = turn_read = 0
-            while ahead:
-                batch, pending, tiled = ahead.popleft()
-                block = pending.result()
-                layout = batch.layout
-                if tiled:
-                    rows = block.reshape(layout.starts.shape[0], size)
-                    writes.append(writer.submit(write, batch, rows))
-                    writing[turn_read % len(reads)] = writes[-1]
-                    turn_read += 1
-                    del block, rows
-                    read_ahead()
-                    while len(writes) > WRITE_BEHIND:
-                        writes.popleft().result()
-                    bar.update(max(0, batch.end_token - bar.n))
-                    continue
-                turn_read += 1
-                read_ahead()
-                rows = _cut(
-                    block,
-                    batch.first_token,
-                    job.doc_offsets,
-                    layout.starts,
-                    layout.lengths,
-                    layout.documents,
-                    size,
-                    pad_value,
-                    ring[turn % len(ring)][: layout.starts.shape[0]],
-                )
-                del block
-                writes.append(writer.submit(write, batch, rows))
-                while len(writes) > WRITE_BEHIND:
-                    writes.popleft().result()
-                bar.update(max(0, batch.end_token - bar.n))  # each token cut at least once
-                turn += 1
-            while writes:
-                writes.popleft().result()
-            # every token is read: the file must still be the one first seen
-            tokens.check()
-            bar.update(max(0, tokens.count - bar.n))
-        except BaseException:
-            for f in writes:
-                f.cancel()
-            for _, read, _ in ahead:
-                read.cancel()
-            raise
-        finally:
-            bar.close()
-
-
 def _chunk_stream(
     src: Path,
     out: Path,
@@ -722,96 +471,6 @@ def _chunk_stream(
         write_meta(tmp, meta)
         sink_type.commit(tmp, out, force)
     return meta
-
-
-class _Window(NamedTuple):
-    size: int
-    step: int
-    tail: str
-
-
-def _run_stream(
-    given: StreamInput,
-    size: int,
-    step: int,
-    tail: str,
-    pad_value: int,
-    plan: Any,
-    sink: Any,
-    bar: Any,
-) -> dict[str, int]:
-    """Read, cut and write every batch of whole documents: a thread reads
-    (and decodes) ahead, one writes behind, the GIL released in both while
-    the kernel cuts."""
-    ring = [np.empty((plan.windows, size), given.dtype) for _ in range(_ROW_BUFFERS)]
-    tokens = documents = windows = turn = 0
-    docs = given.documents()
-    ahead: deque[Future[Documents | None]] = deque()
-    writes: deque[Future[None]] = deque()
-    try:
-        with _pipeline_thread() as reader, _pipeline_thread() as writer:
-            try:
-                for _ in range(READ_AHEAD):
-                    ahead.append(reader.submit(next, docs, None))
-                while True:
-                    batch = ahead.popleft().result()
-                    if batch is None:
-                        break
-                    ahead.append(reader.submit(next, docs, None))
-                    # the batch's windows counted, then cut a bounded range at a time
-                    window_offsets = _layout_part(
-                        batch.offsets, size, step, tail, end=0
-                    ).window_offsets
-                    n_windows = int(window_offsets[-1])
-                    for begin in range(0, n_windows, plan.windows):
-                        end = min(n_windows, begin + plan.windows)
-                        part = _layout_part(
-                            batch.offsets, size, step, tail, window_offsets, begin, end
-                        )
-                        rows = _cut(
-                            batch.tokens,
-                            0,
-                            batch.offsets,
-                            part.starts,
-                            part.lengths,
-                            part.documents,
-                            size,
-                            pad_value,
-                            ring[turn % len(ring)][: end - begin],
-                        )
-                        turn += 1
-                        corpus_documents = part.documents + documents
-                        writes.append(
-                            writer.submit(
-                                sink.write,
-                                windows + begin,
-                                rows,
-                                part.starts,
-                                part.lengths,
-                                corpus_documents,
-                            )
-                        )
-                        while len(writes) > WRITE_BEHIND:
-                            writes.popleft().result()
-                    windows += n_windows
-                    documents += batch.offsets.shape[0] - 1
-                    tokens += batch.tokens.shape[0]
-                    bar.batch(batch)
-                while writes:
-                    writes.popleft().result()
-            except BaseException:
-                for w in writes:
-                    w.cancel()
-                for r in ahead:
-                    r.cancel()
-                raise
-            finally:
-                bar.close()
-    finally:
-        # the reader is shut down (its last read done): the files of a run
-        # that stopped early can be closed now
-        docs.close()
-    return {"tokens": tokens, "documents": documents, "windows": windows}
 
 
 # The outputs, by --format: each a sink class taking (folder, dtype, size,
@@ -880,58 +539,3 @@ def runs_direct(path: str | os.PathLike[str], output_format: Any) -> bool:
     if sink is None or not hasattr(sink, "cut_from"):
         return False
     return _source_for(input_location(path)) not in STREAMED
-
-
-class _Quiet:
-    n = 0
-
-    def update(self, k: int) -> None:
-        self.n += k
-
-    def batch(self, docs: Documents) -> None:
-        self.n += int(docs.offsets[-1])
-
-    def close(self) -> None:
-        pass
-
-
-def _progress(total: int | None, quiet: bool, command: str = "chunk") -> Any:
-    """A tqdm bar of tokens (total None: unknown, a count and a rate), or one that shows nothing."""
-    if quiet or not sys.stderr.isatty():
-        return _Quiet()
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return _Quiet()
-    return tqdm(total=total, unit="tok", unit_scale=True, desc=f"posembed {command}")
-
-
-class _Estimating:
-    """A bar of tokens for an input read in one pass, whose token count is
-    known only at the end: its total is estimated from how much of the input
-    each batch completes (:attr:`Documents.done`), and the bar says so."""
-
-    def __init__(self, bar: Any) -> None:
-        self.bar = bar
-
-    @property
-    def n(self) -> int:
-        return int(self.bar.n)
-
-    def batch(self, docs: Documents) -> None:
-        self.bar.update(int(docs.offsets[-1]))
-        if docs.done is not None and docs.done > 0:
-            self.bar.total = max(self.bar.n, round(self.bar.n / min(1.0, docs.done)))
-            self.bar.refresh()
-
-    def close(self) -> None:
-        self.bar.total = self.bar.n  # the count, now known
-        self.bar.set_description(self.bar.desc.removesuffix(" (total estimated)"))
-        self.bar.close()
-
-
-def stream_progress(quiet: bool, command: str = "chunk") -> Any:
-    """The bar of an input read in one pass (Arrow, Parquet): tokens, the
-    total estimated as it is read; or one that shows nothing."""
-    bar = _progress(None, quiet, f"{command} (total estimated)")
-    return bar if isinstance(bar, _Quiet) else _Estimating(bar)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from posembed.corpus import _chunk
+from posembed.corpus import _chunk, _progress
 from posembed.corpus._sink_indexed import BIN_NAME, IDX_NAME
 from posembed.corpus._source import RangeInput, SourceOptions, StreamInput
 from posembed.io import _indexed, _outdir
@@ -260,7 +260,7 @@ def _convert_ranges(
     eod_at = offsets[1:][filled]  # where an EOD follows (non-empty documents' ends)
     block = max(1, _indexed.COPY_BLOCK_BYTES // tokens.dtype.itemsize)
     step = max(block, COPY_CALL_BYTES // tokens.dtype.itemsize)  # a progress step
-    bar = _chunk._progress(tokens.count, quiet, "convert")
+    bar = _progress.progress(tokens.count, quiet, "convert")
     tokens.open()
 
     def where(first: int) -> Any:
@@ -311,7 +311,7 @@ def _convert_stream(
 ) -> dict[str, int]:
     """A corpus read in one pass: each batch of whole documents written as it comes."""
     n_docs = n_seqs = n_tokens = 0
-    bar = _chunk.stream_progress(quiet, "convert")
+    bar = _progress.stream_progress(quiet, "convert")
     docs = given.documents()
     try:
         with ThreadPoolExecutor(1) as reader:

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from posembed.corpus import _chunk
+from posembed.corpus import _chunk, _progress
 from posembed.corpus._chunk import write_meta
 from posembed.corpus._sink_indexed import BIN_NAME, IDX_NAME, format_dtype
 from posembed.corpus._sink_npy import NpyWriter
@@ -421,7 +421,7 @@ class _Run:
         self.tokens, self.documents = int(lengths.sum()), int(lengths.shape[0])
         try:
             tokens.open()
-            bar = _chunk._progress(tokens.count, quiet, "pack")
+            bar = _progress.progress(tokens.count, quiet, "pack")
             try:
                 for kind, a, b, c in _shards(lengths, self.shard, self.capacity, self.split):
                     if kind == "rows":
@@ -449,7 +449,7 @@ class _Run:
         held until the next would pass the shard, then planned together."""
         held: list[Documents] = []
         held_tokens = 0
-        bar = _chunk.stream_progress(quiet, "pack")  # the token count is known only at the end
+        bar = _progress.stream_progress(quiet, "pack")  # the token count is known only at the end
         try:
             with contextlib.closing(given.documents()) as batches:
                 for batch in batches:
