@@ -496,7 +496,8 @@ def test_a_shrinking_bin_never_kills_the_process(tmp_path):
 # pair's number is in its lengths and in every token. Old lengths with new
 # tokens are what a reader that trusts an old .idx beside a new .bin gives.
 PAIRS = {1: ([1] * 8, [0, 3, 8]), 2: ([2] * 8, [0, 5, 8])}
-REPLACED = r"the indexed dataset was replaced while it was opened, 5 times in a row"
+# (5 tries, or more where the .idx was first seen missing beside the same .bin)
+REPLACED = r"the indexed dataset was replaced while it was opened, \d+ times in a row"
 # What an open or a read may say while a writer replaces the pair in a loop.
 WHILE_REPLACED = rf"{REPLACED}|input changed while reading"
 
@@ -600,6 +601,22 @@ def test_a_bin_without_its_idx_is_reported_missing_after_the_tries(tmp_path):
         ValueError, match=r"c\.idx \(the index \(\.idx\) of an indexed dataset\): no such"
     ):
         posembed.IndexedCorpus(prefix)
+
+
+def test_a_writer_held_off_between_its_renames_is_waited_for(tmp_path):
+    # the .idx moved aside and the .bin not yet replaced, for longer than the
+    # quick tries take (a writer's thread held off on a loaded machine): the
+    # open waits for the new .idx instead of calling it missing
+    prefix = tmp_path / "c"
+    posembed.write_indexed(prefix, *PAIRS[1], dtype=np.uint16)
+    idx, aside = Path(f"{prefix}.idx"), tmp_path / "aside.idx"
+    idx.rename(aside)
+    back = threading.Timer(0.06, aside.rename, args=(idx,))  # 60 ms > 1 + 2 + 4 + 8 ms
+    back.start()
+    try:
+        assert pair_of(posembed.IndexedCorpus(prefix)) == 1
+    finally:
+        back.join()
 
 
 @pytest.fixture(scope="module")

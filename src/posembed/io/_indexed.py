@@ -71,6 +71,13 @@ INT64_MAX = 2**63 - 1
 # between two, doubled each time (1 + 2 + 4 + 8 ms in all).
 PAIR_TRIES = 5
 PAIR_WAIT_S = 0.001
+# An .idx missing beside the same .bin at every try is a writer between its
+# renames, or a .bin left alone (a writer killed there). A writer's renames
+# follow each other within microseconds, but a loaded machine can hold its
+# thread off for longer than the tries take: such a pair is looked at again,
+# each wait at most PAIR_MAX_WAIT_S, for this long before it is called missing.
+PAIR_MISSING_S = 0.25
+PAIR_MAX_WAIT_S = 0.016
 
 
 def optimal_dtype(vocab_size: int | None) -> np.dtype[Any]:
@@ -366,11 +373,13 @@ class IndexedCorpus:
     def _opened(self, open_pair: Any) -> Any:
         """What ``open_pair()`` returns, tried again while a writer replaces
         the pair under it (:class:`_Replaced`). An ``.idx`` missing at every
-        try, with no replacement seen, is reported as missing."""
+        try, with no replacement seen, is tried again for ``PAIR_MISSING_S``
+        and then reported as missing."""
         moved, missing, held = False, None, []
         beside: set[Any] = set()  # the .bin seen beside each missing .idx
+        tries, missing_until = 0, time.monotonic() + PAIR_MISSING_S
         try:
-            for attempt in range(PAIR_TRIES):
+            while True:
                 try:
                     return open_pair()
                 except _Replaced as exc:
@@ -379,8 +388,11 @@ class IndexedCorpus:
                         held.append(exc.fd)
                     # a new .bin between two tries: a writer, not a .bin left alone
                     moved = moved or missing is None or len(beside) > 1
-                    if attempt < PAIR_TRIES - 1:
-                        time.sleep(PAIR_WAIT_S * 2**attempt)
+                tries += 1
+                lone = missing is not None and not moved  # no writer seen yet
+                if tries >= PAIR_TRIES and not (lone and time.monotonic() < missing_until):
+                    break
+                time.sleep(min(PAIR_WAIT_S * 2 ** min(tries - 1, 16), PAIR_MAX_WAIT_S))
         finally:
             for fd in held:
                 os.close(fd)
@@ -388,7 +400,7 @@ class IndexedCorpus:
             raise missing
         raise ValueError(
             f"{self.idx_path}: the indexed dataset was replaced while it was opened, "
-            f"{PAIR_TRIES} times in a row (a writer is replacing {self.prefix}.idx and "
+            f"{tries} times in a row (a writer is replacing {self.prefix}.idx and "
             ".bin); its .idx and .bin could not be read as one pair: open it again once "
             "the writer is done"
         )
