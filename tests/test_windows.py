@@ -694,3 +694,6 @@ def test_windows_takes_any_corpus_with_offsets_and_read():
     np.testing.assert_array_equal(corpus.offsets, [0, 10, 10, 333, 999, 1_000])
     with pytest.raises(ValueError, match="offsets must not be given with an IndexedCorpus"):
         posembed.windows(corpus, 64, offsets=offsets)
+    for bad in ([0, 10.5, 1_000], [0, 500, 400]):  # a float is refused, never truncated
+        with pytest.raises((TypeError, ValueError), match="offsets"):
+            posembed.windows(_CorpusOfArrays(tokens, np.array(bad)), 64)

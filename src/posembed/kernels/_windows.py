@@ -655,8 +655,9 @@ def _corpus(tokens: Any, offsets: Any) -> tuple[np.ndarray, Any, Any]:
                 "offsets must not be given with an IndexedCorpus: its .idx holds its "
                 "documents (choose documents or sequences when opening it)"
             )
-        own = np.array(tokens.offsets, dtype=np.int64)  # a copy: the corpus keeps its own
-        values = v.as_array(tokens.read(0, int(own[-1]) if own.size else 0), "tokens")
+        # checked as given offsets are (never cast), on a copy the corpus cannot change
+        own = _offsets(np.array(tokens.offsets), None)
+        values = v.as_array(tokens.read(0, int(own[-1])), "tokens")
         return values, own, values
     column = _arrow.corpus_column(tokens, offsets)
     if column is not None:
