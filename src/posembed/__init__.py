@@ -23,7 +23,7 @@ from posembed.kernels._samples import GPTSamples, gpt_sample_index, gpt_samples
 from posembed.kernels._similarity import similarity
 from posembed.kernels._windows import WindowLayout, Windows, stitch, window_layout, windows
 
-__version__ = _runtime._version()
+__version__ = _runtime.VERSION
 
 __all__ = [
     "GPTSamples",

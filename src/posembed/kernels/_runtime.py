@@ -21,6 +21,10 @@ def _version() -> str:
         return "0+unknown"
 
 
+# looked up once: config() runs before every command
+VERSION = _version()
+
+
 def set_num_threads(n: int | None) -> None:
     """Use at most ``n`` threads in every kernel; ``None`` follows OpenMP again.
 
@@ -110,7 +114,7 @@ def config() -> dict[str, Any]:
         ``max_num_threads``, ``forked_child``, ``parallel_min_bytes``,
         ``stream_min_bytes``) and ``machine``.
     """
-    facts: dict[str, Any] = {"version": _version(), "python": platform.python_version()}
+    facts: dict[str, Any] = {"version": VERSION, "python": platform.python_version()}
     facts.update(_core.config())
     facts["machine"] = platform.machine()
     return facts
