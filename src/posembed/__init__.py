@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from posembed import reference
 from posembed.checkpoint._resize import resize_checkpoint
+from posembed.corpus._merge import merge_indexed
 from posembed.io._indexed import IndexedCorpus
 from posembed.io._indexed_write import write_indexed
 from posembed.kernels import _runtime
@@ -46,6 +47,7 @@ __all__ = [
     "interpolate",
     "last_seed",
     "lerp",
+    "merge_indexed",
     "pack",
     "reference",
     "resample_grid",

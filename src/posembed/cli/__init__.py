@@ -1,12 +1,22 @@
-"""The ``posembed`` command: bench, chunk, convert, pack, samples, resize, plot and config."""
+"""The ``posembed`` command: bench, chunk, convert, merge, pack, samples, resize, plot, config."""
 
 from __future__ import annotations
 
-from posembed.cli import _bench, _chunk, _config, _convert, _pack, _plot, _resize, _samples
+from posembed.cli import (
+    _bench,
+    _chunk,
+    _config,
+    _convert,
+    _merge,
+    _pack,
+    _plot,
+    _resize,
+    _samples,
+)
 from posembed.cli._common import _Parser
 
 # The order of the commands in ``posembed --help``.
-COMMANDS = (_bench, _chunk, _convert, _pack, _samples, _resize, _plot, _config)
+COMMANDS = (_bench, _chunk, _convert, _merge, _pack, _samples, _resize, _plot, _config)
 
 
 def main(argv: list[str] | None = None) -> int:

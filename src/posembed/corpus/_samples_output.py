@@ -194,7 +194,8 @@ def _open(input_path: str | os.PathLike[str], unit: str) -> IndexedCorpus:
                 f"{src}: not an indexed dataset (no {src}.idx); give PREFIX or PREFIX.idx"
             )
     try:
-        return IndexedCorpus(prefix, documents=unit)  # type: ignore[arg-type]
+        # plain or multimodal: the modes change neither the tokens nor the lengths
+        return IndexedCorpus(prefix, documents=unit, multimodal=None)  # type: ignore[arg-type]
     except ValueError as exc:  # a store's failures included (ChunkError)
         raise ChunkError(str(exc)) from None
     except OSError as exc:

@@ -72,7 +72,8 @@ def open_input(path: Path, options: SourceOptions) -> RangeInput:
     assert prefix is not None
     unit: Any = DOCUMENTS[0] if options.documents is None else options.documents
     try:
-        corpus = IndexedCorpus(prefix, documents=unit)
+        # plain or multimodal: the modes change neither the tokens nor the lengths
+        corpus = IndexedCorpus(prefix, documents=unit, multimodal=None)
     except ValueError as exc:  # ChunkError included
         raise ChunkError(str(exc)) from None
     except OSError as exc:

@@ -358,7 +358,8 @@ def _open_indexed(url: str, unit: Any) -> RangeInput:
     if unit not in UNITS:
         raise ChunkError(f"--documents must be documents or sequences; got {unit!r}")
     try:
-        corpus = IndexedCorpus(url, documents=unit)
+        # plain or multimodal: the modes change neither the tokens nor the lengths
+        corpus = IndexedCorpus(url, documents=unit, multimodal=None)
     except ValueError as exc:  # ChunkError included
         raise ChunkError(str(exc)) from None
     return RangeInput(corpus.tokens, corpus.offsets, {"documents_are": unit})

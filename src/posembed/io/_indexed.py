@@ -195,20 +195,38 @@ def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
 class _Index:
     """The checked contents of a ``.idx`` file."""
 
-    def __init__(self, path: Path, read: Any) -> None:
+    def __init__(self, path: Path, read: Any, multimodal: bool | None = False) -> None:
         """The index whose bytes ``read(start, stop)`` returns (``read.size``:
-        its size): a local file's (:class:`_FileBytes`) or a store's."""
+        its size): a local file's (:class:`_FileBytes`) or a store's.
+        ``multimodal``: whether it must hold sequence modes (None: either)."""
         size = int(read.size)
         if size < HEADER.size:
             raise _bad(path, f"it is {size} bytes, shorter than the {HEADER.size}-byte header")
         # The header first: a file that is no index is refused before its
         # size is read into memory.
         n, d, code = self._check_header(path, read(0, HEADER.size), size)
+        plain = HEADER.size + 12 * n + 8 * d
+        has_modes = bool(n) and size == plain + n
+        if has_modes and multimodal is False:
+            raise ValueError(
+                f"{path}: a multimodal indexed dataset (its {size} bytes hold a mode for each "
+                f"of its {n} sequences after the document indices; {plain} without them): "
+                "open it with multimodal=True"
+            )
+        if multimodal and n and not has_modes:
+            raise ValueError(
+                f"{path}: multimodal=True, but the file holds no sequence modes (its {size} "
+                f"bytes are those of a plain dataset of {n} sequences; {plain + n} with "
+                "modes): open it without multimodal=True"
+            )
         data = read(HEADER.size, size)
         self.dtype = CODES[code]
         self.lengths = np.frombuffer(data, "<i4", n, 0).astype(np.int32)
         self.pointers = np.frombuffer(data, "<i8", n, 4 * n).astype(np.int64)
         self.documents = np.frombuffer(data, "<i8", d, 12 * n).astype(np.int64)
+        self.modes: npt.NDArray[np.int8] | None = None
+        if multimodal or has_modes:
+            self.modes = np.frombuffer(data, np.int8, n, 12 * n + 8 * d).copy()
         self.ends = self._check(path)
 
     @staticmethod
@@ -304,8 +322,10 @@ class IndexedCorpus:
     ``.bin`` that shrinks or is rewritten while it is read gives a
     ValueError, not a crash or a mix of old and new tokens. posembed needs
     the sequences back to back in the ``.bin``, in order, as Megatron's
-    writer puts them; sequence modes (multimodal data) are accepted and
-    ignored.
+    writer puts them. A multimodal dataset (one int8 mode per sequence after
+    the document indices) is read with ``multimodal=True``, as Megatron's
+    ``IndexedDataset`` reads it; the ``.idx``'s size tells it from a plain
+    one, and either opened the other way is refused, never read wrong.
 
     Parameters
     ----------
@@ -314,6 +334,10 @@ class IndexedCorpus:
     documents : {"documents", "sequences"}
         The unit that :attr:`offsets`, ``len()`` and indexing count:
         each Megatron document (one or more sequences), or each sequence.
+    multimodal : bool or None
+        True: the ``.idx`` holds a mode for each sequence (Megatron's
+        ``multimodal=True``); False (the default): it holds none; None:
+        either, as the file is (an empty dataset is then taken as plain).
 
     Attributes
     ----------
@@ -328,6 +352,8 @@ class IndexedCorpus:
         Byte offsets of the sequences in the ``.bin``.
     document_indices : ndarray of int64, shape (D,)
         0, then the number of sequences before each document's end.
+    modes : ndarray of int8, shape (N,), or None
+        Each sequence's mode (a multimodal dataset); None for a plain one.
     offsets : ndarray of int64
         CSR token offsets of the units, from 0 to :attr:`token_count`.
     tokens : posembed.io._tokens.TokenFile
@@ -339,9 +365,12 @@ class IndexedCorpus:
     Raises
     ------
     TypeError
-        ``prefix`` is not a path, or ``documents`` is not a str.
+        ``prefix`` is not a path, ``documents`` is not a str, or
+        ``multimodal`` is not a bool or None.
     ValueError
-        ``documents`` is neither choice; a file is missing or not a regular
+        ``documents`` is neither choice; the ``.idx`` holds sequence modes
+        and ``multimodal`` is False, or holds none and it is True; a file
+        is missing or not a regular
         file; the files are not a valid indexed dataset (the message names
         the file, the field and the bad value); or a writer replaced the pair
         each time it was opened (a few tries: the ``.idx`` read must still be
@@ -354,7 +383,14 @@ class IndexedCorpus:
         prefix: str | os.PathLike[str],
         *,
         documents: Literal["documents", "sequences"] = "documents",
+        multimodal: bool | None = False,
     ) -> None:
+        if multimodal is not None and not isinstance(multimodal, (bool, np.bool_)):
+            raise TypeError(
+                f"multimodal must be True, False or None; got {type(multimodal).__name__} "
+                f"{multimodal!r}"
+            )
+        self.multimodal = None if multimodal is None else bool(multimodal)
         if not isinstance(documents, str):
             raise TypeError(
                 f"documents must be 'documents' or 'sequences'; got {type(documents).__name__}"
@@ -423,7 +459,9 @@ class IndexedCorpus:
                 raise _Replaced(exc, _identity(bin_info), bin_fd) from None
         fd, seen = opened
         try:  # the .idx kept open: no other file takes its inode meanwhile
-            index = _Index(self.idx_path, _FileBytes(fd, self.idx_path, seen.st_size))
+            index = _Index(
+                self.idx_path, _FileBytes(fd, self.idx_path, seen.st_size), self.multimodal
+            )
             bin_fd, bin_info = _open(self.bin_path, "data (.bin)")
             os.close(bin_fd)
             now: tuple[int, int, int, int] | None
@@ -453,6 +491,7 @@ class IndexedCorpus:
         self.sequence_lengths: npt.NDArray[np.int32] = index.lengths
         self.sequence_pointers: npt.NDArray[np.int64] = index.pointers
         self.document_indices: npt.NDArray[np.int64] = index.documents
+        self.modes: npt.NDArray[np.int8] | None = index.modes
         ends = np.concatenate([np.zeros(1, np.int64), index.ends])
         self.offsets: npt.NDArray[np.int64] = (
             ends[index.documents] if documents == "documents" else ends
@@ -508,7 +547,7 @@ class IndexedCorpus:
         if read.size > MAX_INDEX_BYTES:
             raise _bad(self.idx_path, f"it is {read.size} bytes; far more than an index holds")
         try:
-            index = _Index(self.idx_path, read)
+            index = _Index(self.idx_path, read, self.multimodal)
         except ValueError:  # read across a replacement: the bytes of two objects, or cut short
             if version() != seen:
                 raise _Replaced from None

@@ -89,6 +89,9 @@ class IndexedWriter:
     dtype : numpy dtype
         The tokens' dtype: one with a code in the format (uint8, int8,
         int16, int32, int64, uint16); :meth:`widen` changes it later.
+    multimodal : bool
+        Write an int8 mode for each sequence (Megatron's multimodal
+        datasets): :meth:`write` then takes them.
 
     Raises
     ------
@@ -99,9 +102,14 @@ class IndexedWriter:
     """
 
     def __init__(
-        self, bin_path: str | os.PathLike[str], idx_path: str | os.PathLike[str], dtype: Any
+        self,
+        bin_path: str | os.PathLike[str],
+        idx_path: str | os.PathLike[str],
+        dtype: Any,
+        multimodal: bool = False,
     ) -> None:
         self.dtype = token_dtype(dtype)
+        self._modes: list[np.ndarray] | None = [] if multimodal else None
         self._loose = 0  # tokens written by write_tokens that no length counts yet
         self.bin_path, self.idx_path = Path(bin_path), Path(idx_path)
         self._file = open(self.bin_path, "x+b")  # noqa: SIM115 (closed by close())
@@ -117,7 +125,7 @@ class IndexedWriter:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def write(self, tokens: Any, lengths: Any, document_ends: Any) -> None:
+    def write(self, tokens: Any, lengths: Any, document_ends: Any, modes: Any = None) -> None:
         """Append a batch of sequences, and the ends of the documents they close.
 
         A batch that is refused writes nothing: a caller that meets a token
@@ -136,6 +144,9 @@ class IndexedWriter:
             (its sequences are written, its end comes in a later batch); a
             repeated value is an empty document; 0 ends a document before
             the batch's first sequence.
+        modes : array_like of integers, 1-D, optional
+            Each sequence's mode (int8 values): required by a multimodal
+            writer, refused by a plain one.
 
         Raises
         ------
@@ -143,8 +154,9 @@ class IndexedWriter:
             An argument is not an array of integers.
         ValueError
             The arrays do not fit together, a length is negative or past
-            int32, a document end is out of order or range, or a token does
-            not fit the writer's dtype.
+            int32, a document end is out of order or range, a token or a
+            mode does not fit its dtype, or modes are given to a plain
+            writer or missing for a multimodal one.
         """
         if self.finished or self._file.closed:
             raise ValueError(f"{self.bin_path}: the writer is finished or closed")
@@ -181,11 +193,27 @@ class IndexedWriter:
                 f"document_ends must not decrease; document_ends[{i}] is {ends[i]} "
                 f"after {ends[i - 1]}"
             )
+        if (modes is None) != (self._modes is None):
+            raise ValueError(
+                "modes are required by a multimodal writer"
+                if modes is None
+                else "modes given to a writer that is not multimodal (multimodal=False)"
+            )
+        kinds = None
+        if modes is not None:
+            kinds = _integers(modes, "modes")
+            if len(kinds) != len(lens):
+                raise ValueError(
+                    f"modes holds {len(kinds)} values; one for each of the {len(lens)} sequences"
+                )
+            _check_fits(kinds, np.dtype(np.int8), "modes")
         _check_fits(toks, self.dtype, "tokens")
         self._append(toks)
         self._loose = 0
         self._lengths.append(lens.astype(np.int32))
         self._documents.append(ends + self.sequence_count)
+        if self._modes is not None and kinds is not None:
+            self._modes.append(kinds.astype(np.int8))
         self.sequence_count += len(lens)
 
     def write_tokens(
@@ -429,6 +457,8 @@ class IndexedWriter:
             f.write(lengths.astype("<i4").data)
             f.write(sequence_pointers(lengths, self.dtype).astype("<i8").data)
             f.write(documents.astype("<i8").data)
+            if self._modes is not None:
+                f.write(np.concatenate([np.zeros(0, np.int8), *self._modes]).data)
         self.finished = True
 
     def close(self) -> None:
@@ -495,6 +525,7 @@ def write_indexed(
     dtype: npt.DTypeLike | None = None,
     append_eod: int | None = None,
     vocab_size: int | None = None,
+    modes: npt.ArrayLike | None = None,
     force: bool = False,
 ) -> None:
     """Write documents held in memory as a Megatron indexed dataset (``PREFIX.bin``, ``.idx``).
@@ -523,6 +554,11 @@ def write_indexed(
     vocab_size : int, optional
         The tokenizer's vocabulary size: every id must be below it, and it
         chooses the default dtype.
+    modes : array_like of integers, 1-D, optional
+        One int8 mode for each document: a multimodal dataset (Megatron's
+        ``multimodal=True``), each non-empty document's sequence with its
+        document's mode (an empty document has no sequence, so its mode
+        is not written).
     force : bool
         Replace an indexed dataset at the two paths (a .idx with its header
         and its .bin), never other files.
@@ -535,7 +571,8 @@ def write_indexed(
         ``tokens`` or ``offsets`` is not 1-D, the offsets do not fit the
         tokens, an id is negative (whatever ``dtype`` and ``vocab_size``),
         past ``vocab_size`` or does not fit the dtype, a document is longer
-        than the format's int32 lengths, or ``prefix`` ends in a separator.
+        than the format's int32 lengths, ``modes`` is not one int8 value
+        for each document, or ``prefix`` ends in a separator.
     FileExistsError
         A file is at one of the paths and ``force`` is False.
     IsADirectoryError
@@ -554,6 +591,14 @@ def write_indexed(
         raise TypeError(f"force must be True or False; got {type(force).__name__} {force!r}")
     dt = None if dtype is None else token_dtype(dtype)
     _check_offsets(offs, len(toks))
+    kinds = None
+    if modes is not None:
+        kinds = _integers(modes, "modes")
+        if len(kinds) != len(offs) - 1:
+            raise ValueError(
+                f"modes holds {len(kinds)} values; one for each of the {len(offs) - 1} documents"
+            )
+        _check_fits(kinds, np.dtype(np.int8), "modes")
     if vocab is not None:
         if eod is not None and eod >= vocab:
             raise ValueError(f"append_eod {eod} is not an id of a vocab_size of {vocab}")
@@ -586,7 +631,8 @@ def write_indexed(
         problem = _target_problem(path, bool(force))
         if problem is not None:
             raise problem
-    _write_files(base, toks, lengths[filled], np.cumsum(filled), dt, force)
+    kept = None if kinds is None else kinds[filled]
+    _write_files(base, toks, lengths[filled], np.cumsum(filled), dt, force, kept)
 
 
 def _write_files(
@@ -596,6 +642,7 @@ def _write_files(
     ends: np.ndarray,
     dtype: np.dtype[Any],
     force: bool,
+    modes: np.ndarray | None = None,
 ) -> None:
     if force:  # only an indexed dataset is replaced
         problem = _outdir.pair_problem(base, (), force)
@@ -604,8 +651,8 @@ def _write_files(
     tmp = _outdir.new_temp(base)
     try:
         idx, bin_ = (tmp / name for name in _outdir.PAIR_NAMES)
-        with IndexedWriter(bin_, idx, dtype) as writer:
-            writer.write(tokens, lengths, ends)
+        with IndexedWriter(bin_, idx, dtype, multimodal=modes is not None) as writer:
+            writer.write(tokens, lengths, ends, modes)
             writer.finish()
         _outdir.commit_pair(tmp, base, force)
     except BaseException as exc:
