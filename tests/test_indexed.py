@@ -78,7 +78,7 @@ def craft(
         np.array(lengths, "<i4").tobytes()
         + np.array(pointers, "<i8").tobytes()
         + np.array(document_indices, "<i8").tobytes()
-        + (np.ones(len(lengths), np.int8).tobytes() if modes else b"")
+        + ((np.arange(len(lengths)) % 7 - 3).astype(np.int8).tobytes() if modes else b"")
     )
     Path(f"{prefix}.idx").write_bytes(header + body + extra)
     data = bin_bytes if tokens is None else tokens.astype(dt.newbyteorder("<")).tobytes()
@@ -161,9 +161,18 @@ def test_reader_matches_the_twin_on_any_layout(tmp_path_factory, docs, unit, mod
     indices = [0, *np.cumsum([len(doc) for doc in docs]).tolist()]
     prefix = craft(tmp_path_factory.mktemp("h") / "c", lengths, indices, np.int32, modes=modes)
     fast, twin = (
-        posembed.IndexedCorpus(prefix, documents=unit),
-        reference.IndexedCorpus(prefix, documents=unit),
+        posembed.IndexedCorpus(prefix, documents=unit, multimodal=modes),
+        reference.IndexedCorpus(prefix, documents=unit, multimodal=modes),
     )
+    if modes:
+        assert fast.modes is not None
+        assert fast.modes.dtype == np.int8
+        assert (
+            fast.modes.tolist() == twin.modes.tolist() == [i % 7 - 3 for i in range(len(lengths))]
+        )
+    else:
+        assert fast.modes is None
+        assert twin.modes is None
     tokens, offsets = twin.to_arrays()
     assert np.array_equal(
         offsets, expected_offsets(np.array(lengths, int), np.array(indices), unit)
@@ -318,12 +327,52 @@ def test_every_crafted_field_is_refused_naming_it(tmp_path, change, message):
     twin_refuses(prefix)
 
 
-def test_sequence_modes_are_accepted_and_ignored(tmp_path):
+def test_sequence_modes_are_read_with_multimodal_true(tmp_path):
     prefix = craft(tmp_path / "c", [2, 3, 1], [0, 2, 3], modes=True)
     plain = craft(tmp_path / "p", [2, 3, 1], [0, 2, 3])
-    a, b = posembed.IndexedCorpus(prefix), posembed.IndexedCorpus(plain)
+    a, b = posembed.IndexedCorpus(prefix, multimodal=True), posembed.IndexedCorpus(plain)
+    assert a.modes is not None
+    assert a.modes.tolist() == [-3, -2, -1]
+    assert b.modes is None
     assert a.to_arrays()[0].tobytes() == b.to_arrays()[0].tobytes()
     assert np.array_equal(a.offsets, b.offsets)
+    # None: as the file is
+    assert posembed.IndexedCorpus(prefix, multimodal=None).modes.tolist() == [-3, -2, -1]
+    assert posembed.IndexedCorpus(plain, multimodal=None).modes is None
+
+
+def test_a_file_of_the_other_kind_is_refused_naming_the_option(tmp_path):
+    modes = craft(tmp_path / "m", [2, 3, 1], [0, 2, 3], modes=True)
+    plain = craft(tmp_path / "p", [2, 3, 1], [0, 2, 3])
+    with pytest.raises(ValueError, match=r"m\.idx: a multimodal .* with multimodal=True"):
+        posembed.IndexedCorpus(modes)
+    with pytest.raises(ValueError, match=r"p\.idx: multimodal=True, but the file holds no"):
+        posembed.IndexedCorpus(plain, multimodal=True)
+    for prefix, flag in ((modes, False), (plain, True)):
+        with pytest.raises(ValueError, match="multimodal"):
+            reference.IndexedCorpus(prefix, multimodal=flag)
+    with pytest.raises(TypeError, match="multimodal must be True, False or None; got int 1"):
+        posembed.IndexedCorpus(plain, multimodal=1)  # type: ignore[arg-type]
+    # no sequences: no modes to tell, either way is the same file
+    empty = craft(tmp_path / "e", [], [0])
+    assert posembed.IndexedCorpus(empty, multimodal=True).modes.tolist() == []
+    assert posembed.IndexedCorpus(empty).modes is None
+    # a damaged multimodal file is refused by the same checks as a plain one
+    bad = craft(tmp_path / "b", [2, 3, 1], [0, 3, 2], modes=True)
+    with pytest.raises(ValueError, match=r"document_indices decrease"):
+        posembed.IndexedCorpus(bad, multimodal=True)
+
+
+def test_write_indexed_writes_modes_for_the_non_empty_documents(tmp_path):
+    posembed.write_indexed(tmp_path / "w", np.arange(6), [0, 2, 2, 6], modes=[5, 6, -7])
+    corpus = posembed.IndexedCorpus(tmp_path / "w", multimodal=True)
+    assert corpus.modes.tolist() == [5, -7]  # the empty document has no sequence
+    assert corpus.document_indices.tolist() == [0, 1, 1, 2]
+    with pytest.raises(ValueError, match=r"modes holds 2 values; one for each of the 3"):
+        posembed.write_indexed(tmp_path / "x", np.arange(6), [0, 2, 2, 6], modes=[1, 2])
+    with pytest.raises(ValueError, match=r"modes\[1\] is 200, which does not fit int8"):
+        posembed.write_indexed(tmp_path / "x", np.arange(6), [0, 2, 2, 6], modes=[1, 200, 0])
+    assert not list(tmp_path.glob("x*"))
 
 
 @pytest.mark.parametrize("size", [0, 1, 9, 33])
@@ -1066,19 +1115,41 @@ def test_megatrons_builder_writes_what_indexed_corpus_reads(tmp_path, rng, megat
         assert (tmp_path / f"w{suffix}").read_bytes() == (tmp_path / f"m{suffix}").read_bytes()
 
 
-def test_megatrons_multimodal_files_are_read_ignoring_the_modes(tmp_path, megatron):
+def test_megatrons_multimodal_files_are_read_with_their_modes(tmp_path, megatron):
     import torch
 
-    builder = megatron.IndexedDatasetBuilder(
-        str(tmp_path / "m.bin"), dtype=np.int32, multimodal=True
-    )
-    builder.add_item(torch.tensor([1, 2, 3]), mode=1)
-    builder.add_item(torch.tensor([4]), mode=2)
-    builder.end_document()
-    builder.finalize(str(tmp_path / "m.idx"))
-    corpus = posembed.IndexedCorpus(tmp_path / "m")
-    assert corpus.offsets.tolist() == [0, 4]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        builder = megatron.IndexedDatasetBuilder(
+            str(tmp_path / "m.bin"), dtype=np.int32, multimodal=True
+        )
+        builder.add_item(torch.tensor([1, 2, 3]), mode=1)
+        builder.add_item(torch.tensor([4]), mode=-2)
+        builder.end_document()
+        builder.add_document(torch.tensor([5, 6]), [2], modes=[7])
+        builder.finalize(str(tmp_path / "m.idx"))
+    corpus = posembed.IndexedCorpus(tmp_path / "m", multimodal=True)
+    assert corpus.offsets.tolist() == [0, 4, 6]
     assert corpus[0].tolist() == [1, 2, 3, 4]
+    theirs = megatron_reads(megatron, tmp_path / "m", multimodal=True)
+    assert theirs.index.sequence_modes.tolist() == corpus.modes.tolist() == [1, -2, 7]
+    assert np.array_equal(theirs.document_indices, corpus.document_indices)
+    with pytest.raises(ValueError, match="multimodal=True"):
+        posembed.IndexedCorpus(tmp_path / "m")
+    # write_indexed's modes: the very bytes of Megatron's builder
+    posembed.write_indexed(
+        tmp_path / "w", [1, 2, 3, 4, 5, 6], [0, 4, 6], dtype=np.int32, modes=[1, 7]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        builder = megatron.IndexedDatasetBuilder(
+            str(tmp_path / "b.bin"), dtype=np.int32, multimodal=True
+        )
+        builder.add_document(torch.tensor([1, 2, 3, 4]), [4], modes=[1])
+        builder.add_document(torch.tensor([5, 6]), [2], modes=[7])
+        builder.finalize(str(tmp_path / "b.idx"))
+    for suffix in (".idx", ".bin"):
+        assert (tmp_path / f"w{suffix}").read_bytes() == (tmp_path / f"b{suffix}").read_bytes()
 
 
 @pytest.mark.parametrize("mmap", [True, False])

@@ -11,7 +11,7 @@ window_layout, WindowLayout, stitch), ``random`` (uniform_bits,
 dropout_mask), ``embed``, ``embedding`` (the LearnedPositionEmbedding class),
 ``checkpoint`` (resize_checkpoint), ``pack`` (pack: sequence packing plans and
 their cut) and ``indexed`` (IndexedCorpus,
-write_indexed: Megatron indexed datasets, whole files at a time).
+write_indexed, merge_indexed: Megatron indexed datasets, whole files at a time).
 Where a module shares its name with a function (``gather``, ``interpolate``,
 ...), ``posembed.reference.<name>`` is the function; ``from
 posembed.reference.<module> import ...`` reaches the rest of a module.
@@ -35,7 +35,7 @@ from posembed.reference.embed import embed
 from posembed.reference.embedding import LearnedPositionEmbedding
 from posembed.reference.extend import extend
 from posembed.reference.gather import gather, gather_backward
-from posembed.reference.indexed import IndexedCorpus, write_indexed
+from posembed.reference.indexed import IndexedCorpus, merge_indexed, write_indexed
 from posembed.reference.interpolate import interpolate, lerp
 from posembed.reference.pack import pack
 from posembed.reference.random import dropout_mask, uniform_bits
@@ -59,6 +59,7 @@ __all__ = [
     "gpt_samples",
     "interpolate",
     "lerp",
+    "merge_indexed",
     "pack",
     "resample_grid",
     "similarity",

@@ -1,4 +1,4 @@
-"""Twin of the Megatron indexed-dataset reader and writer: whole files, plain NumPy.
+"""Twin of the Megatron indexed-dataset reader, writer and merge: whole files, plain NumPy.
 
 ``PREFIX.idx``: the magic ``MMIDIDX\\0\\0``, version 1 (``<Q``), the dtype
 code (``<B``), the sequence count N and the document-index count D (``<Q``
@@ -42,7 +42,11 @@ class IndexedCorpus:
     """Reads a whole ``.idx`` with ``np.fromfile``, checks it, and reads the
     whole ``.bin`` each time tokens are asked for."""
 
-    def __init__(self, prefix: Any, *, documents: str = "documents") -> None:
+    def __init__(
+        self, prefix: Any, *, documents: str = "documents", multimodal: Any = False
+    ) -> None:
+        if multimodal is not None and not isinstance(multimodal, (bool, np.bool_)):
+            raise TypeError("multimodal must be True, False or None")
         if not isinstance(documents, str):
             raise TypeError("documents must be a str")
         if documents not in ("documents", "sequences"):
@@ -83,6 +87,14 @@ class IndexedCorpus:
             raise ValueError("the sequence pointers are not the sequences back to back")
         if indices[0] != 0 or np.any(np.diff(indices) < 0) or indices[-1] != n:
             raise ValueError("the document indices do not go from 0 up to the sequence count")
+        has_modes = n > 0 and len(data) == 34 + 13 * n + 8 * d
+        if has_modes and multimodal is False:
+            raise ValueError("the file holds sequence modes: open it with multimodal=True")
+        if multimodal and n > 0 and not has_modes:
+            raise ValueError("multimodal=True, but the file holds no sequence modes")
+        self.modes = None
+        if multimodal or has_modes:
+            self.modes = data[34 + 12 * n + 8 * d :].view(np.int8).copy()
         self.sequence_lengths = lengths
         self.sequence_pointers = pointers
         self.document_indices = indices
@@ -281,3 +293,114 @@ def write_indexed(
         + pointers.astype("<i8").tobytes()
         + indices.astype("<i8").tobytes()
     )
+
+
+def merge_indexed(inputs: Any, output: Any, *, force: Any = False) -> dict[str, Any]:
+    """Join indexed datasets: each read whole, their arrays joined, written whole.
+
+    Parameters
+    ----------
+    inputs : path or list of paths
+        Datasets' prefixes, and folders (their datasets, sorted by name).
+    output : path
+        The output's prefix.
+    force : bool
+        Replace an indexed dataset at ``output``.
+
+    Returns
+    -------
+    dict of str to Any
+        The counts, as :func:`posembed.merge_indexed` returns them.
+
+    Raises
+    ------
+    TypeError
+        An argument of the wrong type.
+    ValueError
+        No dataset, a bad one, two dtypes or two kinds, or an output that
+        may not be written.
+    """
+    if not isinstance(force, (bool, np.bool_)):
+        raise TypeError("force must be a bool")
+    items = [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs
+    if not isinstance(items, (list, tuple)):
+        raise TypeError("inputs must be a path or a list of paths")
+    prefixes = []
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)) or isinstance(os.fspath(item), bytes):
+            raise TypeError("an input must be a path")
+        if not os.path.isdir(item):
+            prefixes.append(_paths(item)[0])
+            continue
+        files = [name for name in os.listdir(item) if os.path.isfile(os.path.join(item, name))]
+        stems = sorted({os.path.splitext(name)[0] for name in files})
+        for stem in stems:
+            for suffix in (".idx", ".bin"):
+                if not os.path.isfile(os.path.join(item, stem + suffix)):
+                    raise ValueError(f"{stem}{suffix} is missing")
+        if not stems:
+            raise ValueError(f"{item} holds no dataset")
+        prefixes += [Path(item) / stem for stem in stems]
+    if not prefixes:
+        raise ValueError("no dataset to merge")
+    if not isinstance(output, (str, os.PathLike)):
+        raise TypeError("output must be a path")
+    parts = [IndexedCorpus(prefix, documents="sequences", multimodal=None) for prefix in prefixes]
+    dtype = parts[0].dtype
+    if any(part.dtype != dtype for part in parts):
+        raise ValueError("the datasets hold tokens of different dtypes")
+    kinds = {part.modes is not None for part in parts if len(part.sequence_lengths)}
+    if len(kinds) > 1:
+        raise ValueError("plain and multimodal datasets")
+    multimodal = kinds == {True}
+    lengths = np.concatenate([np.zeros(0, np.int32)] + [p.sequence_lengths for p in parts])
+    indices = [np.zeros(1, np.int64)]
+    before = 0
+    for part in parts:
+        indices.append(part.document_indices[1:] + before)
+        before += len(part.sequence_lengths)
+    documents = np.concatenate(indices)
+    if int(lengths.sum(dtype=np.int64)) * dtype.itemsize >= 2**62:
+        raise ValueError("too many tokens")
+    base, idx_path, bin_path = _paths(output)
+    inputs_seen = [os.path.realpath(path) for p in parts for path in (p.idx_path, p.bin_path)]
+    for path in (idx_path, bin_path):
+        if os.path.realpath(path) in inputs_seen:
+            raise ValueError(f"{path} is an input")
+        if os.path.lexists(path) and not force:
+            raise ValueError(f"{path} exists")
+        if os.path.lexists(path) and (path.is_symlink() or not path.is_file()):
+            raise ValueError(f"{path} is not a file")
+    replaced = os.path.lexists(idx_path) or os.path.lexists(bin_path)
+    if replaced and (not idx_path.is_file() or idx_path.read_bytes()[:9] != MAGIC):
+        raise ValueError(f"{base} is not an indexed dataset")
+    pointers = (np.cumsum(lengths, dtype=np.int64) - lengths) * dtype.itemsize
+    header = (
+        MAGIC
+        + np.array([1], "<u8").tobytes()
+        + bytes([CODE[dtype]])
+        + np.array([len(lengths), len(documents)], "<u8").tobytes()
+    )
+    modes = b""
+    if multimodal:
+        modes = b"".join(p.modes.tobytes() for p in parts if p.modes is not None)
+    tokens = b"".join(p._all().astype(dtype.newbyteorder("<")).tobytes() for p in parts)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    bin_path.write_bytes(tokens)
+    idx_path.write_bytes(
+        header
+        + lengths.astype("<i4").tobytes()
+        + pointers.astype("<i8").tobytes()
+        + documents.astype("<i8").tobytes()
+        + modes
+    )
+    return {
+        "inputs": [str(p.prefix) for p in parts],
+        "output": str(base),
+        "datasets": len(parts),
+        "documents": len(documents) - 1,
+        "sequences": len(lengths),
+        "tokens": int(lengths.sum(dtype=np.int64)),
+        "dtype": dtype.name,
+        "multimodal": multimodal,
+    }
