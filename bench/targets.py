@@ -68,6 +68,7 @@ TARGETS = (
     Target("chunk", "indexed dataset", "roofline", 0.8, ">= 0.8x the file-write roofline"),
     Target("convert", "token file", "roofline", 0.8, ">= 0.8x the file-write roofline"),
     Target("convert", "Parquet file", "roofline", 0.8, ">= 0.8x pyarrow's decode of the column"),
+    Target("merge", "shards", "roofline", 0.8, ">= 0.8x the file-copy roofline"),
     Target("embed", "dropout 0.1", "reference", 3.0, ">= 3x the NumPy reference"),
     Target("embed", "dropout 0.1", "torch", 2.0, ">= 2x PyTorch eager"),
     Target("embed", "dropout 0.1", "roofline", 0.6, ">= 0.6x the fresh copy roofline"),

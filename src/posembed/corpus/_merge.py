@@ -22,6 +22,7 @@ into place when complete, as ``posembed convert`` writes them.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ class _Part:
 
 
 def merge_indexed(
-    inputs: str | os.PathLike[str] | list[str | os.PathLike[str]],
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     output: str | os.PathLike[str],
     *,
     force: bool = False,
@@ -65,7 +66,7 @@ def merge_indexed(
 
     Parameters
     ----------
-    inputs : path or list of paths
+    inputs : path, or list or tuple of paths
         Indexed datasets (``PREFIX``, ``PREFIX.idx`` or ``PREFIX.bin``) and
         folders; a folder stands for every dataset in it, by name in
         Python's ``sorted`` order, as ``merge_datasets.py`` takes a folder
@@ -86,15 +87,15 @@ def merge_indexed(
     Raises
     ------
     TypeError
-        An input or the output is not a path, or ``force`` is not a bool.
-    ChunkError
+        An input or the output is not a path, ``inputs`` is neither a path
+        nor a list or tuple, or ``force`` is not a bool.
+    ValueError
         No dataset to merge; an input missing, damaged or changed while it
         is merged (the message names the file and what is wrong); inputs of
         two token dtypes or of both kinds (plain and multimodal); more
         tokens than the format's byte offsets hold; or an output that may
         not be written (one of the inputs, a file that is no indexed
-        dataset, or an existing dataset without ``force``). A ChunkError is
-        a ValueError.
+        dataset, or an existing dataset without ``force``).
     OSError
         Writing fails (the temporary folder is removed, an old output left
         as it was).
