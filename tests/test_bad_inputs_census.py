@@ -179,7 +179,8 @@ def help_text(words: tuple[str, ...]) -> str:
 def commands(words: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     """The commands `posembed --help` lists, and those of each command group."""
     usage = help_text(words).split("\n\n")[0]
-    found = re.search(r"\{([\w,]+)\} \.\.\.", usage)  # a group's commands, not choices
+    # a group's commands, not choices (a long usage wraps before the "...")
+    found = re.search(r"\{([\w,]+)\}\s+\.\.\.", usage)
     if found is None:
         return [words]
     return [c for sub in found.group(1).split(",") for c in commands((*words, sub))]

@@ -57,6 +57,35 @@ def _chunk_valid(tmp: Path) -> dict[str, Any]:
     }
 
 
+def _merge_valid(tmp: Path) -> dict[str, Any]:
+    for name in ("a", "b"):
+        posembed.write_indexed(tmp / name, np.arange(9), [0, 3, 3, 7, 9])
+    return {
+        "input": tmp / "a",
+        "INPUT": tmp / "b",
+        "--output": tmp / "merged",
+        "--force": False,
+        "--quiet": True,
+    }
+
+
+def _dataset(name: str, **options: Any) -> From:
+    """Another indexed dataset beside the inputs, written with ``options``."""
+
+    def build(args: dict[str, Any]) -> Path:
+        prefix = args["input"].parent / name
+        posembed.write_indexed(prefix, np.arange(9), [0, 3, 3, 7, 9], **options)
+        return prefix
+
+    return From(build)
+
+
+def _empty_folder(args: dict[str, Any]) -> Path:
+    folder = args["input"].parent / "shards"
+    folder.mkdir()
+    return folder
+
+
 def _convert_valid(tmp: Path) -> dict[str, Any]:
     np.save(tmp / "tokens.npy", np.arange(100, dtype=np.int32))
     (tmp / "tokens.bin").write_bytes(np.arange(100, dtype=np.uint16).tobytes())
@@ -166,6 +195,7 @@ FAMILY = Family(
         ),
         "cli chunk": command("chunk", valid=_chunk_valid),
         "cli convert": command("convert", valid=_convert_valid),
+        "cli merge": command("merge", valid=_merge_valid),
         "cli pack": command("pack", valid=_pack_valid),
         "cli samples": command("samples", valid=_samples_valid),
         "cli resize": command("resize", valid=_resize_valid),
@@ -179,6 +209,14 @@ FAMILY = Family(
         },
         "cli chunk": {**CLI_OUT},
         "cli convert": {**CLI_OUT},
+        "cli merge": {
+            **CLI_OUT,
+            "type": "every argument is a path or a flag: a path of the wrong kind is a file case",
+            "rank": "reads indexed datasets, whose arrays are 1-D by their format",
+            "nan": "no number option",
+            "size": "no count option; a merged size past the format's int64 byte offsets "
+            "needs files of 2^62 bytes (tests/test_merge.py lowers the limit to check it)",
+        },
         "cli pack": {**CLI_OUT},
         "cli samples": {
             **CLI_OUT,
@@ -1088,6 +1126,76 @@ add("--output", "unknown", OMIT, UsageError, r"the following arguments are requi
 add = FAMILY.cases_for("cli config")
 add("--bogus", "unknown", True, UsageError, r"posembed: error: unrecognized arguments: --bogus")
 add("extra", "unknown", "extra", UsageError, r"unrecognized arguments: extra")
+
+# ---- posembed merge ---------------------------------------------------------------------
+add = FAMILY.cases_for("cli merge")
+add(
+    "INPUT",
+    "dtype",
+    _dataset("wide", dtype=np.int32),
+    CommandError,
+    r"wide\.idx holds tokens of int32, but .*a\.idx holds uint16",
+    named="int32",
+)
+add(
+    "INPUT",
+    "empty",
+    From(_empty_folder),
+    CommandError,
+    r"folder .*shards holds no indexed dataset",
+    named="shards",
+)
+add(
+    "--output",
+    "range",
+    From(lambda a: a["input"]),
+    CommandError,
+    r"output .*a\.idx would replace the input .*a\.idx",
+    also={"--force": True},
+)
+add(
+    "INPUT",
+    "shape",
+    _dataset("images", modes=[1, 2, 3, 4]),
+    CommandError,
+    r"images\.idx is multimodal \(a mode for each sequence\) but .*a\.idx is not",
+    named="multimodal",
+)
+add(
+    "INPUT",
+    "file",
+    From(lambda a: a["input"].parent / "missing"),
+    CommandError,
+    r"missing\.idx \(the index \(\.idx\) of an indexed dataset\): no such file",
+    named="missing.idx",
+)
+add(
+    "INPUT",
+    "file",
+    From(lambda a: (os.truncate(f"{a['INPUT']}.bin", 4), a["INPUT"])[1]),
+    CommandError,
+    r"b\.bin: not a valid indexed dataset: it holds 4 bytes",
+    named="b.bin",
+)
+add(
+    "--output",
+    "file",
+    From(lambda a: (a["--output"].with_suffix(".idx").write_bytes(b"precious"), a["--output"])[1]),
+    CommandError,
+    r"output .*merged: .*merged\.idx is not part of an indexed dataset",
+    also={"--force": True},
+)
+add(
+    "--output",
+    "combination",
+    From(lambda a: (posembed.write_indexed(a["--output"], [1], [0, 1]), a["--output"])[1]),
+    CommandError,
+    r"merged\.idx exists; pass --force to replace it",
+    named="merged.idx",
+)
+add("--output", "unknown", OMIT, UsageError, r"the following arguments are required: -o/--output")
+add("--bogus", "unknown", True, UsageError, r"unrecognized arguments: --bogus")
+
 del add
 
 # == the tests ==========================================================================

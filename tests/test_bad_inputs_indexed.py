@@ -1,5 +1,5 @@
 """The bad-input matrix for Megatron indexed datasets: IndexedCorpus (its
-constructor, read and to_arrays) and write_indexed.
+constructor, read and to_arrays), write_indexed and merge_indexed.
 
 The cases, the checks they go through and the census that holds the families
 together: see ``tests/badinput_harness.py``. A bad file is one of the corpus's
@@ -97,6 +97,30 @@ def rewritten(args: dict[str, Any]) -> Any:
     return corpus
 
 
+def with_input(name: str, **options: Any) -> From:
+    """The inputs and one more dataset, written with ``options``."""
+
+    def build(args: dict[str, Any]) -> Any:
+        prefix = Path(args["inputs"][0]).parent / name
+        posembed.write_indexed(prefix, TOKENS, OFFSETS, **options)
+        return [*args["inputs"], prefix]
+
+    return From(build)
+
+
+def empty_folder(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
+def damaged_input(args: dict[str, Any]) -> Any:
+    """The inputs, the first with its last document index past the sequences."""
+    with open(f"{args['inputs'][0]}.idx", "r+b") as f:
+        f.seek(DOCUMENTS_AT + 8 * 4)
+        f.write(struct.pack("<q", 99))
+    return args["inputs"]
+
+
 def method_of_corpus(name: str, valid: Any) -> Target:
     """A method of IndexedCorpus; the twin's call is on a twin opened on the same files."""
 
@@ -132,6 +156,14 @@ FAMILY = Family(
                 "force": False,
             },
         ),
+        "merge_indexed": function(
+            "merge_indexed",
+            lambda tmp: {
+                "inputs": [corpus_at(tmp), corpus_at(tmp)],
+                "output": tmp / "merged",
+                "force": False,
+            },
+        ),
     },
     not_applicable={
         "IndexedCorpus": {
@@ -150,6 +182,13 @@ FAMILY = Family(
             k: "takes no argument; the file it reads changing is its case (file)" for k in KINDS
         },
         "write_indexed": {**ALL_OUT},
+        "merge_indexed": {
+            **ALL_OUT,
+            "rank": "paths, no array argument; the files' arrays are 1-D by the format",
+            "nan": "no number argument",
+            "size": "no count argument; a merged size past the format's int64 byte offsets "
+            "needs files of 2^62 bytes (tests/test_merge.py lowers the limit to check it)",
+        },
     },
 )
 
@@ -529,6 +568,85 @@ add(
     ValueError,
     r"prefix must name the files PREFIX\.idx and PREFIX\.bin; got '.*out/'",
     named="out/",
+)
+
+# ---- merge_indexed -------------------------------------------------------------------
+add = FAMILY.cases_for("merge_indexed")
+add("inputs", "type", 3, TypeError, r"inputs must be a path or a list or tuple of paths; got int")
+add(
+    "inputs",
+    "type",
+    [b"corpus"],
+    TypeError,
+    r"each input must be a path \(str or os\.PathLike\); got bytes",
+    named="input",
+)
+add("output", "type", 3, TypeError, r"output must be a path \(str or os\.PathLike\); got int")
+add("force", "type", "yes", TypeError, r"force must be True or False; got 'yes'")
+add(
+    "inputs",
+    "dtype",
+    with_input("wide", dtype=np.int32),
+    ValueError,
+    r"wide\.idx holds tokens of int32, but .*corpus\.idx holds uint16",
+    named="int32",
+)
+add("inputs", "empty", [], ValueError, r"no indexed dataset to merge", named="indexed dataset")
+add(
+    "inputs",
+    "empty",
+    From(lambda a: empty_folder(Path(a["inputs"][0]).parent / "shards")),
+    ValueError,
+    r"folder .*shards holds no indexed dataset",
+    named="shards",
+)
+add(
+    "output",
+    "range",
+    From(lambda a: a["inputs"][0]),
+    ValueError,
+    r"output .*corpus\.idx would replace the input .*corpus\.idx",
+    also={"force": True},
+)
+add(
+    "inputs",
+    "shape",
+    with_input("images", modes=[1, 2, 3, 4]),
+    ValueError,
+    r"images\.idx is multimodal \(a mode for each sequence\) but .*corpus\.idx is not",
+    named="multimodal",
+)
+add(
+    "inputs",
+    "file",
+    From(lambda a: [*a["inputs"], Path(a["inputs"][0]).parent / "missing"]),
+    ValueError,
+    r"missing\.idx \(the index \(\.idx\) of an indexed dataset\): no such file",
+    named="missing.idx",
+)
+add(
+    "inputs",
+    "file",
+    From(damaged_input),
+    ValueError,
+    INVALID + r"document_indices\[4\] is 99, past the sequence count 3",
+    named="corpus.idx",
+)
+add(
+    "output",
+    "file",
+    From(lambda a: (a["output"].with_suffix(".idx").write_bytes(b"precious"), a["output"])[1]),
+    ValueError,
+    r"output .*merged: .*merged\.idx is not part of an indexed dataset",
+    also={"force": True},
+)
+add(
+    "output",
+    "combination",
+    From(lambda a: (posembed.write_indexed(a["output"], TOKENS, OFFSETS), a["output"])[1]),
+    ValueError,
+    r"merged\.idx exists; pass force=True to replace it",
+    named="merged.idx",
 )
 
 del add

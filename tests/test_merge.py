@@ -19,7 +19,6 @@ from posembed.cli import main
 from posembed.corpus import _merge
 from posembed.io import _indexed
 from posembed.io._indexed_write import IndexedWriter
-from posembed.io._tokens import ChunkError
 
 from .conftest import megatron_or_skip
 
@@ -114,15 +113,15 @@ def test_a_folder_is_taken_in_merge_datasets_order(tmp_path, rng, megatron):
     assert same_files(tmp_path / "twin", tmp_path / "theirs")
     # a file of the folder that is no half of a pair
     (folder / "notes.txt").write_text("shards of the web crawl")
-    with pytest.raises(ChunkError, match=r"holds notes\.txt without notes\.idx"):
+    with pytest.raises(ValueError, match=r"holds notes\.txt without notes\.idx"):
         posembed.merge_indexed(folder, tmp_path / "again")
     with pytest.raises(ValueError, match=r"\w"):  # the twin's words are its own
         reference.merge_indexed(folder, tmp_path / "again")
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(ChunkError, match="holds no indexed dataset"):
+    with pytest.raises(ValueError, match="holds no indexed dataset"):
         posembed.merge_indexed(empty, tmp_path / "again")
-    with pytest.raises(ChunkError, match="no indexed dataset to merge"):
+    with pytest.raises(ValueError, match="no indexed dataset to merge"):
         posembed.merge_indexed([], tmp_path / "again")
     with pytest.raises(ValueError, match=r"\w"):  # the twin's words are its own
         reference.merge_indexed([], tmp_path / "again")
@@ -139,15 +138,17 @@ def test_the_force_rules_of_convert(tmp_path, rng, capsys):
     first = Path(f"{out}.idx").read_bytes()
     assert main(["merge", str(b), str(a), "-o", str(out)]) == 2
     assert "exists; pass --force to replace it" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"out\.idx exists; pass force=True to replace it"):
+        posembed.merge_indexed([b, a], out)
     assert main(["merge", str(b), str(a), "-o", str(out), "--force", "--quiet"]) == 0
     assert capsys.readouterr().out == ""
     assert Path(f"{out}.idx").read_bytes() != first  # replaced, in the other order
     # the output is never an input, and never a file that is no indexed dataset
     for target in (a, b):
-        with pytest.raises(ChunkError, match=r"would replace the input"):
+        with pytest.raises(ValueError, match=r"would replace the input"):
             posembed.merge_indexed([a, b], target, force=True)
     (tmp_path / "notes.idx").write_text("not an index")
-    with pytest.raises(ChunkError, match=r"posembed replaces only an indexed dataset"):
+    with pytest.raises(ValueError, match=r"posembed replaces only an indexed dataset"):
         posembed.merge_indexed([a, b], tmp_path / "notes", force=True)
     assert (tmp_path / "notes.idx").read_text() == "not an index"
     with pytest.raises(TypeError, match="force must be"):
@@ -176,7 +177,7 @@ def test_bad_inputs_are_refused_and_leave_nothing(tmp_path, rng):
     ]
     before = set(os.listdir(tmp_path))
     for inputs, message in cases:
-        with pytest.raises(ChunkError, match=message):
+        with pytest.raises(ValueError, match=message):
             posembed.merge_indexed(inputs, tmp_path / "sub" / "out")
         with pytest.raises(ValueError, match=r"\w"):  # the twin's words are its own
             reference.merge_indexed(inputs, tmp_path / "sub" / "twin")
@@ -195,7 +196,7 @@ def test_inputs_changed_while_merging_leave_nothing(tmp_path, rng, monkeypatch):
         return part
 
     monkeypatch.setattr(_merge, "_first_look", then_rewrite)
-    with pytest.raises(ChunkError, match=rf"{b}\.idx: input changed while merging"):
+    with pytest.raises(ValueError, match=rf"{b}\.idx: input changed while merging"):
         posembed.merge_indexed([a, b], tmp_path / "out")
     assert_nothing_left(tmp_path, before)
     monkeypatch.setattr(_merge, "_first_look", look)
@@ -210,7 +211,7 @@ def test_inputs_changed_while_merging_leave_nothing(tmp_path, rng, monkeypatch):
     monkeypatch.setattr(_merge, "copy_file", shrinking)
     a, b = make(tmp_path / "a", rng, np.uint16, 20), make(tmp_path / "b", rng, np.uint16, 20)
     before = set(os.listdir(tmp_path))
-    with pytest.raises(ChunkError, match=r"a\.bin: the file ended early"):
+    with pytest.raises(ValueError, match=r"a\.bin: the file ended early"):
         posembed.merge_indexed([a, b], tmp_path / "out")
     assert_nothing_left(tmp_path, before)
 
@@ -220,6 +221,6 @@ def test_more_tokens_than_the_offsets_hold_is_refused(tmp_path, rng, monkeypatch
     size = os.path.getsize(f"{a}.bin")
     monkeypatch.setattr(_indexed, "MAX_BYTES", size + 1)  # one input fits, two do not
     before = set(os.listdir(tmp_path))
-    with pytest.raises(ChunkError, match=r"the 2 datasets hold .* more than an indexed"):
+    with pytest.raises(ValueError, match=r"the 2 datasets hold .* more than an indexed"):
         posembed.merge_indexed([a, a], tmp_path / "out")
     assert_nothing_left(tmp_path, before)

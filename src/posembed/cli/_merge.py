@@ -9,11 +9,11 @@ from posembed.cli._common import _fail
 
 
 def run(args: argparse.Namespace) -> int:
-    from posembed.corpus._merge import merge_indexed
+    from posembed.corpus._merge import merge
     from posembed.io._tokens import ChunkError
 
     try:
-        meta = merge_indexed(args.inputs, args.output, force=args.force)
+        meta = merge(args.inputs, args.output, force=args.force)
     except (ChunkError, OSError) as exc:
         return _fail("merge", str(exc))
     except MemoryError as exc:

@@ -100,10 +100,25 @@ def merge_indexed(
         Writing fails (the temporary folder is removed, an old output left
         as it was).
     """
+    try:
+        return merge(inputs, output, force=force)
+    except ChunkError as exc:  # the command's words, for Python
+        raise ValueError(str(exc).replace("--force", "force=True")) from None
+
+
+def merge(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    output: str | os.PathLike[str],
+    *,
+    force: bool = False,
+) -> dict[str, Any]:
+    """:func:`merge_indexed`, raising ChunkError: the engine of ``posembed merge``."""
     force = v.flag(force, "force")
     given = [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs
     if not isinstance(given, (list, tuple)):
-        raise TypeError(f"inputs must be a path or a list of paths; got {type(inputs).__name__}")
+        raise TypeError(
+            f"inputs must be a path or a list or tuple of paths; got {type(inputs).__name__}"
+        )
     prefixes = [p for item in given for p in _expand(item)]
     if not prefixes:
         raise ChunkError("no indexed dataset to merge: give at least one PREFIX or folder")
