@@ -363,6 +363,17 @@ def test_a_file_of_the_other_kind_is_refused_naming_the_option(tmp_path):
         posembed.IndexedCorpus(bad, multimodal=True)
 
 
+def test_the_commands_still_read_a_multimodal_dataset(tmp_path):
+    from posembed.corpus._convert import convert_file
+
+    prefix = craft(tmp_path / "m", [2, 3, 1], [0, 2, 3], modes=True)
+    convert_file(prefix, tmp_path / "plain", quiet=True)  # its tokens, without the modes
+    plain = posembed.IndexedCorpus(tmp_path / "plain")
+    tokens = posembed.IndexedCorpus(prefix, multimodal=True).to_arrays()[0]
+    assert plain.to_arrays()[0].tobytes() == tokens.tobytes()
+    assert plain.offsets.tolist() == [0, 5, 6]
+
+
 def test_write_indexed_writes_modes_for_the_non_empty_documents(tmp_path):
     posembed.write_indexed(tmp_path / "w", np.arange(6), [0, 2, 2, 6], modes=[5, 6, -7])
     corpus = posembed.IndexedCorpus(tmp_path / "w", multimodal=True)

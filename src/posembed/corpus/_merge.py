@@ -259,12 +259,18 @@ def _write(
         seqs = docs = nbytes = 0
         for part in parts:
             corpus = _open(part.prefix, part.multimodal)
-            seen = (len(corpus.sequence_lengths), len(corpus.document_indices) - 1)
-            if seen != (part.sequences, part.documents) or corpus.dtype != part.dtype:
+            was = (part.sequences, part.documents, part.tokens, part.dtype)
+            now = (
+                len(corpus.sequence_lengths),
+                len(corpus.document_indices) - 1,
+                corpus.token_count,
+                corpus.dtype,
+            )
+            if now != was:
                 raise ChunkError(
-                    f"{part.idx_path}: input changed while merging (it held {part.sequences} "
-                    f"sequences and {part.documents} documents of {part.dtype}, now "
-                    f"{seen[0]} and {seen[1]} of {corpus.dtype})"
+                    f"{part.idx_path}: input changed while merging (it held {was[0]} "
+                    f"sequences, {was[1]} documents and {was[2]} tokens of {was[3]}; now "
+                    f"{now[0]}, {now[1]} and {now[2]} of {now[3]})"
                 )
             _pwrite(fd, corpus.sequence_lengths.astype("<i4"), at_lengths + 4 * seqs)
             pointers = corpus.sequence_pointers + np.int64(nbytes)
