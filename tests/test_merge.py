@@ -174,6 +174,7 @@ def test_bad_inputs_are_refused_and_leave_nothing(tmp_path, rng):
         ([a, damaged], rf"{damaged}\.idx: not a valid indexed dataset: document_indices"),
         ([a, short], rf"{short}\.bin: not a valid indexed dataset: it holds"),
         ([a, tmp_path / "missing"], r"missing\.idx"),
+        ([a, ""], r"input '' names no indexed dataset"),
     ]
     before = set(os.listdir(tmp_path))
     for inputs, message in cases:

@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"{meta['datasets']} {kind}dataset{plural}, {meta['documents']} documents, "
             f"{meta['sequences']} sequences, {meta['tokens']} tokens of {meta['dtype']} "
-            f"-> {args.output}.bin, {args.output}.idx"
+            f"-> {meta['output']}.bin, {meta['output']}.idx"
         )
     return 0
 

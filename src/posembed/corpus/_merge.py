@@ -131,7 +131,7 @@ def merge(
         raise ChunkError(
             f"output {text} names no file prefix; give PREFIX for PREFIX.bin and PREFIX.idx"
         )
-    prefix = _indexed.paths(output)[0]
+    prefix = _prefix(output, "output")
 
     parts = [_first_look(p) for p in prefixes]
     dtype, multimodal = _common_kind(parts)
@@ -174,7 +174,7 @@ def _expand(item: Any) -> list[Path]:
     if is_url(item):
         raise ChunkError(f"input {item}: merge reads local files; give a local path")
     if not os.path.isdir(item):
-        return [_indexed.paths(item)[0]]
+        return [_prefix(item, "input")]
     folder = Path(item)
     names = set()
     for name in os.listdir(folder):
@@ -192,6 +192,17 @@ def _expand(item: Any) -> list[Path]:
     if not names:
         raise ChunkError(f"folder {folder} holds no indexed dataset (no PREFIX.idx and .bin)")
     return [folder / stem for stem in sorted(names)]
+
+
+def _prefix(path: str | os.PathLike[str], what: str) -> Path:
+    """PREFIX of ``PREFIX``, ``PREFIX.idx`` or ``PREFIX.bin``."""
+    try:
+        return _indexed.paths(path)[0]
+    except ValueError:
+        raise ChunkError(
+            f"{what} {str(path)!r} names no indexed dataset; give PREFIX for PREFIX.bin and "
+            "PREFIX.idx"
+        ) from None
 
 
 def _open(prefix: Path, multimodal: bool | None) -> _indexed.IndexedCorpus:
