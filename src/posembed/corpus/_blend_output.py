@@ -158,10 +158,39 @@ def _corpora(corpora: Any, read: dict[str, np.ndarray], name: str) -> list[Corpu
                 read[prefix] = IndexedCorpus(prefix, documents="sequences").sequence_lengths
             result.append((prefix, read[prefix]))
         elif isinstance(corpus, tuple) and len(corpus) == 2 and isinstance(corpus[0], str):
-            result.append((corpus[0], np.asarray(corpus[1])))
+            result.append((corpus[0], corpus[1]))
         else:
-            result.append((None, np.asarray(corpus)))
+            result.append((None, corpus))  # lengths: the kernels check them
     return result
+
+
+def blend_from_list(
+    words: Sequence[str], option: str = "--blend"
+) -> tuple[list[str], list[float] | None]:
+    """A blend as Megatron's ``--data-path`` lists it: ``P1 P2 ...`` or ``W1 P1 W2 P2 ...``.
+
+    Returns (prefixes, weights or None). ValueError for an empty list, or
+    pairs whose weights are not all numbers."""
+    words = [word.strip() for word in words]
+    if not words:
+        raise ValueError(f"{option} needs at least one prefix")
+    if len(words) % 2 == 1:
+        return words, None
+    weights: list[float | None] = []
+    for word in words[0::2]:
+        try:
+            weights.append(float(word))
+        except ValueError:
+            weights.append(None)
+    if all(weight is None for weight in weights):
+        return words, None
+    if any(weight is None for weight in weights):
+        bad = next(w for w, weight in zip(words[0::2], weights, strict=True) if weight is None)
+        raise ValueError(
+            f"{option}: give prefixes alone (P1 P2 ...) or weight-prefix pairs (W1 P1 W2 P2 "
+            f"...); {bad!r} stands where a weight should"
+        )
+    return words[1::2], [float(weight or 0.0) for weight in weights]
 
 
 # -- Megatron's cache ---------------------------------------------------------------------
@@ -219,6 +248,8 @@ def write_megatron_cache(
     """
     if not isinstance(blend, GPTBlend):
         raise TypeError(f"blend must be a GPTBlend (from gpt_blend); got {type(blend).__name__}")
+    if not isinstance(path_to_cache, (str, os.PathLike)):
+        raise TypeError(f"path_to_cache must be a folder path; got {type(path_to_cache).__name__}")
     identifiers = getattr(tokenizer, "unique_identifiers", tokenizer)
     if not isinstance(identifiers, dict):
         raise TypeError(
@@ -238,7 +269,8 @@ def write_megatron_cache(
             name = part.names[k]
             if name is None:
                 raise ValueError(
-                    f"the {part.split} split's corpus {k} was given as lengths without a name: "
+                    f"blend: the {part.split} split's corpus {k} was given as lengths without a "
+                    "name: "
                     "Megatron's cache records each corpus's prefix; give it as a prefix or a "
                     "(prefix, lengths) pair"
                 )
@@ -267,7 +299,10 @@ def write_megatron_cache(
             ]
             entries.append((_text(ids), "BlendedDataset", part.split, arrays))
     folder = Path(path_to_cache)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise type(exc)(f"path_to_cache {folder}: no folder can be made there ({exc})") from None
     written: list[Path] = []
     for description, cls, split, arrays in entries:
         digest = hashlib.md5(description.encode("utf-8"), usedforsecurity=False).hexdigest()
@@ -320,4 +355,4 @@ def _atomic(path: Path, write: Any) -> Path:
     return path
 
 
-__all__ = ["SPLITS", "gpt_blend", "write_megatron_cache"]
+__all__ = ["SPLITS", "blend_from_list", "gpt_blend", "write_megatron_cache"]

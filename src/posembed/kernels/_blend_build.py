@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from posembed.kernels import _blend
-from posembed.kernels._samples import GPTSamples, gpt_samples
+from posembed.kernels import _validate as v
+from posembed.kernels._samples import GPTSamples, _lengths, _seed_state, gpt_samples
 
 SPLITS = ("train", "valid", "test")
 # Megatron's BlendedDataset holds at most 32,766 datasets: its dataset index is int16.
@@ -33,7 +34,7 @@ _NUMBER = re.compile(r"[0-9]+(\.[0-9]*)?|\.[0-9]+")
 
 # One corpus of a blend: its name (what Megatron's descriptions call its
 # dataset_path; None where unknown) and its sequence lengths.
-Corpus = tuple["str | None", np.ndarray]
+Corpus = tuple[Any, ...]
 
 
 def parse_split(split: Any) -> list[float]:
@@ -317,6 +318,8 @@ def blend_of_lengths(
     """The datasets of Megatron's builder, from (name, lengths) corpora: see posembed.gpt_blend."""
     sizes_ = _sizes(sizes)
     surplus = _surplus(mid_level_dataset_surplus)
+    seq = v.positive_int(sequence_length, "sequence_length")
+    _seed_state(seed)  # checked once here, not per corpus
     if not isinstance(add_extra_token_to_sequence, (bool, np.bool_)):
         raise TypeError(
             "add_extra_token_to_sequence must be a bool; got "
@@ -328,8 +331,8 @@ def blend_of_lengths(
             f"{type(drop_last_partial_validation_sequence).__name__}"
         )
     opts = _Options(
-        sequence_length,
-        seed,
+        seq,
+        operator.index(seed),
         bool(add_extra_token_to_sequence),
         bool(drop_last_partial_validation_sequence),
         surplus,
@@ -343,9 +346,10 @@ def blend_of_lengths(
         if split is None:
             raise ValueError("split is required with corpora, such as split='969,30,1'")
         matrix = split_matrix(parse_split(split))
-        w = _weights(weights, len(corpora), "weights")
+        checked = _checked(corpora, "corpora")
+        w = _weights(weights, len(checked), "weights")
         _sizes_for_weights(w, sizes_, "weights")
-        results = _shared(list(corpora), w, matrix, sizes_, opts)
+        results = _shared(checked, w, matrix, sizes_, opts)
         frozen: tuple[tuple[float, float] | None, ...] | None = tuple(matrix)
     else:
         if split is not None or weights is not None:
@@ -370,7 +374,9 @@ def blend_of_lengths(
             w = _weights(blend_weights, len(blend), f"per_split[{i}] weights")
             if w is not None and sizes_[i] is None:
                 _sizes_for_weights(w, [sizes_[i]], f"per_split[{i}] weights")
-            results[i] = _one_split(list(blend), w, i, sizes_[i], opts)
+            results[i] = _one_split(
+                _checked(blend, f"per_split[{i}] corpora"), w, i, sizes_[i], opts
+            )
         frozen = None
         split = None
     return GPTBlend(
@@ -400,7 +406,6 @@ def _shared(
             else _lone(corpora[0], _range(matrix[i], _n(corpora[0])), i, sizes[i], opts)
             for i in range(len(SPLITS))
         ]
-    _blend_count(len(corpora), "corpora")
     if weights is None:
         asked: list[list[int | None]] = [[None] * len(SPLITS) for _ in corpora]
         target = None
@@ -437,11 +442,8 @@ def _one_split(
     opts: _Options,
 ) -> GPTBlendSplit:
     """The builder's branch for split ``i``'s own blend (every sequence of each corpus)."""
-    if len(corpora) == 0:
-        raise ValueError(f"per_split[{i}] ({SPLITS[i]}): the blend holds no corpora")
     if len(corpora) == 1:  # weights or not, a lone GPTDataset
         return _lone(corpora[0], (0, _n(corpora[0])), i, size, opts)
-    _blend_count(len(corpora), f"per_split[{i}] corpora")
     whole = [(0, _n(corpus)) for corpus in corpora]
     if weights is None:
         asked: list[int | None] = [None] * len(corpora)
@@ -484,7 +486,7 @@ def _blended(
         if weight <= 0:  # only sample counts can be 0 here: given weights are checked > 0
             r = ranges[k] or (0, 0)
             raise ValueError(
-                f"{SPLITS[i]} split: corpus {k} ({_label(corpora[k])}) gives no samples of "
+                f"{SPLITS[i]} split: {_label(corpora[k])} gives no samples of "
                 f"{opts.sequence_length} tokens (its sequences {r[0]}..{r[1]}), and a blend "
                 "without weights draws from each corpus in proportion to its samples, each at "
                 "least 1 (Megatron's BlendedDataset refuses it too): give it more sequences, a "
@@ -505,8 +507,8 @@ def _blended(
         for k, dataset in enumerate(datasets):
             if int(drawn[k]) > len(dataset):
                 raise IndexError(
-                    f"the {SPLITS[i]} blend draws {int(drawn[k])} samples from corpus {k} "
-                    f"({_label(corpora[k])}), which holds {len(dataset)}: the blend "
+                    f"the {SPLITS[i]} blend draws {int(drawn[k])} samples from "
+                    f"{_label(corpora[k])}, which holds {len(dataset)}: the blend "
                     "oversamples it; raise mid_level_dataset_surplus (now "
                     f"{opts.surplus}), two- or ten-fold, so each corpus builds more samples "
                     "than the blend draws"
@@ -540,7 +542,7 @@ def _samples(
             return _empty(lengths, opts)  # Megatron's GPTDataset of no sequences: no samples
         # Megatron's GPTDataset never stops adding epochs of no tokens
         raise ValueError(
-            f"{SPLITS[i]} split: corpus {_label(corpus)} holds {_n(corpus)} sequences, and the "
+            f"{SPLITS[i]} split: {_label(corpus)} holds {_n(corpus)} sequences, and the "
             f"split gives this split none of them (sequences {begin}..{end}), so it cannot give "
             f"the {num_samples} samples asked of it; give a corpus of more sequences, a split "
             "that leaves this one at 0, or no size for it"
@@ -555,9 +557,9 @@ def _samples(
             add_extra_token_to_sequence=opts.extra,
             drop_last_partial_sequence=opts.drop_last_valid if i == 1 else True,
         )
-    except ValueError as exc:
-        raise ValueError(
-            f"{SPLITS[i]} split of corpus {_label(corpus)} (sequences {begin}..{end}): {exc}"
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(
+            f"{SPLITS[i]} split of {_label(corpus)} (sequences {begin}..{end}): {exc}"
         ) from None
 
 
@@ -584,7 +586,27 @@ def _n(corpus: Corpus) -> int:
 
 
 def _label(corpus: Corpus) -> str:
-    return "given as lengths" if corpus[0] is None else repr(corpus[0])
+    label: str = corpus[2]
+    return label if corpus[0] is None else f"{label} ({corpus[0]!r})"
+
+
+def _checked(corpora: Any, name: str) -> list[Corpus]:
+    """(name, lengths, label) per corpus, the lengths checked once as gpt_samples reads them."""
+    if isinstance(corpora, (str, bytes)) or not isinstance(corpora, Sequence):
+        raise TypeError(
+            f"{name} must be a list of (name, lengths) corpora; got {type(corpora).__name__}"
+        )
+    if len(corpora) == 0:
+        raise ValueError(f"{name}: the blend holds no corpora; give at least one")
+    _blend_count(len(corpora), name)
+    result: list[Corpus] = []
+    for k, (corpus_name, lengths) in enumerate(corpora):
+        label = f"{name}[{k}]"
+        try:
+            result.append((corpus_name, _lengths(lengths), label))
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{label}: {exc}") from None
+    return result
 
 
 def _count(value: Any, name: str) -> int:
@@ -597,7 +619,12 @@ def _count(value: Any, name: str) -> int:
 
 
 def _sizes(sizes: Any) -> list[int | None]:
-    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence) or len(sizes) != 3:
+    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence):
+        raise TypeError(
+            "sizes must be a list of 3 entries, the samples wanted for train, valid and test; "
+            f"got {type(sizes).__name__}"
+        )
+    if len(sizes) != 3:
         raise ValueError(
             "sizes must hold 3 entries, the samples wanted for train, valid and test (each an "
             f"integer >= 0, or None for one epoch of each corpus); got {sizes!r:.80}"
@@ -641,9 +668,9 @@ def _weights(weights: Any, count: int, name: str) -> list[float] | None:
 def _sizes_for_weights(weights: list[float] | None, sizes: list[int | None], name: str) -> None:
     if weights is not None and any(size is None for size in sizes):
         raise ValueError(
-            f"{name}: a weighted blend needs the samples wanted for every split (sizes "
-            f"{sizes}; 0 for a split not used): weights say how to share a number of samples. "
-            "Give no weights to take one epoch of each corpus"
+            f"sizes {sizes}: a weighted blend ({name}) needs the samples wanted for every "
+            "split (0 for a split not used): weights share a number of samples. Give no "
+            "weights to take one epoch of each corpus"
         )
 
 
