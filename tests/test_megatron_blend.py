@@ -434,3 +434,20 @@ def test_the_command_writes_megatrons_cache(corpora: list[str], tmp_path: Path, 
                  "--sequence-length", "4", "--megatron-cache", str(cache),
                  "--tokenizer-identifiers", "{}"]) != 0  # fmt: skip
     assert "split" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("restore_threads")
+def test_the_blend_is_the_same_on_any_thread_count():
+    rng = np.random.default_rng(5)
+    lengths = [rng.integers(1, 50, int(rng.integers(300, 600))) for _ in range(6)]
+    kw: dict[str, Any] = dict(split="80,15,5", sizes=[900, 60, 20], sequence_length=16, seed=3)
+    posembed.set_num_threads(1)
+    one = posembed.gpt_blend(lengths, [1, 2, 3, 4, 5, 6], **kw)
+    posembed.set_num_threads(4)
+    four = posembed.gpt_blend(lengths, [1, 2, 3, 4, 5, 6], **kw)
+    for a, b in zip(one.splits, four.splits, strict=True):
+        assert a is not None
+        assert b is not None
+        same(a.dataset_index, b.dataset_index)
+        for x, y in zip(a.datasets, b.datasets, strict=True):
+            same_gpt(x, y)

@@ -17,6 +17,7 @@ import numbers
 import operator
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ import numpy as np
 
 from posembed.kernels import _blend
 from posembed.kernels import _validate as v
+from posembed.kernels._runtime import get_num_threads
 from posembed.kernels._samples import GPTSamples, _lengths, _seed_state, gpt_samples
 
 SPLITS = ("train", "valid", "test")
@@ -413,14 +415,17 @@ def _shared(
         asked = [list(row) for row in sizes_per_dataset(weights, sizes, opts.surplus)]
         target = sizes_per_dataset(weights, sizes)
     results: list[GPTBlendSplit | None] = [None, None, None]
-    for i in range(len(SPLITS)):
-        if matrix[i] is None:
-            continue
-        ranges = [_range(matrix[i], _n(corpus)) for corpus in corpora]
-        datasets = [
-            _samples(corpus, r, i, row[i], opts)
-            for corpus, r, row in zip(corpora, ranges, asked, strict=True)
-        ]
+    used = [i for i in range(len(SPLITS)) if matrix[i] is not None]
+    ranges_of = {i: [_range(matrix[i], _n(corpus)) for corpus in corpora] for i in used}
+    jobs = [
+        (corpus, r, i, row[i])
+        for i in used
+        for corpus, r, row in zip(corpora, ranges_of[i], asked, strict=True)
+    ]
+    built = iter(_all_samples(jobs, opts))
+    for i in used:
+        ranges = ranges_of[i]
+        datasets = [next(built) for _ in corpora]
         if weights is not None:
             assert target is not None
             size: int | None = sum(row[i] for row in target)
@@ -452,7 +457,8 @@ def _one_split(
         spoof[i] = int(size or 0)
         asked = [row[i] for row in sizes_per_dataset(weights, spoof, opts.surplus)]
         target = [row[i] for row in sizes_per_dataset(weights, spoof)]
-    datasets = [_samples(c, r, i, a, opts) for c, r, a in zip(corpora, whole, asked, strict=True)]
+    jobs = [(c, r, i, a) for c, r, a in zip(corpora, whole, asked, strict=True)]
+    datasets = _all_samples(jobs, opts)
     blend_size: int | None
     if weights is not None:
         blend_weights: list[Any] = list(weights)
@@ -524,6 +530,20 @@ def _blended(
         tuple(blend_weights),
         size,
     )
+
+
+def _all_samples(
+    jobs: Sequence[tuple[Corpus, tuple[int, int] | None, int, int | None]], opts: _Options
+) -> list[GPTSamples]:
+    """Each job's GPTSamples, several built at once where posembed has threads to
+    spare (each build releases the GIL; its result is the same on any thread).
+    A failure is the first failing job's, in the jobs' order, as one at a time."""
+    workers = min(len(jobs), get_num_threads())
+    if workers <= 1:
+        return [_samples(*job, opts) for job in jobs]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(_samples, *job, opts) for job in jobs]
+        return [future.result() for future in futures]
 
 
 def _samples(
