@@ -623,7 +623,9 @@ def _checked(corpora: Any, name: str) -> list[Corpus]:
     for k, (corpus_name, lengths) in enumerate(corpora):
         label = f"{name}[{k}]"
         try:
-            result.append((corpus_name, _lengths(lengths), label))
+            # a copy of its own: every split reads the same lengths, whatever
+            # another thread does to the caller's array meanwhile
+            result.append((corpus_name, _lengths(lengths, private=True), label))
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"{label}: {exc}") from None
     return result
