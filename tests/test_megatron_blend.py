@@ -362,6 +362,14 @@ def test_other_bad_arguments_are_refused():
         posembed.gpt_blend(lengths, [1, 1], split="99,1", sizes=[10, 5, 0], sequence_length=8)
     with pytest.raises(ValueError, match="no samples"):  # one epoch of no sequences: none
         posembed.gpt_blend(lengths, None, split="99,1", sizes=[10, 5, 0], sequence_length=8)
+    with pytest.raises(ValueError, match="per_split holds no blend"):
+        posembed.gpt_blend(per_split=[None, None, None], sizes=[1, 1, 1], sequence_length=8)
+    with pytest.raises(ValueError, match=r"per_split\[2\] weights\[0\] is -1"):
+        posembed.gpt_blend(
+            per_split=[(lengths, None), None, (lengths, [-1, 1])],
+            sizes=[1, 1, 1],
+            sequence_length=8,
+        )
     with pytest.raises(ValueError, match="mid_level_dataset_surplus"):
         posembed.gpt_blend(lengths, [1, 1], sizes=[1, 0, 0], mid_level_dataset_surplus=-1, **kw)
 

@@ -364,21 +364,29 @@ def blend_of_lengths(
                 "per_split must hold 3 entries (train, valid, test), each a (corpora, weights) "
                 f"pair or None; got {per_split!r:.80}"
             )
-        results = [None, None, None]
-        for i, entry in enumerate(per_split):
+        if all(entry is None for entry in per_split):
+            raise ValueError(
+                "per_split holds no blend (Megatron's builder would make up mock data): give "
+                "a (corpora, weights) pair for at least one split"
+            )
+        blends: list[tuple[list[Corpus], list[float] | None] | None] = []
+        for i, entry in enumerate(per_split):  # every split checked before any is built
             if entry is None:
+                blends.append(None)
                 continue
             if not isinstance(entry, (tuple, list)) or len(entry) != 2:
                 raise ValueError(
                     f"per_split[{i}] ({SPLITS[i]}) must be a (corpora, weights) pair or None"
                 )
-            blend, blend_weights = entry
-            w = _weights(blend_weights, len(blend), f"per_split[{i}] weights")
+            checked = _checked(entry[0], f"per_split[{i}] corpora")
+            w = _weights(entry[1], len(checked), f"per_split[{i}] weights")
             if w is not None and sizes_[i] is None:
                 _sizes_for_weights(w, [sizes_[i]], f"per_split[{i}] weights")
-            results[i] = _one_split(
-                _checked(blend, f"per_split[{i}] corpora"), w, i, sizes_[i], opts
-            )
+            blends.append((checked, w))
+        results = [
+            None if blend is None else _one_split(blend[0], blend[1], i, sizes_[i], opts)
+            for i, blend in enumerate(blends)
+        ]
         frozen = None
         split = None
     return GPTBlend(
