@@ -95,6 +95,13 @@ TARGETS = (
         threads=1,
     ),
     Target("samples", "whole build", "numpy", 2.0, ">= 2x the indices of megatron's GPTDataset"),
+    Target(
+        "samples",
+        "blended build",
+        "numpy",
+        3.0,
+        ">= 3x megatron's BlendedMegatronDatasetBuilder on a blend of 8 corpora",
+    ),
     # the pack plan's "numpy" column is TRL's best-fit decreasing
     Target("pack", "plan vs TRL", "numpy", 50.0, ">= 50x TRL's bfd on the same documents"),
     # 10M documents' lengths are 80 MB: 0.04 GB/s of them is 2 s

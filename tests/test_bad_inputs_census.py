@@ -29,6 +29,7 @@ import posembed
 from posembed import cli, reference
 
 from . import (
+    test_bad_inputs_blend,
     test_bad_inputs_checkpoint,
     test_bad_inputs_cli,
     test_bad_inputs_embed,
@@ -45,6 +46,7 @@ from . import (
 from .badinput_harness import EXTRA_KINDS, KINDS, OUT_KINDS, Family
 
 FAMILY_MODULES = [
+    test_bad_inputs_blend,
     test_bad_inputs_checkpoint,
     test_bad_inputs_cli,
     test_bad_inputs_embed,
@@ -79,6 +81,9 @@ NO_ARGUMENTS = {
     "read where they are used (GPTSamples.sample and samples, whose cases use one that "
     "gpt_samples built)",
     "PackedRows": "a frozen dataclass holding what PackPlan.cut() returns",
+    "GPTBlend": "a frozen dataclass holding what gpt_blend() returns (write_megatron_cache "
+    "has cases for one)",
+    "GPTBlendSplit": "a frozen dataclass holding one split of what gpt_blend() returns",
     "WindowLayout": "a frozen dataclass holding what window_layout() returns; its fields "
     "are checked where they are used (WindowLayout.cut, which has cases for a layout "
     "built by hand)",

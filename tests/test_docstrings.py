@@ -31,6 +31,9 @@ NO_RAISES = {
     "window_layout() builds it",
     "posembed.PackedRows": "a dataclass: __init__ stores the fields as given; PackPlan.cut() "
     "builds it",
+    "posembed.GPTBlend": "a dataclass: __init__ stores the fields as given; gpt_blend() builds it",
+    "posembed.GPTBlendSplit": "a dataclass: __init__ stores the fields as given; gpt_blend() "
+    "builds it",
 }
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 from posembed import reference
 from posembed.checkpoint._resize import resize_checkpoint
 from posembed.corpus._merge import merge_indexed
+from posembed.corpus._blend_output import gpt_blend, write_megatron_cache
 from posembed.io._indexed import IndexedCorpus
 from posembed.io._indexed_write import write_indexed
 from posembed.kernels import _runtime
+from posembed.kernels._blend_build import GPTBlend, GPTBlendSplit, split_ranges
 from posembed.kernels._embed import dropout_mask, embed, last_seed
 from posembed.kernels._embedding import LearnedPositionEmbedding
 from posembed.kernels._extend import extend
@@ -27,6 +29,8 @@ from posembed.kernels._windows import WindowLayout, Windows, stitch, window_layo
 __version__ = _runtime.VERSION
 
 __all__ = [
+    "GPTBlend",
+    "GPTBlendSplit",
     "GPTSamples",
     "IndexedCorpus",
     "LearnedPositionEmbedding",
@@ -42,6 +46,7 @@ __all__ = [
     "gather",
     "gather_backward",
     "get_num_threads",
+    "gpt_blend",
     "gpt_sample_index",
     "gpt_samples",
     "interpolate",
@@ -55,8 +60,10 @@ __all__ = [
     "set_num_threads",
     "show_config",
     "similarity",
+    "split_ranges",
     "stitch",
     "window_layout",
     "windows",
     "write_indexed",
+    "write_megatron_cache",
 ]

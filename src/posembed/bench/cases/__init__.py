@@ -67,7 +67,7 @@ CASE_NAMES = {
     "embed": ("dropout 0.1", "no dropout", "4 tokens"),
     "gather_backward": ("positions", "token ids", "4 rows"),
     "resize": ("checkpoint",),
-    "samples": ("sample index", "whole build"),
+    "samples": ("sample index", "whole build", "blended build"),
     "pack": ("plan vs TRL", "plan at scale", "cut"),
 }
 
@@ -75,6 +75,8 @@ CASE_NAMES = {
 # Cases without a "reference" column, and why: every other case times its
 # NumPy twin.
 WITHOUT_REFERENCE = {
+    ("samples", "blended build"): "a blend is gpt_samples per corpus and split (the 'whole "
+    "build' row times their twin) and the blending indices",
     ("pack", "plan at scale"): "the twin places one piece at a time in Python (about 70 s "
     "for 10M documents here); the 'plan vs TRL' row times it on 200k",
 }

@@ -33,12 +33,19 @@ def _megatron() -> types.SimpleNamespace | None:
             # it warns that Transformer Engine and Apex are absent
             warnings.simplefilter("ignore")
             from megatron.core.datasets import helpers
+            from megatron.core.datasets.blended_megatron_dataset_builder import (
+                BlendedMegatronDatasetBuilder,
+            )
             from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
             from megatron.core.datasets.utils import Split
     except ImportError:
         return None
     return types.SimpleNamespace(
-        helpers=helpers, GPTDataset=GPTDataset, GPTDatasetConfig=GPTDatasetConfig, Split=Split
+        helpers=helpers,
+        GPTDataset=GPTDataset,
+        GPTDatasetConfig=GPTDatasetConfig,
+        Split=Split,
+        Builder=BlendedMegatronDatasetBuilder,
     )
 
 
@@ -151,4 +158,95 @@ def build(quick: bool = False) -> list[Case]:
             check_whole,
         )
     )
+    cases.append(_blended_build(megatron, quick))
     return cases
+
+
+def _blended_build(megatron: types.SimpleNamespace | None, quick: bool) -> Case:
+    """Every split of a weighted blend of 8 corpora of 4M documents each (200k with
+    --quick), as Megatron's BlendedMegatronDatasetBuilder builds it: each
+    corpus's three indices per split and each split's blend."""
+    rng = np.random.default_rng(17)
+    docs, seq, count = (200_000 if quick else 4_000_000), 4096, 8
+    lengths = [rng.integers(1, 1000, docs).astype(np.int32) for _ in range(count)]
+    names = [f"corpus_{k}" for k in range(count)]
+    weights = rng.uniform(1.0, 3.0, count).tolist()
+    per_epoch = sum(int(x.sum()) for x in lengths) // seq
+    # train about 1.5 epochs of the blend, valid and test a few thousand samples
+    sizes = [per_epoch + per_epoch // 2, per_epoch // 50, per_epoch // 500]
+    split = "969,30,1"
+    corpora = list(zip(names, lengths, strict=True))
+
+    def ours() -> Any:
+        return posembed.gpt_blend(
+            corpora, weights, split=split, sizes=sizes, sequence_length=seq, seed=1234
+        )
+
+    impls: dict[str, Callable[[], object]] = {"posembed": ours}
+    theirs: Callable[[], Any] | None = None
+    if megatron is not None:
+        by_name = dict(zip(names, lengths, strict=True))
+
+        class InMemory(megatron.GPTDataset):  # type: ignore[name-defined,misc]
+            """GPTDataset over lengths held in memory: what it reads of an IndexedDataset."""
+
+            @staticmethod
+            def build_low_level_dataset(dataset_path: str, config: Any) -> Any:
+                return types.SimpleNamespace(
+                    sequence_lengths=by_name[dataset_path], path_prefix=dataset_path
+                )
+
+        with _quiet_megatron():
+            config = megatron.GPTDatasetConfig(
+                random_seed=1234,
+                sequence_length=seq,
+                blend=(names, weights),
+                split=split,
+                tokenizer=types.SimpleNamespace(vocab_size=None, eod=0, unique_identifiers={}),
+                reset_position_ids=False,
+                reset_attention_mask=False,
+                eod_mask_loss=False,
+                path_to_cache="",  # empty: every index built in memory, none written
+            )
+
+        def theirs() -> Any:
+            with _quiet_megatron():
+                return megatron.Builder(InMemory, sizes, lambda: True, config).build()
+
+        impls["numpy"] = theirs
+
+    def check() -> bool:
+        if theirs is None:
+            return True
+        mine, other = ours(), theirs()
+        for part, blend in zip(mine.splits, other, strict=True):
+            if part is None or blend is None:
+                if part is not blend:
+                    return False
+                continue
+            pairs = [
+                (part.dataset_index, blend.dataset_index),
+                (part.dataset_sample_index, blend.dataset_sample_index),
+            ]
+            for samples, dataset in zip(part.datasets, blend.datasets, strict=True):
+                pairs += [
+                    (getattr(samples, name), getattr(dataset, name))
+                    for name in ("document_index", "sample_index", "shuffle_index")
+                ]
+            if not all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in pairs):
+                return False
+        return True
+
+    # the indices built, about: each corpus's document index (1 to 2 epochs of its
+    # documents, int32), its sample and shuffle index and the blends' two
+    out_bytes = count * 2 * docs * 4 + sum(sizes) * (1 + 1 / 200) * (8 + 4) + sum(sizes) * 10
+    return Case(
+        "samples",
+        "blended build",
+        f"8 corpora of {docs // 1000}k documents, L {seq}, split {split}; "
+        "vs megatron's BlendedMegatronDatasetBuilder",
+        int(out_bytes),
+        impls,
+        None,
+        check,
+    )
