@@ -15,6 +15,7 @@ from posembed.kernels._embed import dropout_mask, embed, last_seed
 from posembed.kernels._embedding import LearnedPositionEmbedding
 from posembed.kernels._extend import extend
 from posembed.kernels._gather import gather, gather_backward
+from posembed.kernels._gpt_batch import GPTBatch, gpt_batch
 from posembed.kernels._interpolate import interpolate, lerp
 from posembed.kernels._pack import PackedRows, PackPlan, pack
 from posembed.kernels._resample_grid import resample_grid
@@ -26,6 +27,7 @@ from posembed.kernels._windows import WindowLayout, Windows, stitch, window_layo
 __version__ = _runtime.VERSION
 
 __all__ = [
+    "GPTBatch",
     "GPTSamples",
     "IndexedCorpus",
     "LearnedPositionEmbedding",
@@ -41,6 +43,7 @@ __all__ = [
     "gather",
     "gather_backward",
     "get_num_threads",
+    "gpt_batch",
     "gpt_sample_index",
     "gpt_samples",
     "interpolate",

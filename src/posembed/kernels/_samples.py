@@ -7,12 +7,15 @@ import numbers
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from posembed import _core
 from posembed.kernels import _validate as v
+
+if TYPE_CHECKING:
+    from posembed.kernels._gpt_batch import GPTBatch
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -167,6 +170,59 @@ class GPTSamples:
         for row, index in enumerate(wanted.tolist()):
             self._read_into(int(order[index]), reader, out[row])
         return out
+
+    def batch(
+        self,
+        indices: Any,
+        corpus: Any,
+        *,
+        eod: int,
+        reset_position_ids: bool = False,
+        reset_attention_mask: bool = False,
+        eod_mask_loss: bool = False,
+        pad_value: int = -1,
+        attention_mask: bool = False,
+    ) -> GPTBatch:
+        """A batch of samples as ``GPTDataset.__getitem__`` returns them: :func:`gpt_batch`.
+
+        Parameters
+        ----------
+        indices : array_like of int, shape (B,)
+            Which samples, each 0 to ``len(self) - 1``, in shuffled order.
+        corpus : tuple (tokens, offsets) or reader
+            The corpus the lengths came from, as :meth:`sample` takes it.
+        eod : int
+            The end-of-document token id (``tokenizer.eod``).
+        reset_position_ids, reset_attention_mask, eod_mask_loss : bool
+            Megatron's switches of the same names.
+        pad_value : int
+            The padding token id (Megatron's is -1 unless its tokenizer has a pad).
+        attention_mask : bool
+            Also build the dense (B, 1, S, S) mask.
+
+        Returns
+        -------
+        GPTBatch
+            See :func:`gpt_batch`.
+
+        Raises
+        ------
+        TypeError, IndexError, ValueError
+            As :func:`gpt_batch` raises them.
+        """
+        from posembed.kernels._gpt_batch import gpt_batch
+
+        return gpt_batch(
+            self,
+            indices,
+            corpus,
+            eod=eod,
+            reset_position_ids=reset_position_ids,
+            reset_attention_mask=reset_attention_mask,
+            eod_mask_loss=eod_mask_loss,
+            pad_value=pad_value,
+            attention_mask=attention_mask,
+        )
 
     def _extra(self) -> int:
         return 1 if self.add_extra_token_to_sequence else 0
