@@ -186,6 +186,9 @@ def gpt_batch(
         flags["attention_mask"],
     )
     file = None if isinstance(corpus, (tuple, list)) else _token_file(corpus)
+    dtype = getattr(corpus, "dtype", None)  # a reader's token dtype, where it tells it
+    if file is None and isinstance(dtype, np.dtype) and dtype.kind in "iu":
+        _check_eod_fits(token, dtype)
     if isinstance(corpus, (tuple, list)):
         tokens = v.as_array(corpus[0], "corpus tokens")
         _check_eod_fits(token, tokens.dtype)

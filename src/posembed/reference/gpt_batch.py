@@ -45,10 +45,31 @@ def gpt_batch(
     attention_mask: bool = False,
 ) -> GPTBatch:
     """Twin of :func:`posembed.gpt_batch`."""
+    fields = ("document_index", "sample_index", "shuffle_index", "sequence_length", "lengths")
+    if not all(hasattr(samples, name) for name in fields):
+        raise TypeError("samples must be the GPTSamples that gpt_samples built")
+    switches = (reset_position_ids, reset_attention_mask, eod_mask_loss, attention_mask)
+    if not all(isinstance(switch, (bool, np.bool_)) for switch in switches):
+        raise TypeError(
+            "reset_position_ids, reset_attention_mask, eod_mask_loss and "
+            "attention_mask must be True or False"
+        )
     if isinstance(eod, (bool, np.bool_)) or not isinstance(eod, (int, np.integer)):
         raise TypeError("eod must be an integer token id")
     if not -(2**63) <= operator.index(eod) < 2**63:
         raise ValueError("eod must fit int64")
+    dtype = getattr(corpus, "dtype", None)
+    if isinstance(corpus, (tuple, list)) and len(corpus) == 2:
+        dtype = getattr(corpus[0], "dtype", None)
+    integers = isinstance(dtype, np.dtype) and dtype.kind in "iu"
+    if integers and not np.iinfo(dtype).min <= eod <= np.iinfo(dtype).max:
+        raise ValueError("eod must be a token id of the corpus's dtype")
+    try:
+        count = len(indices)
+    except TypeError:
+        count = 0
+    if count * samples.sequence_length >= 2**31:
+        raise ValueError("a batch must hold fewer than 2^31 tokens (cu_seqlens are int32)")
     twin = GPTSamples(
         samples.document_index,
         samples.sample_index,
