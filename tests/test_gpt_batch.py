@@ -197,7 +197,8 @@ def test_cu_seqlens_mark_documents_where_varlen_kernels_break():
     assert whole.position_ids.tolist() == [[0, 1, 2, 3, 0, 1, 0, 1], [0, 0, 1, 0, 0, 1, 2, 0]]
     # no batch at all
     empty = posembed.gpt_batch(samples, [], corpus, eod=EOD, reset_attention_mask=True)
-    assert empty.tokens.shape == (0, 8) and empty.cu_seqlens.tolist() == [0]
+    assert empty.tokens.shape == (0, 8)
+    assert empty.cu_seqlens.tolist() == [0]
 
 
 def test_the_attention_mask_follows_the_documents():
@@ -205,7 +206,8 @@ def test_the_attention_mask_follows_the_documents():
     batch = posembed.gpt_batch(
         samples, [0], corpus, eod=EOD, reset_attention_mask=True, attention_mask=True
     )
-    assert batch.attention_mask is not None and batch.attention_mask.shape == (1, 1, 8, 8)
+    assert batch.attention_mask is not None
+    assert batch.attention_mask.shape == (1, 1, 8, 8)
     allowed = ~batch.attention_mask[0, 0]  # True where a query may attend a key
     starts = np.repeat(batch.cu_seqlens[:-1], np.diff(batch.cu_seqlens))
     for q in range(8):
