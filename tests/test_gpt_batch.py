@@ -34,7 +34,8 @@ SWITCHES = list(itertools.product([False, True], repeat=3))
 def same_batch(ours: Any, theirs: Any) -> None:
     for name in FIELDS:
         a, b = getattr(ours, name), getattr(theirs, name)
-        assert a.dtype == b.dtype and a.shape == b.shape, (name, a.dtype, b.dtype)
+        assert a.dtype == b.dtype, (name, a.dtype, b.dtype)
+        assert a.shape == b.shape, (name, a.shape, b.shape)
         np.testing.assert_array_equal(a, b, err_msg=name)
     assert ours.max_seqlen == theirs.max_seqlen
     if theirs.attention_mask is None:
