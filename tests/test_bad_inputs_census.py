@@ -34,6 +34,7 @@ from . import (
     test_bad_inputs_embed,
     test_bad_inputs_embedding,
     test_bad_inputs_gather,
+    test_bad_inputs_gpt_batch,
     test_bad_inputs_indexed,
     test_bad_inputs_interpolate,
     test_bad_inputs_pack,
@@ -50,6 +51,7 @@ FAMILY_MODULES = [
     test_bad_inputs_embed,
     test_bad_inputs_embedding,
     test_bad_inputs_gather,
+    test_bad_inputs_gpt_batch,
     test_bad_inputs_indexed,
     test_bad_inputs_interpolate,
     test_bad_inputs_pack,
@@ -79,6 +81,7 @@ NO_ARGUMENTS = {
     "read where they are used (GPTSamples.sample and samples, whose cases use one that "
     "gpt_samples built)",
     "PackedRows": "a frozen dataclass holding what PackPlan.cut() returns",
+    "GPTBatch": "a frozen dataclass holding what gpt_batch() returns",
     "WindowLayout": "a frozen dataclass holding what window_layout() returns; its fields "
     "are checked where they are used (WindowLayout.cut, which has cases for a layout "
     "built by hand)",
