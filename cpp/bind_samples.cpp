@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "bind.hpp"
 #include "gpt_batch.hpp"
@@ -396,10 +397,26 @@ py::tuple gpt_batch(const py::array& document_index, const py::array& sample_ind
       source.ntokens = ntokens;
     }
   }
-  py::array_t<int64_t> out_tokens(Shape{rows, S}), out_labels(Shape{rows, S});
-  py::array_t<float> out_loss(Shape{rows, S});
-  py::array_t<int64_t> out_positions(Shape{rows, S});
-  py::array_t<int32_t> out_cu(Shape{rows, S + 1});
+  // The five outputs share one allocation (each at a 64-byte boundary): a
+  // training loop that asks for a batch a step gets the same memory back from
+  // the allocator each time, instead of five fresh mappings to fault in.
+  const auto round_up = [](int64_t n) { return (n + 63) / 64 * 64; };
+  const int64_t wide_bytes = round_up(rows * S * 8), loss_bytes = round_up(rows * S * 4);
+  const int64_t cu_bytes = round_up(rows * (S + 1) * 4);
+  py::array_t<uint8_t> block(Shape{3 * wide_bytes + loss_bytes + cu_bytes + 64});
+  const auto base = reinterpret_cast<uintptr_t>(block.mutable_data());
+  uint8_t* start = block.mutable_data() + (round_up(static_cast<int64_t>(base)) - base);
+  const auto view = [&](auto* type, int64_t at, Shape shape) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    return py::array_t<T>(shape, reinterpret_cast<T*>(start + at), block);
+  };
+  py::array_t<int64_t> out_tokens = view(static_cast<int64_t*>(nullptr), 0, Shape{rows, S});
+  py::array_t<int64_t> out_labels = view(static_cast<int64_t*>(nullptr), wide_bytes, Shape{rows, S});
+  py::array_t<int64_t> out_positions =
+      view(static_cast<int64_t*>(nullptr), 2 * wide_bytes, Shape{rows, S});
+  py::array_t<float> out_loss = view(static_cast<float*>(nullptr), 3 * wide_bytes, Shape{rows, S});
+  py::array_t<int32_t> out_cu =
+      view(static_cast<int32_t*>(nullptr), 3 * wide_bytes + loss_bytes, Shape{rows, S + 1});
   py::object mask = py::none();
   uint8_t* mask_data = nullptr;
   if (attention_mask) {

@@ -16,6 +16,7 @@ from posembed.bench.cases import (
     extend,
     gather,
     gather_backward,
+    gpt_batch,
     interpolate,
     pack,
     resample_grid,
@@ -39,6 +40,7 @@ BUILDERS: dict[str, Callable[[bool], list[Case]]] = {
     "resize": resize.build,
     "samples": samples.build,
     "pack": pack.build,
+    "gpt_batch": gpt_batch.build,
 }
 
 # The cases of each kernel, in the order its builder makes them; the bench/
@@ -66,6 +68,7 @@ CASE_NAMES = {
     "resize": ("checkpoint",),
     "samples": ("sample index", "whole build"),
     "pack": ("plan vs TRL", "plan at scale", "cut"),
+    "gpt_batch": ("all switches",),
 }
 
 
