@@ -31,6 +31,7 @@ NO_RAISES = {
     "window_layout() builds it",
     "posembed.PackedRows": "a dataclass: __init__ stores the fields as given; PackPlan.cut() "
     "builds it",
+    "posembed.GPTBatch": "a dataclass: __init__ stores the fields as given; gpt_batch() builds it",
 }
 
 
@@ -236,6 +237,8 @@ RETURN_TYPES = {
         "tuple[np.ndarray, np.ndarray, np.ndarray]",
         "tuple[np.ndarray, np.ndarray, np.ndarray | None]",
         "tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]",
+        "tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, "
+        "np.ndarray | None]",
     },
 }
 

@@ -207,8 +207,17 @@ class GPTSamples:
 
         Raises
         ------
-        TypeError, IndexError, ValueError
-            As :func:`gpt_batch` raises them.
+        TypeError
+            Indices that are not integers, an ``eod`` or ``pad_value`` that is
+            not an integer, a switch that is not a bool, or a corpus that is
+            neither a pair nor a reader.
+        IndexError
+            An index outside 0..len(self)-1 (the message names it).
+        ValueError
+            As :func:`gpt_batch` refuses them: indices that are not 1-D, an
+            ``eod`` outside the corpus's token dtype, a corpus whose sequences
+            are not those the samples were built from, a ``.bin`` that changed
+            while it was read.
         """
         from posembed.kernels._gpt_batch import gpt_batch
 

@@ -44,7 +44,46 @@ def gpt_batch(
     pad_value: int = -1,
     attention_mask: bool = False,
 ) -> GPTBatch:
-    """Twin of :func:`posembed.gpt_batch`."""
+    """GPTDataset.__getitem__ of each sample, stacked, with the documents' boundaries.
+
+    The twin of :func:`posembed.gpt_batch`.
+
+    Parameters
+    ----------
+    samples : GPTSamples
+        What ``gpt_samples`` built (posembed's or the twin's).
+    indices : array_like of int, shape (B,)
+        Which samples, in shuffled order.
+    corpus : tuple (tokens, offsets) or reader
+        The corpus the samples were built from.
+    eod : int
+        The end-of-document token id.
+    reset_position_ids : bool
+        Positions restart at 0 after each end-of-document token.
+    reset_attention_mask : bool
+        Documents end after each end-of-document token.
+    eod_mask_loss : bool
+        No loss at end-of-document tokens.
+    pad_value : int
+        The padding token id.
+    attention_mask : bool
+        Also build the dense (B, 1, S, S) mask.
+
+    Returns
+    -------
+    GPTBatch
+
+    Raises
+    ------
+    TypeError
+        ``samples`` that are not samples, a switch that is not a bool, an
+        ``eod`` that is not an integer, or what the samples twin refuses so.
+    IndexError
+        An index outside the samples.
+    ValueError
+        An ``eod`` outside int64 or the corpus's dtype, a batch of 2^31 tokens
+        or more, or what the samples twin refuses so.
+    """
     fields = ("document_index", "sample_index", "shuffle_index", "sequence_length", "lengths")
     if not all(hasattr(samples, name) for name in fields):
         raise TypeError("samples must be the GPTSamples that gpt_samples built")
