@@ -18,7 +18,7 @@ import numpy as np
 
 from posembed import _core
 from posembed.kernels import _validate as v
-from posembed.kernels._samples import GPTSamples, _Corpus, _pad_value, _sample_numbers
+from posembed.kernels._sample_reads import _Corpus, _pad_value, _sample_numbers
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 INT32_MAX = 2**31 - 1
@@ -72,8 +72,19 @@ class GPTBatch:
     attention_mask: np.ndarray | None = None
 
 
+# What gpt_batch reads of the samples (a GPTSamples, which imports this module).
+SAMPLES_FIELDS = (
+    "document_index",
+    "sample_index",
+    "shuffle_index",
+    "sequence_length",
+    "add_extra_token_to_sequence",
+    "lengths",
+)
+
+
 def gpt_batch(
-    samples: GPTSamples,
+    samples: Any,
     indices: Any,
     corpus: Any,
     *,
@@ -143,7 +154,9 @@ def gpt_batch(
         built from (as :meth:`GPTSamples.samples` refuses it); a ``.bin``
         that changed while it was read; a batch of 2^31 tokens or more.
     """
-    if not isinstance(samples, GPTSamples):
+    if not all(hasattr(samples, name) for name in SAMPLES_FIELDS) or not callable(
+        getattr(samples, "samples", None)
+    ):
         raise TypeError(
             f"samples must be the GPTSamples that gpt_samples built; got {type(samples).__name__}"
         )
