@@ -2,11 +2,15 @@
 // sample index alone (Megatron's build_sample_idx) and the three GPTDataset
 // indices at once.
 #include <algorithm>
-#include <cstring>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "bind.hpp"
 #include "gpt_batch.hpp"
@@ -327,6 +331,61 @@ IndexView index_view(const py::array& a, const char* name, bool unsigned_ok) {
   throw py::error_already_set();
 }
 
+// The memory of a batch's outputs, 64-byte aligned.
+struct OutputBlock {
+  void* data;
+  size_t size;
+};
+
+// Blocks whose arrays were all freed, kept for the next batches of their
+// size: at most kCachedBlocks of them, kCachedBytes in all.
+constexpr size_t kCachedBlocks = 4;
+constexpr size_t kCachedBytes = size_t{1} << 30;
+std::mutex cache_lock;
+std::vector<OutputBlock>& cached_blocks() {
+  static auto* blocks = new std::vector<OutputBlock>();  // never destroyed: no exit-order issue
+  return *blocks;
+}
+
+void return_block(void* pointer) {
+  auto* block = static_cast<OutputBlock*>(pointer);
+  {
+    const std::lock_guard<std::mutex> lock(cache_lock);
+    std::vector<OutputBlock>& blocks = cached_blocks();
+    size_t held = 0;
+    for (const OutputBlock& b : blocks) held += b.size;
+    if (blocks.size() < kCachedBlocks && held + block->size <= kCachedBytes) {
+      blocks.push_back(*block);
+      delete block;
+      return;
+    }
+  }
+  std::free(block->data);
+  delete block;
+}
+
+// A block of `size` bytes (a multiple of 64), from the cache where one of
+// that size waits, owned by the capsule returned.
+py::capsule output_block(int64_t size) {
+  const auto bytes = static_cast<size_t>(std::max<int64_t>(size, 64));
+  void* data = nullptr;
+  {
+    const std::lock_guard<std::mutex> lock(cache_lock);
+    std::vector<OutputBlock>& blocks = cached_blocks();
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (blocks[i].size == bytes) {
+        data = blocks[i].data;
+        blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+    }
+  }
+  if (data == nullptr) data = std::aligned_alloc(64, bytes);
+  if (data == nullptr) throw std::bad_alloc();
+  auto* block = new OutputBlock{data, bytes};
+  return py::capsule(block, &return_block);
+}
+
 // A batch of GPT samples (see gpt_batch.hpp). The tokens come from `text`
 // (rows read by the caller), else `tokens` (in memory), else the file `fd`
 // of `file_dtype`. Returns (tokens, labels, loss_mask, position_ids,
@@ -397,15 +456,15 @@ py::tuple gpt_batch(const py::array& document_index, const py::array& sample_ind
       source.ntokens = ntokens;
     }
   }
-  // The five outputs share one allocation (each at a 64-byte boundary): a
-  // training loop that asks for a batch a step gets the same memory back from
-  // the allocator each time, instead of five fresh mappings to fault in.
+  // The five outputs share one block (each at a 64-byte boundary), which
+  // goes back to a small cache when the last of them is freed: a training
+  // loop that asks for a batch of the same shape each step gets the memory of
+  // a batch it dropped, written before, instead of fresh pages to fault in.
   const auto round_up = [](int64_t n) { return (n + 63) / 64 * 64; };
   const int64_t wide_bytes = round_up(rows * S * 8), loss_bytes = round_up(rows * S * 4);
   const int64_t cu_bytes = round_up(rows * (S + 1) * 4);
-  py::array_t<uint8_t> block(Shape{3 * wide_bytes + loss_bytes + cu_bytes + 64});
-  const auto base = reinterpret_cast<uintptr_t>(block.mutable_data());
-  uint8_t* start = block.mutable_data() + (round_up(static_cast<int64_t>(base)) - base);
+  const py::capsule block = output_block(3 * wide_bytes + loss_bytes + cu_bytes);
+  auto* start = static_cast<uint8_t*>(static_cast<OutputBlock*>(block.get_pointer())->data);
   const auto view = [&](auto* type, int64_t at, Shape shape) {
     using T = std::remove_pointer_t<decltype(type)>;
     return py::array_t<T>(shape, reinterpret_cast<T*>(start + at), block);

@@ -28,9 +28,10 @@ that file can pass.
 *file pread* (``gpt_batch``'s roofline): the byte ranges of the source file
 that the kernel reads (each sample's pieces of the ``.bin``), read with the
 same positional reads on all threads from the warm page cache into a buffer
-written before, then the kernel's output bytes written into fresh memory as
-the *write fresh* roofline writes them: the least any implementation that
-reads those tokens and returns new arrays must do.
+written before, then the kernel's output bytes written as the *write warm*
+roofline writes them (the kernel's outputs reuse the memory of a batch of
+the same shape that was freed): the least any implementation that reads
+those tokens and writes those outputs must do.
 
 *compute* (for the kernels that compute): the case's float multiplies and
 adds done by a loop of independent vector chains on every thread, at the SIMD
@@ -105,7 +106,7 @@ def _file_preader(src: Path, reads: np.ndarray, nbytes: int) -> Callable[[], obj
     buffer = np.empty(int(ranges[:, 1].sum()), np.uint8)
     _core._probes.roofline_fill(buffer, FILL_BYTE)
     fd = os.open(src, os.O_RDONLY)
-    write = roofline("write fresh", nbytes)
+    write = roofline("write warm", nbytes)
 
     def read() -> None:
         _core._probes.roofline_pread(fd, ranges, buffer)

@@ -6,8 +6,9 @@ dependency: the column is left empty without it): a loop of
 (the dense attention mask off on both sides), over the same indexed dataset.
 The roofline ("file pread") reads the same byte ranges of the warm ``.bin``
 with the same positional reads on all threads, then writes the batch's
-output bytes into fresh memory: the least any implementation that reads
-those tokens and returns new arrays must do.
+output bytes into memory written before (the batch's outputs reuse the
+memory of a freed batch of the same shape): the least any implementation
+that reads those tokens and writes those outputs must do.
 """
 
 from __future__ import annotations
