@@ -174,18 +174,31 @@ int64_t fill_row(const int64_t* text, const BatchOptions& o, int64_t r, const Ba
   float* loss = out.loss_mask + r * S;
   int64_t* positions = out.position_ids + r * S;
   int32_t* cu = out.cu_padded + r * (S + 1);
-  int64_t count = 0, document_start = 0, position_start = 0, longest = 0;
-  cu[0] = 0;
-  for (int64_t i = 0; i < S; ++i) {
-    const int64_t t = text[i];
-    const int64_t l = (o.extra != 0 || i + 1 < S) ? text[i + 1] : o.pad;
-    const bool eod = t == o.eod;
-    loss[i] = ((o.eod_mask_loss && eod) || l == o.pad) ? 0.0f : 1.0f;
-    positions[i] = o.reset_position_ids ? i - position_start : i;
+  // tokens, labels and the loss mask: element by element, no dependence
+  // between elements (the last label, without the extra token, is padding)
+  const int64_t paired = o.extra != 0 ? S : S - 1;
+  for (int64_t i = 0; i < paired; ++i) {
+    const int64_t t = text[i], l = text[i + 1];
     tokens[i] = t == o.pad ? 0 : t;
     labels[i] = l == o.pad ? 0 : l;
-    if (eod) {
-      if (o.reset_position_ids) position_start = i + 1;
+    loss[i] = ((o.eod_mask_loss && t == o.eod) || l == o.pad) ? 0.0f : 1.0f;
+  }
+  if (paired < S) {
+    const int64_t t = text[S - 1];
+    tokens[S - 1] = t == o.pad ? 0 : t;
+    labels[S - 1] = 0;  // the pad label, replaced
+    loss[S - 1] = 0.0f;
+  }
+  // the documents: each ends after an end-of-document token
+  int64_t count = 0, document_start = 0, position_start = 0, longest = 0;
+  cu[0] = 0;
+  if (o.reset_position_ids || o.reset_attention_mask) {
+    for (int64_t i = 0; i < S; ++i) {
+      if (text[i] != o.eod) continue;
+      if (o.reset_position_ids) {
+        for (int64_t j = position_start; j <= i; ++j) positions[j] = j - position_start;
+        position_start = i + 1;
+      }
       if (o.reset_attention_mask && i + 1 < S) {
         cu[++count] = static_cast<int32_t>(i + 1);
         longest = std::max(longest, i + 1 - document_start);
@@ -193,6 +206,7 @@ int64_t fill_row(const int64_t* text, const BatchOptions& o, int64_t r, const Ba
       }
     }
   }
+  for (int64_t j = position_start; j < S; ++j) positions[j] = j - position_start;
   cu[++count] = static_cast<int32_t>(S);
   longest = std::max(longest, S - document_start);
   std::fill(cu + count + 1, cu + S + 1, static_cast<int32_t>(S));

@@ -30,7 +30,11 @@ class GPTBatch:
 
     ``B`` is the number of samples, ``S`` the sequence length. Rows are
     ``GPTDataset.__getitem__``'s outputs for each sample, stacked as a
-    PyTorch ``default_collate`` stacks them.
+    PyTorch ``default_collate`` stacks them. ``tokens``, ``labels``,
+    ``loss_mask``, ``position_ids`` and ``cu_seqlens_padded`` are views of
+    one block of memory (each C-contiguous and 64-byte aligned); once all
+    five are freed, the block is kept for the next batch of the same shape,
+    so that a training loop reuses memory already written.
 
     Attributes
     ----------
