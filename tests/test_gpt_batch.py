@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import types
 import warnings
 from pathlib import Path
@@ -312,3 +313,47 @@ def test_indices_changed_meanwhile_cannot_reach_the_kernel():
     batch = posembed.gpt_batch(samples, indices, corpus, eod=EOD)
     assert batch.tokens.tolist() == [STREAM[8:16], STREAM[0:8]]
     assert indices.tolist() == [1, 0]  # not modified
+
+
+def test_arrays_rewritten_during_the_call_give_an_error_or_a_batch_never_a_crash():
+    """Another thread scribbles wild values over the samples' indices and the
+    corpus offsets while batches are built without the GIL: each call
+    returns or raises ValueError, and nothing is read out of bounds."""
+    tokens, offsets = eod_corpus(3, n=400)
+    samples = posembed.gpt_samples(np.diff(offsets), 64, num_epochs=2, seed=5)
+    victims = [samples.document_index, samples.sample_index.reshape(-1), offsets]
+    kept = [v.copy() for v in victims]
+    stop = threading.Event()
+
+    def scribble() -> None:
+        rng = np.random.default_rng(0)
+        wild = np.array([-(2**31), -1, 2**31 - 1, 10**6], dtype=np.int64)
+        while not stop.is_set():
+            for victim in victims:
+                at = rng.integers(0, victim.shape[0], 8)
+                victim[at] = wild[rng.integers(0, 4, 8)].astype(victim.dtype)
+            for victim, original in zip(victims, kept, strict=True):
+                victim[:] = original
+
+    thread = threading.Thread(target=scribble)
+    thread.start()
+    outcomes = set()
+    try:
+        for _ in range(150):
+            try:
+                posembed.gpt_batch(
+                    samples,
+                    np.arange(len(samples)),
+                    (tokens, offsets),
+                    eod=EOD,
+                    reset_attention_mask=True,
+                )
+                outcomes.add("batch")
+            except ValueError:
+                outcomes.add("error")
+    finally:
+        stop.set()
+        thread.join()
+    # a crash, an IndexError or any other exception fails the test before this
+    assert outcomes <= {"batch", "error"}, outcomes
+    assert outcomes, "no call returned"
