@@ -57,7 +57,7 @@ def build(quick: bool = False) -> list[Case]:
     # about 500 tokens, each ending with EOD, in a uint16 .bin (Megatron's
     # dtype for vocabularies under 65,500).
     rng = np.random.default_rng(17)
-    docs, seq, batch = (20_000 if quick else 200_000), 4096, 64
+    docs, seq, batch = (20_000 if quick else 200_000), 4096, (16 if quick else 64)
     lengths = rng.integers(2, 1000, docs)
     tokens = rng.integers(1, 50_000, int(lengths.sum())).astype(np.uint16)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
