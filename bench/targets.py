@@ -102,6 +102,15 @@ TARGETS = (
         3.0,
         ">= 3x megatron's BlendedMegatronDatasetBuilder on a blend of 8 corpora",
     ),
+    # the gpt_batch case's "numpy" column is a loop of megatron's GPTDataset.__getitem__
+    Target("gpt_batch", "all switches", "numpy", 10.0, ">= 10x a loop of GPTDataset[i]"),
+    Target(
+        "gpt_batch",
+        "all switches",
+        "roofline",
+        0.8,
+        ">= 0.8x the same positional reads and a warm write of the outputs",
+    ),
     # the pack plan's "numpy" column is TRL's best-fit decreasing
     Target("pack", "plan vs TRL", "numpy", 50.0, ">= 50x TRL's bfd on the same documents"),
     # 10M documents' lengths are 80 MB: 0.04 GB/s of them is 2 s

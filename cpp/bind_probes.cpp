@@ -51,6 +51,27 @@ uint64_t roofline_random_bits(int64_t n, int threads) {
   return posembed::roofline_random_bits(n, threads_or_all(threads));
 }
 
+// Ranges (byte offset, length) of the file `fd` read into dst back to back.
+void roofline_pread(int fd, const I64& ranges, py::array dst, int threads) {
+  char* d = writeable_bytes(dst, "dst");
+  if (ranges.ndim() != 2 || ranges.shape(1) != 2) throw py::value_error("ranges: (n, 2)");
+  const auto n = static_cast<int64_t>(ranges.shape(0));
+  int64_t total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (ranges.data()[2 * i] < 0 || ranges.data()[2 * i + 1] < 0) {
+      throw py::value_error("ranges must be >= 0");
+    }
+    total += ranges.data()[2 * i + 1];
+  }
+  if (total > static_cast<int64_t>(dst.nbytes())) throw py::value_error("dst is too small");
+  int err = 0;
+  {
+    py::gil_scoped_release nogil;
+    err = posembed::roofline_pread(fd, ranges.data(), n, d, threads_or_all(threads));
+  }
+  if (err != 0) throw py::value_error("roofline_pread: the file could not be read whole");
+}
+
 void roofline_copy(py::array dst, const py::array& src, bool stream, int threads) {
   char* d = writeable_bytes(dst, "dst");
   if (!c_contiguous(src) || src.nbytes() != dst.nbytes()) {
@@ -131,6 +152,7 @@ void bind_probes(py::module_& m) {
   m.def("roofline_random_bits", &roofline_random_bits, "n"_a, "threads"_a = 0,
         "The random bits of n dropout elements, drawn as the dropout kernels draw them "
         "(AES rounds at the level in use) into a buffer that stays in cache.");
+  m.def("roofline_pread", &roofline_pread, "fd"_a, "ranges"_a, "dst"_a, "threads"_a = 0);
   m.def("roofline_copy", &roofline_copy, "dst"_a, "src"_a, "stream"_a = false, "threads"_a = 0);
 }
 

@@ -3,10 +3,18 @@
 // indices at once.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "bind.hpp"
+#include "gpt_batch.hpp"
+#include "runtime.hpp"
 #include "samples.hpp"
 
 namespace posembed::bind {
@@ -230,9 +238,285 @@ py::tuple gpt_indices(const py::array& lengths, const py::object& documents_obj,
   return py::make_tuple(doc_index, samples, shuffle);
 }
 
+// One of GPTSamples' index arrays (int32, uint32 or int64, C-contiguous).
+IndexView index_view(const py::array& a, const char* name, bool unsigned_ok) {
+  const char kind = a.dtype().kind();
+  const auto item = a.itemsize();
+  const bool ok = c_contiguous(a) && a.dtype().byteorder() != '>' &&
+                  ((kind == 'i' && (item == 4 || item == 8)) ||
+                   (unsigned_ok && kind == 'u' && item == 4));
+  if (!ok) throw py::type_error(std::string(name) + ": expected a C-contiguous int32/int64 array");
+  return IndexView{a.data(), static_cast<int64_t>(a.size()), item == 8, kind == 'u'};
+}
+
+[[noreturn]] void raise_batch_fault(const BatchResult& r, const char* bin) {
+  const auto ll = [](int64_t x) { return static_cast<long long>(x); };
+  const long long row = ll(r.row), sample = ll(r.sample);
+  switch (r.fault) {
+    case BatchFault::index:
+      PyErr_Format(PyExc_IndexError,
+                   "indices[%lld] = %lld is out of range for the %lld samples of the shuffle "
+                   "index",
+                   row, ll(r.a), ll(r.b));
+      break;
+    case BatchFault::shuffle:
+      PyErr_Format(PyExc_ValueError,
+                   "shuffle_index: indices[%lld] names sample %lld, which is not a sample of the "
+                   "sample index (0..%lld)",
+                   row, ll(r.a), ll(r.b) - 1);
+      break;
+    case BatchFault::span:
+      PyErr_Format(PyExc_ValueError,
+                   "sample_index: sample %lld spans positions %lld..%lld, which are not positions "
+                   "of the document index (0..%lld)",
+                   sample, ll(r.b), ll(r.c), ll(r.d) - 1);
+      break;
+    case BatchFault::sequence:
+      PyErr_Format(PyExc_ValueError,
+                   "corpus: these samples read sequence %lld, but the corpus holds %lld "
+                   "sequences: it is not the one whose lengths built them",
+                   ll(r.a), ll(r.d));
+      break;
+    case BatchFault::offsets:
+      PyErr_Format(PyExc_ValueError,
+                   "corpus offsets: sequence %lld spans %lld..%lld, which is not inside the %lld "
+                   "tokens",
+                   ll(r.a), ll(r.b), ll(r.c), ll(r.d));
+      break;
+    case BatchFault::length:
+      PyErr_Format(PyExc_ValueError,
+                   "corpus: sequence %lld holds %lld tokens, but these samples were built from a "
+                   "length of %lld: the corpus is not the one whose lengths built them",
+                   ll(r.a), ll(r.b), ll(r.c));
+      break;
+    case BatchFault::piece:
+      PyErr_Format(PyExc_ValueError,
+                   "corpus: sequence %lld holds %lld tokens, but these samples read its tokens "
+                   "%lld..%lld: the corpus is not the one whose lengths built them",
+                   ll(r.a), ll(r.b), ll(r.c), ll(r.d) - 1);
+      break;
+    case BatchFault::overfill:
+      PyErr_Format(PyExc_ValueError,
+                   "corpus: sequence %lld holds %lld tokens, and sample %lld would read %lld "
+                   "tokens or more of it and the sequences before, past its width: the corpus is "
+                   "not the one whose lengths built these samples",
+                   ll(r.a), ll(r.b), sample, ll(r.c));
+      break;
+    case BatchFault::underfill:
+      PyErr_Format(PyExc_ValueError,
+                   "corpus: sample %lld reads %lld tokens, fewer than its width, ending in "
+                   "sequence %lld of %lld tokens: the corpus is not the one whose lengths built "
+                   "these samples",
+                   sample, ll(r.c), ll(r.a), ll(r.b));
+      break;
+    case BatchFault::token:
+      PyErr_Format(PyExc_ValueError,
+                   "corpus: sequence %lld holds token id %llu (its token %lld), which int64 "
+                   "cannot hold: samples are int64, as Megatron's, so token ids must be in "
+                   "0..2^63-1",
+                   ll(r.a), static_cast<unsigned long long>(r.b), ll(r.c));
+      break;
+    case BatchFault::ended:
+      PyErr_Format(PyExc_ValueError,
+                   "%s: input changed while reading (it ended at byte %lld, before the tokens "
+                   "read)",
+                   bin, ll(r.a));
+      break;
+    case BatchFault::io:
+      PyErr_Format(PyExc_ValueError, "%s: cannot be read (%s)", bin,
+                   std::strerror(static_cast<int>(r.a)));
+      break;
+    case BatchFault::none: PyErr_SetString(PyExc_RuntimeError, "gpt_batch: no fault"); break;
+  }
+  throw py::error_already_set();
+}
+
+// The memory of a batch's outputs, 64-byte aligned.
+struct OutputBlock {
+  void* data;
+  size_t size;
+};
+
+// Blocks whose arrays were all freed, kept for the next batches of their
+// size: at most kCachedBlocks of them, kCachedBytes in all.
+constexpr size_t kCachedBlocks = 4;
+constexpr size_t kCachedBytes = size_t{1} << 30;
+std::mutex cache_lock;
+std::vector<OutputBlock>& cached_blocks() {
+  static auto* blocks = new std::vector<OutputBlock>();  // never destroyed: no exit-order issue
+  return *blocks;
+}
+
+void return_block(void* pointer) {
+  auto* block = static_cast<OutputBlock*>(pointer);
+  {
+    const std::lock_guard<std::mutex> lock(cache_lock);
+    std::vector<OutputBlock>& blocks = cached_blocks();
+    size_t held = 0;
+    for (const OutputBlock& b : blocks) held += b.size;
+    if (blocks.size() < kCachedBlocks && held + block->size <= kCachedBytes) {
+      blocks.push_back(*block);
+      delete block;
+      return;
+    }
+  }
+  std::free(block->data);
+  delete block;
+}
+
+// A block of `size` bytes (a multiple of 64), from the cache where one of
+// that size waits, owned by the capsule returned.
+py::capsule output_block(int64_t size) {
+  const auto bytes = static_cast<size_t>(std::max<int64_t>(size, 64));
+  void* data = nullptr;
+  {
+    const std::lock_guard<std::mutex> lock(cache_lock);
+    std::vector<OutputBlock>& blocks = cached_blocks();
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (blocks[i].size == bytes) {
+        data = blocks[i].data;
+        blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+    }
+  }
+  if (data == nullptr) data = std::aligned_alloc(64, bytes);
+  if (data == nullptr) throw std::bad_alloc();
+  auto* block = new OutputBlock{data, bytes};
+  return py::capsule(block, &return_block);
+}
+
+// A batch of GPT samples (see gpt_batch.hpp). The tokens come from `text`
+// (rows read by the caller), else `tokens` (in memory), else the file `fd`
+// of `file_dtype`. Returns (tokens, labels, loss_mask, position_ids,
+// cu_seqlens, cu_seqlens_padded, max_seqlen, attention_mask or None).
+py::tuple gpt_batch(const py::array& document_index, const py::array& sample_index,
+                    const py::array& shuffle_index, const I64& wanted, int64_t sequence_length,
+                    int64_t extra, int64_t eod, int64_t pad, bool reset_position_ids,
+                    bool reset_attention_mask, bool eod_mask_loss, bool attention_mask,
+                    const py::object& offsets_obj, const py::object& lengths_obj,
+                    const py::object& tokens_obj, int fd, const py::object& file_dtype,
+                    int64_t file_offset, bool swap, int64_t ntokens, const std::string& bin,
+                    const py::object& text_obj) {
+  const int64_t S = sequence_length;
+  if (S < 1 || (extra != 0 && extra != 1) || wanted.ndim() != 1 || S >= (int64_t{1} << 31) - 1) {
+    throw py::value_error("gpt_batch: inconsistent arguments");
+  }
+  const auto rows = static_cast<int64_t>(wanted.size());
+  if (S > 0 && rows > ((int64_t{1} << 31) - 1) / S) {
+    throw py::value_error("gpt_batch: the batch's tokens must fit int32 (cu_seqlens)");
+  }
+  const IndexView docs = index_view(document_index, "document_index", false);
+  const IndexView samples = index_view(sample_index, "sample_index", false);
+  const IndexView shuffle = index_view(shuffle_index, "shuffle_index", true);
+  if (samples.count < 2 || samples.count % 2 != 0) {
+    throw py::value_error("sample_index: expected shape (n + 1, 2)");
+  }
+  TokenSource source;
+  std::optional<I64> offsets, text;
+  std::optional<py::array> lengths, tokens;
+  if (!text_obj.is_none()) {
+    text = text_obj.cast<I64>();
+    if (text->ndim() != 2 || text->shape(0) != rows || text->shape(1) != S + extra) {
+      throw py::value_error("gpt_batch: text must be (rows, sequence_length + extra)");
+    }
+    source.text = text->data();
+  } else {
+    offsets = offsets_obj.cast<I64>();
+    if (offsets->ndim() != 1 || offsets->size() < 2) {
+      throw py::value_error("gpt_batch: offsets must be 1-D, of 2 or more entries");
+    }
+    source.offsets = offsets->data();
+    source.nseq = static_cast<int64_t>(offsets->size()) - 1;
+    if (!lengths_obj.is_none()) {
+      lengths = lengths_obj.cast<py::array>();
+      const bool wide = wide_ints(*lengths, "lengths");
+      if (static_cast<int64_t>(lengths->size()) != source.nseq) {
+        throw py::value_error("gpt_batch: lengths and offsets disagree");
+      }
+      source.lengths = lengths->data();
+      source.wide_lengths = wide;
+    }
+    if (!tokens_obj.is_none()) {
+      tokens = tokens_obj.cast<py::array>();
+      if (tokens->ndim() != 1) throw py::value_error("gpt_batch: tokens must be 1-D");
+      const PositionsView view = positions_view(*tokens, "corpus tokens");
+      source.memory = view.data;
+      source.kind = view.kind;
+      source.ntokens = view.count;
+    } else {
+      if (fd < 0 || file_offset < 0 || ntokens < 0) {
+        throw py::value_error("gpt_batch: a file needs fd, file_offset and ntokens >= 0");
+      }
+      const py::array probe(py::dtype::from_args(file_dtype), Shape{0});
+      source.kind = positions_view(probe, "file dtype").kind;
+      source.fd = fd;
+      source.file_offset = file_offset;
+      source.swap = swap;
+      source.ntokens = ntokens;
+    }
+  }
+  // The five outputs share one block (each at a 64-byte boundary), which
+  // goes back to a small cache when the last of them is freed: a training
+  // loop that asks for a batch of the same shape each step gets the memory of
+  // a batch it dropped, written before, instead of fresh pages to fault in.
+  const auto round_up = [](int64_t n) { return (n + 63) / 64 * 64; };
+  const int64_t wide_bytes = round_up(rows * S * 8), loss_bytes = round_up(rows * S * 4);
+  const int64_t cu_bytes = round_up(rows * (S + 1) * 4);
+  const py::capsule block = output_block(3 * wide_bytes + loss_bytes + cu_bytes);
+  auto* start = static_cast<uint8_t*>(static_cast<OutputBlock*>(block.get_pointer())->data);
+  const auto view = [&](auto* type, int64_t at, Shape shape) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    return py::array_t<T>(shape, reinterpret_cast<T*>(start + at), block);
+  };
+  py::array_t<int64_t> out_tokens = view(static_cast<int64_t*>(nullptr), 0, Shape{rows, S});
+  py::array_t<int64_t> out_labels = view(static_cast<int64_t*>(nullptr), wide_bytes, Shape{rows, S});
+  py::array_t<int64_t> out_positions =
+      view(static_cast<int64_t*>(nullptr), 2 * wide_bytes, Shape{rows, S});
+  py::array_t<float> out_loss = view(static_cast<float*>(nullptr), 3 * wide_bytes, Shape{rows, S});
+  py::array_t<int32_t> out_cu =
+      view(static_cast<int32_t*>(nullptr), 3 * wide_bytes + loss_bytes, Shape{rows, S + 1});
+  py::object mask = py::none();
+  uint8_t* mask_data = nullptr;
+  if (attention_mask) {
+    py::array_t<bool> m(Shape{rows, 1, S, S});
+    mask_data = reinterpret_cast<uint8_t*>(m.mutable_data());
+    mask = m;
+  }
+  BatchOptions options;
+  options.sequence_length = S;
+  options.extra = extra;
+  options.eod = eod;
+  options.pad = pad;
+  options.reset_position_ids = reset_position_ids;
+  options.reset_attention_mask = reset_attention_mask;
+  options.eod_mask_loss = eod_mask_loss;
+  const BatchOut out{out_tokens.mutable_data(),   out_labels.mutable_data(),
+                     out_loss.mutable_data(),     out_positions.mutable_data(),
+                     out_cu.mutable_data(),       mask_data};
+  BatchResult result;
+  {
+    py::gil_scoped_release nogil;
+    result = posembed::gpt_batch(docs, samples, shuffle, wanted.data(), rows, source, options,
+                                 out, get_num_threads());
+  }
+  if (result.fault != BatchFault::none) raise_batch_fault(result, bin.c_str());
+  int64_t total = 1;
+  for (const int64_t s : result.segments) total += s;
+  py::array_t<int32_t> flat(Shape{total});
+  posembed::flat_cu_seqlens(out_cu.data(), result.segments.data(), rows, S, flat.mutable_data());
+  return py::make_tuple(out_tokens, out_labels, out_loss, out_positions, flat, out_cu,
+                        result.max_seqlen, mask);
+}
+
 }  // namespace
 
 void bind_samples(py::module_& m) {
+  m.def("gpt_batch", &gpt_batch, "document_index"_a, "sample_index"_a, "shuffle_index"_a,
+        "wanted"_a, "sequence_length"_a, "extra"_a, "eod"_a, "pad"_a, "reset_position_ids"_a,
+        "reset_attention_mask"_a, "eod_mask_loss"_a, "attention_mask"_a, "offsets"_a,
+        "lengths"_a, "tokens"_a, "fd"_a, "file_dtype"_a, "file_offset"_a, "swap"_a, "ntokens"_a,
+        "bin"_a, "text"_a);
   m.def("document_tokens", &document_tokens, "lengths"_a, "documents"_a = py::none());
   m.def("sample_index", &sample_index, "lengths"_a, "document_index"_a, "sequence_length"_a,
         "extra"_a, "num_samples"_a, "wide"_a);

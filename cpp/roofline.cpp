@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 #include "copy.hpp"
+#include "fileio.hpp"
 #include "parallel.hpp"
 #include "random.hpp"
 #include "rowops.hpp"
@@ -88,6 +90,21 @@ uint64_t roofline_random_bits(int64_t n, int threads) {
     folded.fetch_xor(x, std::memory_order_relaxed);
   }, kWords);
   return folded.load();
+}
+
+int roofline_pread(int fd, const int64_t* ranges, int64_t n, char* dst, int threads) {
+  std::vector<int64_t> at(static_cast<size_t>(n) + 1, 0);
+  for (int64_t i = 0; i < n; ++i) at[static_cast<size_t>(i) + 1] = at[static_cast<size_t>(i)] + ranges[2 * i + 1];
+  std::atomic<int> failed{0};
+  parallel_for(n, threads, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      int64_t ended = 0;
+      const int err = pread_all(fd, reinterpret_cast<uint8_t*>(dst) + at[static_cast<size_t>(i)],
+                                ranges[2 * i + 1], ranges[2 * i], &ended);
+      if (err != 0) failed.store(err);
+    }
+  });
+  return failed.load();
 }
 
 }  // namespace posembed

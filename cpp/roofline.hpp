@@ -27,5 +27,10 @@ double roofline_flops(int64_t n, int threads, bool fused);
 // that stays in its L1 cache. Returns the XOR of the first word of every
 // 1024 (the same for any thread count).
 uint64_t roofline_random_bits(int64_t n, int threads);
+// The page cache's roofline of a kernel that reads a file with positional
+// reads: n ranges (byte offset, length) of the file `fd` read into dst back
+// to back, split over `threads` threads as a kernel's work is, and nothing
+// else. Returns 0, an errno, or -1 where the file ended first.
+int roofline_pread(int fd, const int64_t* ranges, int64_t n, char* dst, int threads);
 
 }  // namespace posembed

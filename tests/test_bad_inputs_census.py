@@ -35,6 +35,7 @@ from . import (
     test_bad_inputs_embed,
     test_bad_inputs_embedding,
     test_bad_inputs_gather,
+    test_bad_inputs_gpt_batch,
     test_bad_inputs_indexed,
     test_bad_inputs_interpolate,
     test_bad_inputs_pack,
@@ -52,6 +53,7 @@ FAMILY_MODULES = [
     test_bad_inputs_embed,
     test_bad_inputs_embedding,
     test_bad_inputs_gather,
+    test_bad_inputs_gpt_batch,
     test_bad_inputs_indexed,
     test_bad_inputs_interpolate,
     test_bad_inputs_pack,
@@ -84,6 +86,7 @@ NO_ARGUMENTS = {
     "GPTBlend": "a frozen dataclass holding what gpt_blend() returns (write_megatron_cache "
     "has cases for one)",
     "GPTBlendSplit": "a frozen dataclass holding one split of what gpt_blend() returns",
+    "GPTBatch": "a frozen dataclass holding what gpt_batch() returns",
     "WindowLayout": "a frozen dataclass holding what window_layout() returns; its fields "
     "are checked where they are used (WindowLayout.cut, which has cases for a layout "
     "built by hand)",

@@ -34,6 +34,7 @@ NO_RAISES = {
     "posembed.GPTBlend": "a dataclass: __init__ stores the fields as given; gpt_blend() builds it",
     "posembed.GPTBlendSplit": "a dataclass: __init__ stores the fields as given; gpt_blend() "
     "builds it",
+    "posembed.GPTBatch": "a dataclass: __init__ stores the fields as given; gpt_batch() builds it",
 }
 
 
@@ -239,6 +240,8 @@ RETURN_TYPES = {
         "tuple[np.ndarray, np.ndarray, np.ndarray]",
         "tuple[np.ndarray, np.ndarray, np.ndarray | None]",
         "tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]",
+        "tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, "
+        "np.ndarray | None]",
     },
 }
 

@@ -67,6 +67,7 @@ TAKES_FLOAT_TABLES = {
     "resize_checkpoint": [],  # tests/test_checkpoint.py (F16 and BF16 tables)
 }
 NO_FLOAT_TABLES = {
+    "GPTBatch",
     "GPTSamples",
     "IndexedCorpus",
     "WindowLayout",
@@ -75,6 +76,7 @@ NO_FLOAT_TABLES = {
     "config",
     "dropout_mask",
     "get_num_threads",
+    "gpt_batch",
     "gpt_sample_index",
     "gpt_samples",
     "last_seed",

@@ -84,6 +84,17 @@ CASES = {
         "s.samples(np.arange(8), (np.arange(int(n.sum())), np.cumsum(np.r_[0, n])))",
         "posembed.gpt_samples(n, 64, documents=np.array([0, 3000]))",  # the kernel's check
     ),
+    "gpt_batch": (
+        "import tempfile; n = np.arange(1, 300); off = np.cumsum(np.r_[0, n]); "
+        "tok = (np.arange(int(n.sum())) % 7).astype(np.uint16); "
+        "pre = tempfile.mkdtemp() + '/c'; posembed.write_indexed(pre, tok, off); "
+        "ic = posembed.IndexedCorpus(pre, documents='sequences'); "
+        "s = posembed.gpt_samples(n, 64, num_epochs=1, seed=3); "
+        "bad = (tok, np.where(np.arange(len(off)) > 150, off + 1, off))",
+        "posembed.gpt_batch(s, np.arange(16), (tok, off), eod=0, reset_attention_mask=True); "
+        "s.batch(np.arange(4), ic, eod=0, reset_position_ids=True, attention_mask=True)",
+        "posembed.gpt_batch(s, np.arange(len(s)), bad, eod=0)",  # the kernel's check
+    ),
     "gpt_sample_index": (
         "n = np.arange(1, 3000, dtype=np.int32); d = np.arange(2999, dtype=np.int32)",
         "posembed.gpt_sample_index(n, d, 64, 1, int(n.sum()))",
@@ -204,6 +215,7 @@ def test_every_public_function_is_covered():
     import posembed
 
     not_functions = {
+        "GPTBatch",
         "GPTSamples",
         "LearnedPositionEmbedding",
         "PackPlan",  # made by pack and measured with it

@@ -18,6 +18,7 @@ from posembed.kernels._embed import dropout_mask, embed, last_seed
 from posembed.kernels._embedding import LearnedPositionEmbedding
 from posembed.kernels._extend import extend
 from posembed.kernels._gather import gather, gather_backward
+from posembed.kernels._gpt_batch import GPTBatch, gpt_batch
 from posembed.kernels._interpolate import interpolate, lerp
 from posembed.kernels._pack import PackedRows, PackPlan, pack
 from posembed.kernels._resample_grid import resample_grid
@@ -31,6 +32,7 @@ __version__ = _runtime.VERSION
 __all__ = [
     "GPTBlend",
     "GPTBlendSplit",
+    "GPTBatch",
     "GPTSamples",
     "IndexedCorpus",
     "LearnedPositionEmbedding",
@@ -47,6 +49,7 @@ __all__ = [
     "gather_backward",
     "get_num_threads",
     "gpt_blend",
+    "gpt_batch",
     "gpt_sample_index",
     "gpt_samples",
     "interpolate",

@@ -255,6 +255,32 @@ def gpt_indices(
     wide_samples: bool,
     wide_shuffle: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+def gpt_batch(
+    document_index: np.ndarray,
+    sample_index: np.ndarray,
+    shuffle_index: np.ndarray,
+    wanted: npt.ArrayLike,
+    sequence_length: SupportsIndex,
+    extra: SupportsIndex,
+    eod: SupportsIndex,
+    pad: SupportsIndex,
+    reset_position_ids: bool,
+    reset_attention_mask: bool,
+    eod_mask_loss: bool,
+    attention_mask: bool,
+    offsets: np.ndarray | None,
+    lengths: np.ndarray | None,
+    tokens: np.ndarray | None,
+    fd: SupportsIndex,
+    file_dtype: object,
+    file_offset: SupportsIndex,
+    swap: bool,
+    ntokens: SupportsIndex,
+    bin: str,
+    text: np.ndarray | None,
+) -> tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray | None
+]: ...
 def write_marked(
     fd: SupportsIndex,
     data: np.ndarray,

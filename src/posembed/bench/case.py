@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 # The implementations a case may time, in the table's order.
 COLUMNS = ("reference", "numpy", "torch", "posembed")
@@ -24,6 +25,8 @@ class Case:
     check: Callable[[], bool] | None = None  # posembed agrees with numpy
     in_bytes: int = 0  # input bytes, where throughput is counted on the input (chunk)
     source: Path | None = None  # the input file of a "file copy" roofline
+    # the byte ranges (offset, length) of source that a "file pread" roofline reads
+    reads: Any = None
     # float multiplies and adds the kernel does (0: not a kernel that computes),
     # and whether they are fused multiply-adds (a BLAS product), for the
     # compute roofline

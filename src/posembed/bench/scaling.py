@@ -94,6 +94,7 @@ SCALING_NAMES = {
     "gather_backward": ("positions, out= (in cache)", "token ids (in memory)"),
     "samples": ("sample index (in cache)", "sample index (in memory)"),
     "pack": ("cut (in cache)", "cut (in memory)"),
+    "gpt_batch": ("all switches (in cache)", "all switches (in memory)"),
 }
 
 
@@ -299,6 +300,31 @@ def _pack(s: Sizes) -> list[ScalingCase]:
     return cases
 
 
+def _gpt_batch(s: Sizes) -> list[ScalingCase]:
+    def batch(rows: int) -> Callable[[], object]:
+        # documents of about 500 tokens ending with EOD, in memory, samples
+        # of 4096 with all three switches
+        rng = np.random.default_rng(29)
+        lengths = rng.integers(2, 1000, max(2, rows * 4096 // 500 + 2))
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        ids = (np.arange(int(offsets[-1])) % 50_000).astype(np.uint16)
+        ids[offsets[1:] - 1] = 0
+        samples = posembed.gpt_samples(lengths, 4096, num_samples=rows, seed=1)
+        switches = {"reset_position_ids": True, "reset_attention_mask": True}
+        return partial(
+            samples.batch, np.arange(rows), (ids, offsets), eod=0, eod_mask_loss=True, **switches
+        )
+
+    # 32 bytes written a token: tokens, labels, positions (int64), loss, cu_seqlens (4 bytes)
+    cases = []
+    for size, nbytes in (("in cache", s.in_cache), ("in memory", s.in_memory)):
+        rows = max(1, nbytes // (32 * 4096))
+        cases.append(
+            ScalingCase("gpt_batch", "all switches", size, rows * 4096 * 32, partial(batch, rows))
+        )
+    return cases
+
+
 SCALING_BUILDERS: dict[str, Callable[[Sizes], list[ScalingCase]]] = {
     "roofline": _roofline,
     "gather": _gather,
@@ -309,6 +335,7 @@ SCALING_BUILDERS: dict[str, Callable[[Sizes], list[ScalingCase]]] = {
     "gather_backward": _gather_backward,
     "samples": _samples,
     "pack": _pack,
+    "gpt_batch": _gpt_batch,
 }
 
 

@@ -150,7 +150,7 @@ def _measure(case: Case, repeat: int, settle: float | None, rewarm_below: float 
         raise AssertionError(f"{case.kernel} {case.name}: posembed disagrees with its twin")
     fns = dict(case.impls)
     if case.roofline:
-        fns["roofline"] = roofline(case.roofline, case.out_bytes, case.source)
+        fns["roofline"] = roofline(case.roofline, case.out_bytes, case.source, case.reads)
     if case.flops:
         fns["compute"] = compute(case.flops, case.fused)
     elif case.random_words:

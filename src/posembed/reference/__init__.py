@@ -35,6 +35,8 @@ from posembed.reference.embed import embed
 from posembed.reference.embedding import LearnedPositionEmbedding
 from posembed.reference.extend import extend
 from posembed.reference.gather import gather, gather_backward
+from posembed.reference.gpt_batch import GPTBatch as GPTBatch
+from posembed.reference.gpt_batch import gpt_batch
 from posembed.reference.indexed import IndexedCorpus, merge_indexed, write_indexed
 from posembed.reference.interpolate import interpolate, lerp
 from posembed.reference.pack import pack
@@ -55,6 +57,7 @@ __all__ = [
     "extend",
     "gather",
     "gather_backward",
+    "gpt_batch",
     "gpt_sample_index",
     "gpt_samples",
     "interpolate",

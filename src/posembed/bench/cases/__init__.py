@@ -16,6 +16,7 @@ from posembed.bench.cases import (
     extend,
     gather,
     gather_backward,
+    gpt_batch,
     interpolate,
     merge,
     pack,
@@ -41,6 +42,7 @@ BUILDERS: dict[str, Callable[[bool], list[Case]]] = {
     "resize": resize.build,
     "samples": samples.build,
     "pack": pack.build,
+    "gpt_batch": gpt_batch.build,
 }
 
 # The cases of each kernel, in the order its builder makes them; the bench/
@@ -69,6 +71,7 @@ CASE_NAMES = {
     "resize": ("checkpoint",),
     "samples": ("sample index", "whole build", "blended build"),
     "pack": ("plan vs TRL", "plan at scale", "cut"),
+    "gpt_batch": ("all switches",),
 }
 
 

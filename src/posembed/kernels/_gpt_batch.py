@@ -1,0 +1,372 @@
+"""gpt_batch: a batch of Megatron-LM GPT samples as a trainer consumes it.
+
+What ``GPTDataset.__getitem__`` returns for each sample (tokens, labels,
+loss mask, position ids, the dense attention mask when asked for), stacked,
+and the document boundaries that variable-length attention kernels take
+(``cu_seqlens``, flat over the batch and padded per sample).
+"""
+
+from __future__ import annotations
+
+import numbers
+import operator
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from posembed import _core
+from posembed.kernels import _validate as v
+from posembed.kernels._sample_reads import _Corpus, _pad_value, _sample_numbers
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class GPTBatch:
+    """A batch of GPT samples, what :func:`gpt_batch` returns.
+
+    ``B`` is the number of samples, ``S`` the sequence length. Rows are
+    ``GPTDataset.__getitem__``'s outputs for each sample, stacked as a
+    PyTorch ``default_collate`` stacks them. ``tokens``, ``labels``,
+    ``loss_mask``, ``position_ids`` and ``cu_seqlens_padded`` are views of
+    one block of memory (each C-contiguous and 64-byte aligned); once all
+    five are freed, the block is kept for the next batch of the same shape,
+    so that a training loop reuses memory already written.
+
+    Attributes
+    ----------
+    tokens : ndarray of int64, shape (B, S)
+        The inputs (padding replaced by 0).
+    labels : ndarray of int64, shape (B, S)
+        The tokens shifted by one (padding replaced by 0).
+    loss_mask : ndarray of float32, shape (B, S)
+        1 where the loss counts; 0 at padded labels, and at end-of-document
+        tokens with ``eod_mask_loss``.
+    position_ids : ndarray of int64, shape (B, S)
+        0..S-1, or restarting at 0 after each end-of-document token with
+        ``reset_position_ids``.
+    cu_seqlens : ndarray of int32, shape (D + 1,)
+        Where each of the batch's D documents starts in the flattened
+        ``B * S`` tokens, and ``B * S``: what variable-length attention
+        (``flash_attn_varlen_func``, Transformer Engine's THD format) takes.
+        With ``reset_attention_mask`` a document ends after each
+        end-of-document token; without it, each sample is one document
+        (``0, S, 2S, ..., B*S``), as its causal mask is.
+    cu_seqlens_padded : ndarray of int32, shape (B, S + 1)
+        Per sample: its boundaries (0 first, S last), then S repeated up to
+        S + 1 entries, so that every batch has the same shape; as Megatron's
+        ``inter_document_masking`` pads each sample's ``cu_seqlens``.
+    max_seqlen : int
+        The longest document of the batch.
+    attention_mask : ndarray of bool, shape (B, 1, S, S), or None
+        Megatron's dense mask, True where attention is masked; built only
+        when asked for (``attention_mask=True``).
+    """
+
+    tokens: np.ndarray
+    labels: np.ndarray
+    loss_mask: np.ndarray
+    position_ids: np.ndarray
+    cu_seqlens: np.ndarray
+    cu_seqlens_padded: np.ndarray
+    max_seqlen: int
+    attention_mask: np.ndarray | None = None
+
+
+# What gpt_batch reads of the samples (a GPTSamples, which imports this module).
+SAMPLES_FIELDS = (
+    "document_index",
+    "sample_index",
+    "shuffle_index",
+    "sequence_length",
+    "add_extra_token_to_sequence",
+    "lengths",
+)
+
+
+def gpt_batch(
+    samples: Any,
+    indices: Any,
+    corpus: Any,
+    *,
+    eod: int,
+    reset_position_ids: bool = False,
+    reset_attention_mask: bool = False,
+    eod_mask_loss: bool = False,
+    pad_value: int = -1,
+    attention_mask: bool = False,
+) -> GPTBatch:
+    """A batch of samples as ``GPTDataset.__getitem__`` returns them, with document boundaries.
+
+    Row ``r`` equals ``GPTDataset.__getitem__(indices[r])`` element for
+    element (``tokens``, ``labels``, ``loss_mask``, ``position_ids`` and,
+    when asked for, ``attention_mask``) for a dataset whose config has
+    ``reset_position_ids``, ``reset_attention_mask``, ``eod_mask_loss`` and
+    ``tokenizer.eod`` given here. Without the extra token
+    (``samples.add_extra_token_to_sequence`` False), labels are the tokens
+    rolled by one with the last one padding. Padding (``pad_value`` in the
+    tokens or labels: the kept last sample's fill, or the last label without
+    the extra token) is replaced by 0 and its loss masked, as Megatron does.
+
+    Parameters
+    ----------
+    samples : GPTSamples
+        What :func:`gpt_samples` built.
+    indices : array_like of int, shape (B,)
+        Which samples, each 0 to ``len(samples) - 1``, in shuffled order.
+    corpus : tuple (tokens, offsets) or reader
+        The corpus the samples were built from, as :meth:`GPTSamples.sample`
+        takes it. Tokens in memory and an :class:`IndexedCorpus` on local
+        disk are read by the kernel (the ``.bin`` with positional reads on
+        worker threads); other readers through their ``.read``.
+    eod : int
+        The end-of-document token id (``tokenizer.eod``); it must fit the
+        corpus's token dtype.
+    reset_position_ids : bool
+        Positions restart at 0 after each end-of-document token.
+    reset_attention_mask : bool
+        Documents end after each end-of-document token: attention stays
+        inside them (``attention_mask``) and ``cu_seqlens`` marks them.
+    eod_mask_loss : bool
+        No loss at end-of-document tokens.
+    pad_value : int
+        The padding token id: Megatron's is -1 unless its tokenizer has a
+        ``pad``.
+    attention_mask : bool
+        Also build the dense (B, 1, S, S) mask (S * S bytes a sample; the
+        other outputs take O(S)).
+
+    Returns
+    -------
+    GPTBatch
+
+    Raises
+    ------
+    TypeError
+        ``samples`` that is not a :class:`GPTSamples`, indices that are not
+        integers, an ``eod`` or ``pad_value`` that is not an integer, a
+        switch that is not a bool, or a corpus that is neither a pair nor a
+        reader.
+    IndexError
+        An index outside 0..len(samples)-1 (the message names it).
+    ValueError
+        Indices that are not 1-D; an ``eod`` outside int64 or the corpus's
+        token dtype; a corpus whose sequences are not those the samples were
+        built from (as :meth:`GPTSamples.samples` refuses it); a ``.bin``
+        that changed while it was read; a batch of 2^31 tokens or more.
+    """
+    if not all(hasattr(samples, name) for name in SAMPLES_FIELDS) or not callable(
+        getattr(samples, "samples", None)
+    ):
+        raise TypeError(
+            f"samples must be the GPTSamples that gpt_samples built; got {type(samples).__name__}"
+        )
+    count = len(samples)
+    wanted = np.array(_sample_numbers(indices, count), dtype=np.int64, copy=True)
+    flags = {
+        name: v.flag(value, name)
+        for name, value in (
+            ("reset_position_ids", reset_position_ids),
+            ("reset_attention_mask", reset_attention_mask),
+            ("eod_mask_loss", eod_mask_loss),
+            ("attention_mask", attention_mask),
+        )
+    }
+    pad = _pad_value(pad_value)
+    token = _eod(eod)
+    seq = samples.sequence_length
+    if wanted.shape[0] * seq > INT32_MAX:
+        raise ValueError(
+            f"indices: {wanted.shape[0]} samples of {seq} tokens are {wanted.shape[0] * seq} "
+            "tokens, but cu_seqlens are int32: a batch must hold fewer than 2^31 tokens"
+        )
+    reader = _Corpus(corpus, samples.lengths)  # the checks of .samples(), their messages
+    extra = 1 if samples.add_extra_token_to_sequence else 0
+    lengths = samples.lengths
+    if lengths is not None:
+        lengths = _index(lengths, "lengths")
+    call = _Call(
+        _index(samples.document_index, "document_index"),
+        _index(samples.sample_index, "sample_index", rows=True),
+        _index(samples.shuffle_index, "shuffle_index", unsigned=True),
+        wanted,
+        seq,
+        extra,
+        token,
+        pad,
+        flags["reset_position_ids"],
+        flags["reset_attention_mask"],
+        flags["eod_mask_loss"],
+        flags["attention_mask"],
+    )
+    file = None if isinstance(corpus, (tuple, list)) else _token_file(corpus)
+    dtype = getattr(corpus, "dtype", None)  # a reader's token dtype, where it tells it
+    if file is None and isinstance(dtype, np.dtype) and dtype.kind in "iu":
+        _check_eod_fits(token, dtype)
+    if isinstance(corpus, (tuple, list)):
+        tokens = v.as_array(corpus[0], "corpus tokens")
+        _check_eod_fits(token, tokens.dtype)
+        if tokens.dtype.byteorder not in "=|":
+            tokens = tokens.astype(tokens.dtype.newbyteorder("="))
+        offsets = v.kernel_array(reader._offsets, np.int64)
+        result = call.run(offsets=offsets, lengths=lengths, tokens=v.kernel_array(tokens))
+    elif file is not None:
+        _check_eod_fits(token, np.dtype(file.dtype))
+        offsets = v.kernel_array(reader._offsets, np.int64)
+        result = _read_file(file, call, offsets, lengths)
+    else:
+        result = call.run(text=samples.samples(wanted, corpus, pad_value=pad))
+    tokens_out, labels, loss, positions, flat, padded, longest, mask = result
+    return GPTBatch(tokens_out, labels, loss, positions, flat, padded, int(longest), mask)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """The kernel's arguments but the corpus's, checked."""
+
+    document_index: np.ndarray
+    sample_index: np.ndarray
+    shuffle_index: np.ndarray
+    wanted: np.ndarray
+    sequence_length: int
+    extra: int
+    eod: int
+    pad: int
+    reset_position_ids: bool
+    reset_attention_mask: bool
+    eod_mask_loss: bool
+    attention_mask: bool
+
+    def run(
+        self,
+        *,
+        offsets: np.ndarray | None = None,
+        lengths: np.ndarray | None = None,
+        tokens: np.ndarray | None = None,
+        fd: int = -1,
+        file_dtype: Any = None,
+        file_offset: int = 0,
+        swap: bool = False,
+        ntokens: int = 0,
+        bin: str = "",
+        text: np.ndarray | None = None,
+    ) -> tuple[Any, ...]:
+        return _core.gpt_batch(
+            self.document_index,
+            self.sample_index,
+            self.shuffle_index,
+            self.wanted,
+            self.sequence_length,
+            self.extra,
+            self.eod,
+            self.pad,
+            self.reset_position_ids,
+            self.reset_attention_mask,
+            self.eod_mask_loss,
+            self.attention_mask,
+            offsets,
+            lengths,
+            tokens,
+            fd,
+            file_dtype,
+            file_offset,
+            swap,
+            ntokens,
+            bin,
+            text,
+        )
+
+
+def _read_file(
+    file: Any, call: _Call, offsets: np.ndarray, lengths: np.ndarray | None
+) -> tuple[Any, ...]:
+    """The batch with its tokens read from ``file`` (a token file on local
+    disk) by the kernel, on its threads; the file checked unchanged after."""
+    f = file.copy()
+    path = str(f.path)
+    try:
+        f.open()
+        try:
+            result = call.run(
+                offsets=offsets,
+                lengths=lengths,
+                fd=f.fd,
+                file_dtype=np.dtype(f.dtype),
+                file_offset=int(f.offset),
+                swap=bool(f.swap),
+                ntokens=int(f.count),
+                bin=path,
+            )
+            f.check()  # rewritten during the reads: old and new tokens would mix
+        finally:
+            f.close()
+    except FileNotFoundError:
+        raise ValueError(f"{path}: input changed while reading (it was removed)") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror})") from None
+    return result
+
+
+def _token_file(corpus: Any) -> Any:
+    """The local token file behind a reader such as :class:`IndexedCorpus`
+    (its ``tokens``: a file of ``count`` tokens of ``dtype`` at byte
+    ``offset`` of ``path``, opened by ``open()`` as ``fd``), or None for a
+    reader without one (a file in a store, any other reader): those are read
+    through ``.read``."""
+    file = getattr(corpus, "tokens", None)
+    needed = ("copy", "open", "close", "check")
+    if file is None or not all(callable(getattr(file, name, None)) for name in needed):
+        return None
+    if getattr(file, "url", None) is not None:  # in a store: no descriptor to read from
+        return None
+    path = getattr(file, "path", None)
+    if not isinstance(path, (str, os.PathLike)) or not hasattr(file, "fd"):
+        return None
+    try:
+        dtype = np.dtype(file.dtype)
+        offset, total = operator.index(file.offset), operator.index(file.count)
+    except (AttributeError, TypeError):
+        return None
+    if dtype.kind not in "iu" or offset < 0 or total < 0:
+        return None
+    return file
+
+
+def _eod(value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"eod must be an integer token id; got {type(value).__name__} {value!r}")
+    token = operator.index(value)
+    if not INT64_MIN <= token <= INT64_MAX:
+        raise ValueError(f"eod must fit int64 (the samples' dtype); got {token}")
+    return token
+
+
+def _check_eod_fits(eod: int, dtype: np.dtype[Any]) -> None:
+    info = np.iinfo(dtype)
+    if not info.min <= eod <= info.max:
+        raise ValueError(
+            f"eod = {eod} is not a token id of the corpus's {dtype} tokens ({info.min}..{info.max})"
+        )
+
+
+def _index(a: Any, name: str, *, unsigned: bool = False, rows: bool = False) -> np.ndarray:
+    """One of the samples' arrays as the kernel reads it: int32 (uint32 for
+    the shuffle index) kept, anything else int64; C-contiguous."""
+    array = np.asarray(a)
+    if array.dtype.kind not in "iu" or array.ndim != (2 if rows else 1):
+        shape = "(n + 1, 2)" if rows else "1-D"
+        raise TypeError(
+            f"samples.{name} must be a {shape} integer array; got {array.dtype} of shape "
+            f"{array.shape}"
+        )
+    if rows and array.shape[1] != 2:
+        raise TypeError(f"samples.{name} must have shape (n + 1, 2); got {array.shape}")
+    kept = [np.dtype(np.int32), np.dtype(np.int64)] + ([np.dtype(np.uint32)] if unsigned else [])
+    if array.dtype in kept:
+        return v.kernel_array(array, array.dtype.newbyteorder("="))
+    if array.dtype == np.uint64 and array.size and int(array.max()) > INT64_MAX:
+        raise ValueError(f"samples.{name}: {int(array.max())} passes 2^63 - 1")
+    return v.kernel_array(array, np.int64)

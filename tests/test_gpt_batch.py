@@ -1,0 +1,359 @@
+"""gpt_batch against its twin and against megatron-core's GPTDataset.__getitem__.
+
+The megatron test builds ``GPTDataset`` over an indexed dataset that posembed
+wrote, for every combination of reset_position_ids, reset_attention_mask and
+eod_mask_loss, with and without the extra token, on a validation split that
+keeps (and pads) its last partial sample; each row of posembed's batch must
+equal ``GPTDataset[i]`` element for element. The document boundaries
+(cu_seqlens) are checked against hand-written values on the cases that break
+variable-length attention kernels.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import types
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import posembed
+from posembed import reference
+
+from .conftest import megatron_or_skip
+
+EOD = 0
+FIELDS = ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens", "cu_seqlens_padded")
+SWITCHES = list(itertools.product([False, True], repeat=3))
+
+
+def same_batch(ours: Any, theirs: Any) -> None:
+    for name in FIELDS:
+        a, b = getattr(ours, name), getattr(theirs, name)
+        assert a.dtype == b.dtype, (name, a.dtype, b.dtype)
+        assert a.shape == b.shape, (name, a.shape, b.shape)
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    assert ours.max_seqlen == theirs.max_seqlen
+    if theirs.attention_mask is None:
+        assert ours.attention_mask is None
+    else:
+        assert ours.attention_mask.dtype == np.bool_
+        np.testing.assert_array_equal(ours.attention_mask, theirs.attention_mask)
+
+
+def switches(rp: bool, ra: bool, em: bool) -> dict[str, bool]:
+    return {"reset_position_ids": rp, "reset_attention_mask": ra, "eod_mask_loss": em}
+
+
+def eod_corpus(seed: int, n: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """Documents of 1 to 11 tokens that end with EOD, some EODs inside (runs of them)."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 12, n)
+    tokens = rng.integers(1, 9, int(lengths.sum())).astype(np.int32)
+    tokens[rng.random(tokens.shape[0]) < 0.15] = EOD
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens[offsets[1:] - 1] = EOD
+    return tokens, offsets
+
+
+# -- against megatron-core's GPTDataset --------------------------------------------------
+
+
+def megatron() -> types.SimpleNamespace:
+    megatron_or_skip()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+        from megatron.core.datasets.indexed_dataset import IndexedDataset
+        from megatron.core.datasets.utils import Split
+    logging.getLogger("megatron").setLevel(logging.ERROR)
+    return types.SimpleNamespace(
+        GPTDataset=GPTDataset,
+        GPTDatasetConfig=GPTDatasetConfig,
+        IndexedDataset=IndexedDataset,
+        Split=Split,
+    )
+
+
+@pytest.mark.parametrize("extra", [True, False])
+def test_every_switch_equals_megatrons_getitem(tmp_path: Path, extra: bool):
+    m = megatron()
+    tokens, offsets = eod_corpus(5)
+    prefix = str(tmp_path / "corpus")
+    posembed.write_indexed(prefix, tokens, offsets, dtype=np.int32)
+    dataset = m.IndexedDataset(prefix)
+    indexed = posembed.IndexedCorpus(prefix, documents="sequences")
+    reader = types.SimpleNamespace(offsets=indexed.offsets, read=indexed.read)  # a plain reader
+    seq, wanted = 9, 50
+    split = np.arange(len(dataset.sequence_lengths), dtype=np.int32)
+    samples = posembed.gpt_samples(
+        dataset.sequence_lengths,
+        seq,
+        num_samples=wanted,
+        seed=3,
+        documents=split,
+        add_extra_token_to_sequence=extra,
+        drop_last_partial_sequence=False,
+    )
+    every = np.arange(len(samples))
+    padded = 0
+    for rp, ra, em in SWITCHES:
+        tokenizer = types.SimpleNamespace(vocab_size=None, eod=EOD, unique_identifiers={})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = m.GPTDatasetConfig(
+                tokenizer=tokenizer,
+                random_seed=3,
+                sequence_length=seq,
+                add_extra_token_to_sequence=extra,
+                create_attention_mask=True,
+                drop_last_partial_validation_sequence=False,
+                path_to_cache=str(tmp_path / f"cache-{rp}-{ra}-{em}"),
+                **switches(rp, ra, em),
+            )
+            theirs = m.GPTDataset(dataset, prefix, split, wanted, m.Split.valid, config)
+        assert len(theirs) == len(samples)
+        batch = samples.batch(every, indexed, eod=EOD, attention_mask=True, **switches(rp, ra, em))
+        twin = reference.gpt_batch(
+            samples, every, indexed, eod=EOD, attention_mask=True, **switches(rp, ra, em)
+        )
+        same_batch(batch, twin)
+        for corpus in ((tokens, offsets), reader):
+            same_batch(
+                posembed.gpt_batch(
+                    samples, every, corpus, eod=EOD, attention_mask=True, **switches(rp, ra, em)
+                ),
+                batch,
+            )
+        for i in every.tolist():
+            row = theirs[i]
+            for name in ("tokens", "labels", "loss_mask", "position_ids", "attention_mask"):
+                got = getattr(batch, name)[i]
+                want = row[name].numpy()
+                assert got.dtype == want.dtype, (name, got.dtype, want.dtype)
+                np.testing.assert_array_equal(got, want, err_msg=f"{name} of sample {i}")
+        # the kept last sample is padded: its pad tokens are 0 and carry no loss
+        last = int(np.flatnonzero(samples.shuffle_index == len(samples) - 1)[0])
+        text = samples.sample(last, (tokens, offsets))
+        padded += int((text == -1).sum())
+    assert padded > 0, "no case padded its last sample"
+    # without the attention mask, nothing of it is built
+    assert samples.batch(every[:3], indexed, eod=EOD).attention_mask is None
+
+
+# -- document boundaries, by hand ---------------------------------------------------------
+
+# One stream of 17 tokens (two samples of 8 and the extra token), as sequences:
+# an EOD first, an empty sequence, runs of EODs, a document of one EOD, and an
+# EOD as a sample's last token.
+STREAM = [0, 3, 0, 0, 4, 5, 0, 6, 7, 1, 2, 0, 3, 0, 4, 0, 9]
+SEQUENCES = [[0], [], [3, 0], [0], [4, 5, 0], [6, 7, 1, 2, 0], [3, 0], [], [4, 0], [9]]
+
+
+def hand_made() -> tuple[posembed.GPTSamples, tuple[np.ndarray, np.ndarray]]:
+    lengths = np.array([len(s) for s in SEQUENCES])
+    tokens = np.array([t for s in SEQUENCES for t in s], dtype=np.uint16)
+    assert tokens.tolist() == STREAM
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    documents = np.arange(len(SEQUENCES), dtype=np.int32)
+    sample_index = posembed.gpt_sample_index(lengths, documents, 8, 1, len(STREAM))
+    assert sample_index.shape == (3, 2)
+    samples = posembed.GPTSamples(
+        documents, sample_index, np.arange(2, dtype=np.uint32), 1, 8, True, lengths
+    )
+    return samples, (tokens, offsets)
+
+
+def test_cu_seqlens_mark_documents_where_varlen_kernels_break():
+    samples, corpus = hand_made()
+    batch = posembed.gpt_batch(
+        samples, [0, 1], corpus, eod=EOD, reset_position_ids=True, reset_attention_mask=True
+    )
+    # sample 0: 0 | 3 0 | 0 | 4 5 0 | 6   sample 1: 7 1 2 0 | 3 0 | 4 0 (EOD last: no empty piece)
+    assert batch.cu_seqlens.tolist() == [0, 1, 3, 4, 7, 8, 12, 14, 16]
+    assert batch.cu_seqlens.dtype == np.int32
+    assert batch.cu_seqlens_padded.tolist() == [
+        [0, 1, 3, 4, 7, 8, 8, 8, 8],
+        [0, 4, 6, 8, 8, 8, 8, 8, 8],
+    ]
+    assert batch.max_seqlen == 4
+    assert batch.position_ids.tolist() == [[0, 0, 1, 0, 0, 1, 2, 0], [0, 1, 2, 3, 0, 1, 0, 1]]
+    assert batch.tokens.tolist() == [STREAM[0:8], STREAM[8:16]]
+    assert batch.labels.tolist() == [STREAM[1:9], STREAM[9:17]]
+    same_batch(
+        batch,
+        reference.gpt_batch(
+            samples, [0, 1], corpus, eod=EOD, reset_position_ids=True, reset_attention_mask=True
+        ),
+    )
+    # without reset_attention_mask, a sample is one document, as its causal mask is
+    whole = posembed.gpt_batch(samples, [1, 0], corpus, eod=EOD, reset_position_ids=True)
+    assert whole.cu_seqlens.tolist() == [0, 8, 16]
+    assert whole.cu_seqlens_padded.tolist() == [[0] + [8] * 8] * 2
+    assert whole.max_seqlen == 8
+    assert whole.position_ids.tolist() == [[0, 1, 2, 3, 0, 1, 0, 1], [0, 0, 1, 0, 0, 1, 2, 0]]
+    # no batch at all
+    empty = posembed.gpt_batch(samples, [], corpus, eod=EOD, reset_attention_mask=True)
+    assert empty.tokens.shape == (0, 8)
+    assert empty.cu_seqlens.tolist() == [0]
+
+
+def test_the_attention_mask_follows_the_documents():
+    samples, corpus = hand_made()
+    batch = posembed.gpt_batch(
+        samples, [0], corpus, eod=EOD, reset_attention_mask=True, attention_mask=True
+    )
+    assert batch.attention_mask is not None
+    assert batch.attention_mask.shape == (1, 1, 8, 8)
+    allowed = ~batch.attention_mask[0, 0]  # True where a query may attend a key
+    starts = np.repeat(batch.cu_seqlens[:-1], np.diff(batch.cu_seqlens))
+    for q in range(8):
+        assert np.flatnonzero(allowed[q]).tolist() == list(range(starts[q], q + 1))
+
+
+def test_position_ids_feed_gather():
+    samples, corpus = hand_made()
+    batch = samples.batch([0, 1], corpus, eod=EOD, reset_position_ids=True)
+    table = np.arange(8 * 3, dtype=np.float32).reshape(8, 3)
+    np.testing.assert_array_equal(
+        posembed.gather(table, batch.position_ids), table[batch.position_ids]
+    )
+
+
+@pytest.mark.usefixtures("restore_threads")
+def test_results_are_the_same_for_any_thread_count(tmp_path: Path):
+    tokens, offsets = eod_corpus(9, n=600)
+    prefix = tmp_path / "c"
+    posembed.write_indexed(prefix, tokens, offsets, dtype=np.uint16)
+    indexed = posembed.IndexedCorpus(prefix, documents="sequences")
+    samples = posembed.gpt_samples(indexed.sequence_lengths, 31, num_epochs=2, seed=1)
+    every = np.arange(len(samples))
+    results = []
+    for threads in (1, 3, 8):
+        posembed.set_num_threads(threads)
+        for corpus in ((tokens, offsets), indexed):
+            results.append(
+                posembed.gpt_batch(
+                    samples,
+                    every,
+                    corpus,
+                    eod=EOD,
+                    reset_attention_mask=True,
+                    reset_position_ids=True,
+                    eod_mask_loss=True,
+                    attention_mask=True,
+                )
+            )
+    for other in results[1:]:
+        same_batch(other, results[0])
+    same_batch(
+        results[0],
+        reference.gpt_batch(
+            samples,
+            every,
+            indexed,
+            eod=EOD,
+            reset_attention_mask=True,
+            reset_position_ids=True,
+            eod_mask_loss=True,
+            attention_mask=True,
+        ),
+    )
+
+
+# -- bad inputs -----------------------------------------------------------------------------
+
+
+def test_bad_inputs_are_refused_with_their_names(tmp_path: Path):
+    samples, corpus = hand_made()
+    with pytest.raises(IndexError, match=r"indices\[1\] = 2 is out of range for 2 samples"):
+        posembed.gpt_batch(samples, [0, 2], corpus, eod=EOD)
+    with pytest.raises(ValueError, match=r"eod = 70000 is not a token id of the corpus's uint16"):
+        posembed.gpt_batch(samples, [0], corpus, eod=70_000)
+    with pytest.raises(ValueError, match=r"eod must fit int64"):
+        posembed.gpt_batch(samples, [0], (corpus[0].astype(np.int64), corpus[1]), eod=2**63)
+    with pytest.raises(TypeError, match=r"eod must be an integer"):
+        posembed.gpt_batch(samples, [0], corpus, eod=None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"samples must be the GPTSamples"):
+        posembed.gpt_batch(samples.document_index, [0], corpus, eod=EOD)  # type: ignore[arg-type]
+    # a corpus whose sequences are not the ones that built the samples
+    tokens, offsets = corpus
+    longer = offsets.copy()
+    longer[5:] += 1
+    with pytest.raises(ValueError, match=r"corpus: sequence 4 holds 4 tokens, but these samples"):
+        posembed.gpt_batch(samples, [0], (np.append(tokens, 1), longer), eod=EOD)
+    with pytest.raises(ValueError, match=r"corpus: it holds 9 sequences"):
+        posembed.gpt_batch(samples, [0], (tokens[:-1], offsets[:-1]), eod=EOD)
+
+
+def test_a_bin_that_shrinks_is_an_error_not_a_crash(tmp_path: Path):
+    _, (tokens, offsets) = hand_made()
+    prefix = tmp_path / "c"
+    posembed.write_indexed(prefix, tokens, offsets, dtype=np.uint16)
+    indexed = posembed.IndexedCorpus(prefix, documents="sequences")
+    samples = posembed.gpt_samples(indexed.sequence_lengths, 8, num_epochs=1, seed=0)
+    whole = posembed.gpt_batch(samples, [0, 1], indexed, eod=EOD)
+    same_batch(whole, posembed.gpt_batch(samples, [0, 1], indexed.to_arrays(), eod=EOD))
+    with open(indexed.bin_path, "r+b") as f:
+        f.truncate(10)
+    with pytest.raises(ValueError, match=r"c\.bin: input changed while reading"):
+        posembed.gpt_batch(samples, [0, 1], indexed, eod=EOD)
+
+
+def test_indices_changed_meanwhile_cannot_reach_the_kernel():
+    """The kernel reads a private copy of the indices: the caller's array is
+    never read again once it was checked."""
+    samples, corpus = hand_made()
+    indices = np.array([1, 0])
+    batch = posembed.gpt_batch(samples, indices, corpus, eod=EOD)
+    assert batch.tokens.tolist() == [STREAM[8:16], STREAM[0:8]]
+    assert indices.tolist() == [1, 0]  # not modified
+
+
+def test_arrays_rewritten_during_the_call_give_an_error_or_a_batch_never_a_crash():
+    """Another thread scribbles wild values over the samples' indices and the
+    corpus offsets while batches are built without the GIL: each call
+    returns or raises ValueError, and nothing is read out of bounds."""
+    tokens, offsets = eod_corpus(3, n=400)
+    samples = posembed.gpt_samples(np.diff(offsets), 64, num_epochs=2, seed=5)
+    victims = [samples.document_index, samples.sample_index.reshape(-1), offsets]
+    kept = [v.copy() for v in victims]
+    stop = threading.Event()
+
+    def scribble() -> None:
+        rng = np.random.default_rng(0)
+        wild = np.array([-(2**31), -1, 2**31 - 1, 10**6], dtype=np.int64)
+        while not stop.is_set():
+            for victim in victims:
+                at = rng.integers(0, victim.shape[0], 8)
+                victim[at] = wild[rng.integers(0, 4, 8)].astype(victim.dtype)
+            for victim, original in zip(victims, kept, strict=True):
+                victim[:] = original
+
+    thread = threading.Thread(target=scribble)
+    thread.start()
+    outcomes = set()
+    try:
+        for _ in range(150):
+            try:
+                posembed.gpt_batch(
+                    samples,
+                    np.arange(len(samples)),
+                    (tokens, offsets),
+                    eod=EOD,
+                    reset_attention_mask=True,
+                )
+                outcomes.add("batch")
+            except ValueError:
+                outcomes.add("error")
+    finally:
+        stop.set()
+        thread.join()
+    # a crash, an IndexError or any other exception fails the test before this
+    assert outcomes <= {"batch", "error"}, outcomes
+    assert outcomes, "no call returned"
