@@ -137,7 +137,7 @@ def _weights(weights: Any) -> np.ndarray:
     if bad.size:
         i = int(bad[0])
         raise ValueError(
-            f"weights must be finite and > 0; got weights[{i}] = {w[i]!r} "
+            f"weights must be finite and > 0; got weights[{i}] = {float(w[i])!r} "
             f"({bad.size} of {w.size} are not)"
         )
     total = float(np.sum(w))
