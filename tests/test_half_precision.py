@@ -68,6 +68,8 @@ TAKES_FLOAT_TABLES = {
 }
 NO_FLOAT_TABLES = {
     "GPTSamples",
+    "blending_indices",
+    "exhaustive_blending_indices",
     "IndexedCorpus",
     "WindowLayout",
     "Windows",

@@ -19,7 +19,32 @@ MAX_SAMPLES = 2**53
 
 
 def blending_indices(weights: Any, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Twin of :func:`posembed.blending_indices`: ``size`` samples drawn by weight."""
+    """Megatron's blending indices for ``size`` samples, as helpers.cpp's build_blending_indices.
+
+    The twin of :func:`posembed.blending_indices`.
+
+    Parameters
+    ----------
+    weights : array_like of float, shape (n,)
+        Each dataset's share: finite, > 0, summing to 1; 1 to 32766 of them.
+    size : int
+        How many samples, >= 0.
+
+    Returns
+    -------
+    dataset_index : ndarray of int16, shape (size,)
+        The dataset of each sample.
+    dataset_sample_index : ndarray of int64, shape (size,)
+        Which sample of that dataset.
+
+    Raises
+    ------
+    TypeError
+        Weights that are not floats, or a size that is not an integer.
+    ValueError
+        Weights that are not 1-D, empty, too many, not finite, not > 0 or
+        not summing to 1; a negative size.
+    """
     w = _weights(weights)
     size = _count(size, "size", 0)
     if size >= MAX_SAMPLES:
@@ -38,7 +63,31 @@ def blending_indices(weights: Any, size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def exhaustive_blending_indices(sizes: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Twin of :func:`posembed.exhaustive_blending_indices`: every sample of each dataset."""
+    """Every sample of each dataset, as helpers.cpp's build_exhaustive_blending_indices.
+
+    The twin of :func:`posembed.exhaustive_blending_indices` (a dataset of
+    size 0 gives no sample).
+
+    Parameters
+    ----------
+    sizes : array_like of int, shape (n,)
+        Each dataset's samples, >= 0; 1 to 32766 of them, summing below 2^53.
+
+    Returns
+    -------
+    dataset_index : ndarray of int16, shape (sum(sizes),)
+        The dataset of each sample.
+    dataset_sample_index : ndarray of int64, shape (sum(sizes),)
+        Which sample of that dataset.
+
+    Raises
+    ------
+    TypeError
+        Sizes that are not integers.
+    ValueError
+        Sizes that are not 1-D, empty, too many, negative, or summing to
+        2^53 or more.
+    """
     s = _sizes(sizes)
     total = int(s.sum())
     w = s.astype(np.float64) / float(total) if total else np.zeros(s.size)

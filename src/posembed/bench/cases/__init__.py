@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from posembed.bench.case import Case
 from posembed.bench.cases import (
+    blend,
     chunk,
     convert,
     embed,
@@ -39,6 +40,7 @@ BUILDERS: dict[str, Callable[[bool], list[Case]]] = {
     "resize": resize.build,
     "samples": samples.build,
     "pack": pack.build,
+    "blend": blend.build,
 }
 
 # The cases of each kernel, in the order its builder makes them; the bench/
@@ -66,6 +68,7 @@ CASE_NAMES = {
     "resize": ("checkpoint",),
     "samples": ("sample index", "whole build"),
     "pack": ("plan vs TRL", "plan at scale", "cut"),
+    "blend": ("blending indices", "exhaustive"),
 }
 
 
@@ -74,6 +77,9 @@ CASE_NAMES = {
 WITHOUT_REFERENCE = {
     ("pack", "plan at scale"): "the twin places one piece at a time in Python (about 70 s "
     "for 10M documents here); the 'plan vs TRL' row times it on 200k",
+    ("blend", "blending indices"): "the twin draws one sample at a time in Python (about "
+    "10 us a sample over 1,000 datasets: hours for 100M); the 'exhaustive' row times it on "
+    "200k samples",
 }
 
 
