@@ -78,7 +78,7 @@ def build(quick: bool = False) -> list[Case]:
         # the draw is sequential: the first samples of any size are the same,
         # so a prefix (every block and threshold of it) stands for the whole
         prefix = min(size, 1_000_000)
-        ours = posembed.blending_indices(weights, prefix)
+        ours: tuple[np.ndarray, ...] = posembed.blending_indices(weights, prefix)
         if megatron is not None:
             theirs = _megatron_blend(megatron.helpers, weights, prefix)
         else:
