@@ -105,7 +105,7 @@ TARGETS = (
         "blending indices",
         "numpy",
         4.0,
-        ">= 4x megatron's build_blending_indices (1,000 datasets, 100M samples)",
+        ">= 4x megatron's build_blending_indices (1,000 datasets, 10M samples)",
     ),
     Target(
         "blend",
