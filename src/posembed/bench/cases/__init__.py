@@ -78,7 +78,7 @@ WITHOUT_REFERENCE = {
     ("pack", "plan at scale"): "the twin places one piece at a time in Python (about 70 s "
     "for 10M documents here); the 'plan vs TRL' row times it on 200k",
     ("blend", "blending indices"): "the twin draws one sample at a time in Python (about "
-    "10 us a sample over 1,000 datasets: hours for 100M); the 'exhaustive' row times it on "
+    "20 us a sample over 1,000 datasets: minutes for 10M); the 'exhaustive' row times it on "
     "200k samples",
 }
 
