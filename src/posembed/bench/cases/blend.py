@@ -60,7 +60,7 @@ def _equal(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> bool:
 def build(quick: bool = False) -> list[Case]:
     # A pretraining blend of 1,000 corpora weighted by their token counts
     # (log-uniform over three decades), normalised as BlendedDataset does;
-    # 10M samples (--quick: 1M). Not 100M: megatron's helper took 457 s for
+    # 10M samples (--quick: 300k). Not 100M: megatron's helper took 457 s for
     # 100M on a 2-core machine (posembed 18.6 s), and the timer calls each
     # implementation at least five times; both cost the same per sample at
     # 10M (there: 23-35 s and 1.76 s).
@@ -68,7 +68,7 @@ def build(quick: bool = False) -> list[Case]:
     datasets = 1000
     raw = np.exp(rng.uniform(0.0, np.log(1000.0), datasets))
     weights = raw / raw.sum()
-    size = 1_000_000 if quick else 10_000_000
+    size = 300_000 if quick else 10_000_000
     megatron = _megatron()
 
     impls: dict[str, Callable[[], object]] = {
