@@ -116,6 +116,21 @@ TARGETS = (
     # 10M documents' lengths are 80 MB: 0.04 GB/s of them is 2 s
     Target("pack", "plan at scale", "input GB/s", 0.04, "10M documents planned in under 2 s"),
     Target("pack", "cut", "roofline", 0.8, ">= 0.8x the fresh copy roofline"),
+    # the blend's "numpy" column is megatron-core's own helpers
+    Target(
+        "blend",
+        "blending indices",
+        "numpy",
+        4.0,
+        ">= 4x megatron's build_blending_indices (1,000 datasets, 10M samples)",
+    ),
+    Target(
+        "blend",
+        "exhaustive",
+        "numpy",
+        4.0,
+        ">= 4x megatron's build_exhaustive_blending_indices (1,000 datasets)",
+    ),
     # every peer beaten, and each kernel within reach of the ceiling that binds
     # it (the memory roofline, or the compute one where its operations take longer)
     Target("gather_backward", "token ids", "torch", 1.2, ">= 1.2x torch index_add_"),

@@ -20,6 +20,7 @@ PYBIND11_MODULE(_native, m) {
   posembed::bind::bind_embed(m);
   posembed::bind::bind_windows(m);
   posembed::bind::bind_samples(m);
+  posembed::bind::bind_blend(m);
   posembed::bind::bind_indexed(m);
   posembed::bind::bind_pack(m);
   posembed::bind::bind_similarity(m);

@@ -69,6 +69,8 @@ TAKES_FLOAT_TABLES = {
 NO_FLOAT_TABLES = {
     "GPTBatch",
     "GPTSamples",
+    "blending_indices",
+    "exhaustive_blending_indices",
     "IndexedCorpus",
     "WindowLayout",
     "Windows",

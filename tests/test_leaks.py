@@ -95,6 +95,16 @@ CASES = {
         "s.batch(np.arange(4), ic, eod=0, reset_position_ids=True, attention_mask=True)",
         "posembed.gpt_batch(s, np.arange(len(s)), bad, eod=0)",  # the kernel's check
     ),
+    "blending_indices": (
+        "w = np.full(100, 1e-2)",
+        "posembed.blending_indices(w, 5000)",
+        "posembed.blending_indices(w * 2, 10)",
+    ),
+    "exhaustive_blending_indices": (
+        "s = np.arange(100)",
+        "posembed.exhaustive_blending_indices(s)",
+        "posembed.exhaustive_blending_indices(s - 1)",
+    ),
     "gpt_sample_index": (
         "n = np.arange(1, 3000, dtype=np.int32); d = np.arange(2999, dtype=np.int32)",
         "posembed.gpt_sample_index(n, d, 64, 1, int(n.sum()))",

@@ -14,6 +14,7 @@ from posembed.io._indexed import IndexedCorpus
 from posembed.io._indexed_write import write_indexed
 from posembed.kernels import _runtime
 from posembed.kernels._blend_build import GPTBlend, GPTBlendSplit, split_ranges
+from posembed.kernels._blend import blending_indices, exhaustive_blending_indices
 from posembed.kernels._embed import dropout_mask, embed, last_seed
 from posembed.kernels._embedding import LearnedPositionEmbedding
 from posembed.kernels._extend import extend
@@ -41,9 +42,11 @@ __all__ = [
     "WindowLayout",
     "Windows",
     "__version__",
+    "blending_indices",
     "config",
     "dropout_mask",
     "embed",
+    "exhaustive_blending_indices",
     "extend",
     "gather",
     "gather_backward",

@@ -5,8 +5,9 @@ that streams through memory, both sized from this machine's caches
 (:mod:`posembed.bench.sizes`), beside the same run's ceilings: an ALU loop
 with no memory traffic and a warm copy in cache and in memory. ``chunk`` is
 left out (its kernel runs on one thread beside its reader and writer),
-``similarity`` (NumPy's BLAS does its work) and ``extend`` (it runs the
-interpolate and gather kernels measured here).
+``similarity`` (NumPy's BLAS does its work), ``extend`` (it runs the
+interpolate and gather kernels measured here) and ``blend`` (its draw is
+sequential, one sample after another, on one thread).
 """
 
 from __future__ import annotations

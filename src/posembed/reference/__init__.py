@@ -11,7 +11,8 @@ window_layout, WindowLayout, stitch), ``random`` (uniform_bits,
 dropout_mask), ``embed``, ``embedding`` (the LearnedPositionEmbedding class),
 ``checkpoint`` (resize_checkpoint), ``pack`` (pack: sequence packing plans and
 their cut) and ``indexed`` (IndexedCorpus,
-write_indexed, merge_indexed: Megatron indexed datasets, whole files at a time).
+write_indexed, merge_indexed: Megatron indexed datasets, whole files at a time) and ``blend``
+(blending_indices, exhaustive_blending_indices: Megatron-LM's blends).
 Where a module shares its name with a function (``gather``, ``interpolate``,
 ...), ``posembed.reference.<name>`` is the function; ``from
 posembed.reference.<module> import ...`` reaches the rest of a module.
@@ -30,6 +31,7 @@ users read).
 
 from __future__ import annotations
 
+from posembed.reference.blend import blending_indices, exhaustive_blending_indices
 from posembed.reference.checkpoint import resize_checkpoint as resize_checkpoint
 from posembed.reference.embed import embed
 from posembed.reference.embedding import LearnedPositionEmbedding
@@ -52,8 +54,10 @@ from posembed.reference.windows import stitch, window_layout, windows
 __all__ = [
     "IndexedCorpus",
     "LearnedPositionEmbedding",
+    "blending_indices",
     "dropout_mask",
     "embed",
+    "exhaustive_blending_indices",
     "extend",
     "gather",
     "gather_backward",

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from posembed.bench.case import Case
 from posembed.bench.cases import (
+    blend,
     chunk,
     convert,
     embed,
@@ -43,6 +44,7 @@ BUILDERS: dict[str, Callable[[bool], list[Case]]] = {
     "samples": samples.build,
     "pack": pack.build,
     "gpt_batch": gpt_batch.build,
+    "blend": blend.build,
 }
 
 # The cases of each kernel, in the order its builder makes them; the bench/
@@ -72,6 +74,7 @@ CASE_NAMES = {
     "samples": ("sample index", "whole build", "blended build"),
     "pack": ("plan vs TRL", "plan at scale", "cut"),
     "gpt_batch": ("all switches",),
+    "blend": ("blending indices", "exhaustive"),
 }
 
 
@@ -82,6 +85,9 @@ WITHOUT_REFERENCE = {
     "build' row times their twin) and the blending indices",
     ("pack", "plan at scale"): "the twin places one piece at a time in Python (about 70 s "
     "for 10M documents here); the 'plan vs TRL' row times it on 200k",
+    ("blend", "blending indices"): "the twin draws one sample at a time in Python (about "
+    "20 us a sample over 1,000 datasets: minutes for 10M); the 'exhaustive' row times it on "
+    "200k samples",
 }
 
 
