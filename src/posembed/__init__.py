@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from posembed import reference
 from posembed.checkpoint._resize import resize_checkpoint
-from posembed.corpus._merge import merge_indexed
 from posembed.corpus._blend_output import gpt_blend, write_megatron_cache
+from posembed.corpus._merge import merge_indexed
 from posembed.io._indexed import IndexedCorpus
 from posembed.io._indexed_write import write_indexed
 from posembed.kernels import _runtime
-from posembed.kernels._blend_build import GPTBlend, GPTBlendSplit, split_ranges
 from posembed.kernels._blend import blending_indices, exhaustive_blending_indices
+from posembed.kernels._blend_build import GPTBlend, GPTBlendSplit, split_ranges
 from posembed.kernels._embed import dropout_mask, embed, last_seed
 from posembed.kernels._embedding import LearnedPositionEmbedding
 from posembed.kernels._extend import extend
@@ -31,9 +31,9 @@ from posembed.kernels._windows import WindowLayout, Windows, stitch, window_layo
 __version__ = _runtime.VERSION
 
 __all__ = [
+    "GPTBatch",
     "GPTBlend",
     "GPTBlendSplit",
-    "GPTBatch",
     "GPTSamples",
     "IndexedCorpus",
     "LearnedPositionEmbedding",
@@ -51,8 +51,8 @@ __all__ = [
     "gather",
     "gather_backward",
     "get_num_threads",
-    "gpt_blend",
     "gpt_batch",
+    "gpt_blend",
     "gpt_sample_index",
     "gpt_samples",
     "interpolate",
