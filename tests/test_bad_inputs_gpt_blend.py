@@ -22,10 +22,30 @@ import pytest
 import posembed
 from posembed import cli
 
-from .badinput_harness import ALL_OUT, RAGGED, Case, Family, From, function
+from .badinput_harness import ALL_OUT, RAGGED, Case, Family, From, function, method
 
 A, B = np.full(40, 9), np.full(30, 7)
 TOKENIZER = {"class": "tiny"}
+
+
+def corpus_of(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens 0..11 (7 the end of a document) for sequences of these lengths."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    return np.arange(int(offsets[-1])) % 12, offsets
+
+
+def split_batch(tmp: Path) -> dict[str, object]:
+    return {
+        "self": named_blend().train,
+        "indices": np.array([3, 0, 19]),
+        "corpora": [corpus_of(A), corpus_of(B)],
+        "eod": 7,
+        "reset_position_ids": True,
+        "reset_attention_mask": True,
+        "eod_mask_loss": True,
+        "pad_value": -1,
+        "attention_mask": False,
+    }
 
 
 def named_blend() -> posembed.GPTBlend:
@@ -36,6 +56,7 @@ def named_blend() -> posembed.GPTBlend:
 
 FAMILY = Family(
     targets={
+        "GPTBlendSplit.batch": method(posembed.GPTBlendSplit, "batch", split_batch, twin=False),
         "gpt_blend": function(
             "gpt_blend",
             lambda tmp: {
@@ -68,6 +89,11 @@ FAMILY = Family(
         ),
     },
     not_applicable={
+        "GPTBlendSplit.batch": {
+            **ALL_OUT,
+            "empty": "no indices is valid: a batch of 0 samples",
+            "size": "takes no counts; a batch past int32's cu_seqlens is gpt_batch's case",
+        },
         "gpt_blend": {**ALL_OUT},
         "split_ranges": {
             **ALL_OUT,
@@ -85,6 +111,31 @@ FAMILY = Family(
             "shape": "takes no arguments that must fit together",
         },
     },
+)
+
+# ---- GPTBlendSplit.batch (each corpus's rows are gpt_batch's: its cases are there) ---
+add = FAMILY.cases_for("GPTBlendSplit.batch")
+add("corpora", "type", "ab", TypeError, r"corpora must be a list or tuple of 2 corpora")
+add(
+    "corpora",
+    "type",
+    [5, 6],
+    TypeError,
+    r"corpora\[0\]: corpus must be a pair \(tokens, offsets\) or a reader",
+)
+add("eod", "type", "7", TypeError, r"eod must be an integer token id; got str '7'")
+add("indices", "type", RAGGED, TypeError, r"indices must be an array NumPy can read")
+add("indices", "dtype", [0.0, 1.0], TypeError, r"indices must be integers; got dtype float64")
+add("indices", "rank", np.zeros((2, 1), int), ValueError, r"indices must be 1-D; got shape")
+add("indices", "nan", [np.nan], TypeError, r"indices must be integers; got dtype float64")
+add("indices", "range", [0, 20], IndexError, r"indices\[1\] = 20 is out of range for 20 samples")
+add("corpora", "shape", From(lambda a: a["corpora"][:1]), ValueError, r"corpora must hold one")
+add(
+    "corpora",
+    "shape",
+    From(lambda a: [a["corpora"][1], a["corpora"][0]]),
+    ValueError,
+    r"corpora\[0\]: corpus: it holds 30 sequences .* built from the lengths of 40",
 )
 
 # ---- gpt_blend ----------------------------------------------------------------------------

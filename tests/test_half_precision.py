@@ -68,6 +68,8 @@ TAKES_FLOAT_TABLES = {
 }
 NO_FLOAT_TABLES = {
     "GPTBatch",
+    "GPTBlend",
+    "GPTBlendSplit",
     "GPTSamples",
     "blending_indices",
     "exhaustive_blending_indices",
@@ -79,18 +81,22 @@ NO_FLOAT_TABLES = {
     "dropout_mask",
     "get_num_threads",
     "gpt_batch",
+    "gpt_blend",
     "gpt_sample_index",
     "gpt_samples",
     "last_seed",
+    "merge_indexed",
     "pack",
     "PackPlan",
     "PackedRows",
     "reference",
     "set_num_threads",
     "show_config",
+    "split_ranges",
     "window_layout",
     "windows",
     "write_indexed",
+    "write_megatron_cache",
 }
 
 

@@ -130,6 +130,32 @@ CASES = {
         " overwrite=True)",
         "posembed.resize_checkpoint(src, os.path.join(d, 'c.safetensors'), 'nope', 40)",
     ),
+    "merge_indexed": (
+        "import tempfile; d = tempfile.mkdtemp(); n = np.arange(1, 40); "
+        "off = np.cumsum(np.r_[0, n]); t = np.arange(int(n.sum())) % 9; "
+        "posembed.write_indexed(d + '/a', t, off); posembed.write_indexed(d + '/b', t, off)",
+        "posembed.merge_indexed([d + '/a', d + '/b'], d + '/m', force=True)",
+        "posembed.merge_indexed([d + '/a', d + '/nothing'], d + '/n')",  # no such dataset
+    ),
+    "gpt_blend": (
+        "a = np.arange(1, 400); b = np.arange(400, 1, -1)",
+        "posembed.gpt_blend([('a', a), ('b', b)], [0.3, 0.7], split='90,8,2', "
+        "sizes=[300, 20, 5], sequence_length=64)",
+        "posembed.gpt_blend([a, b], [0.3, 0.7], split='90,-8', sizes=[3, 2, 1], "
+        "sequence_length=64)",
+    ),
+    "split_ranges": (
+        "",
+        "posembed.split_ranges('969,30,1', 12345)",
+        "posembed.split_ranges('969,30,1,5', 12345)",
+    ),
+    "write_megatron_cache": (
+        "import tempfile; d = tempfile.mkdtemp(); a = np.arange(1, 300); "
+        "blend = posembed.gpt_blend([('a', a), ('b', a)], [0.5, 0.5], split='90,8,2', "
+        "sizes=[100, 10, 2], sequence_length=64)",
+        "posembed.write_megatron_cache(blend, d, tokenizer={'class': 'tiny'})",
+        "posembed.write_megatron_cache(blend, d, tokenizer=3)",
+    ),
     "write_indexed": (
         "import os, tempfile\n"
         "d = tempfile.mkdtemp(); prefix = os.path.join(d, 'c')\n"
@@ -226,6 +252,8 @@ def test_every_public_function_is_covered():
 
     not_functions = {
         "GPTBatch",
+        "GPTBlend",  # made by gpt_blend and measured with it
+        "GPTBlendSplit",
         "GPTSamples",
         "LearnedPositionEmbedding",
         "PackPlan",  # made by pack and measured with it

@@ -459,3 +459,59 @@ def test_the_blend_is_the_same_on_any_thread_count():
         same(a.dataset_index, b.dataset_index)
         for x, y in zip(a.datasets, b.datasets, strict=True):
             same_gpt(x, y)
+
+
+# -- batches of a blend ---------------------------------------------------------------
+
+
+def test_a_blends_batches_equal_megatrons_blended_dataset(tmp_path: Path):
+    """Each row of GPTBlendSplit.batch is BlendedDataset[i], with all three switches."""
+    m = megatron()
+    rng = np.random.default_rng(11)
+    prefixes, weights, eod = [], [0.5, 0.2, 0.3], 7
+    for k in range(3):  # tokens 0..11: about one EOD in 12, empty sequences too
+        lengths = rng.integers(0, 40, 300)
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        prefixes.append(str(tmp_path / f"c{k}"))
+        posembed.write_indexed(prefixes[-1], rng.integers(0, 12, int(offsets[-1])), offsets)
+    config = m.GPTDatasetConfig(
+        tokenizer=types.SimpleNamespace(vocab_size=1000, eod=eod, unique_identifiers=TOKENIZER),
+        reset_position_ids=True,
+        reset_attention_mask=True,
+        eod_mask_loss=True,
+        path_to_cache="",
+        random_seed=5,
+        sequence_length=48,
+        blend=(prefixes, weights),
+        split="90,8,2",
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = list(m.Builder(m.GPTDataset, [120, 30, 5], lambda: True, config).build())
+    ours = posembed.gpt_blend(
+        prefixes, weights, split="90,8,2", sizes=[120, 30, 5], sequence_length=48, seed=5
+    )
+    readers = [posembed.IndexedCorpus(p, documents="sequences") for p in prefixes]
+    switches = dict(reset_position_ids=True, reset_attention_mask=True, eod_mask_loss=True)
+    for part, other in zip(ours.splits[:2], theirs[:2], strict=True):
+        assert part is not None
+        assert part.blended
+        indices = np.random.default_rng(1).permutation(len(part))[:40]
+        batch = part.batch(indices, readers, eod=eod, attention_mask=True, **switches)
+        assert len(set(part.dataset_index[indices].tolist())) == 3  # rows from every corpus
+        width = 48
+        flat = []
+        for row, i in enumerate(indices.tolist()):
+            item = other[i]
+            assert int(item["dataset_id"]) == int(part.dataset_index[i])
+            for name in ("tokens", "labels", "loss_mask", "position_ids", "attention_mask"):
+                same(getattr(batch, name)[row], item[name].numpy())
+            # the row's documents: after each EOD, as its attention mask says
+            ends = np.flatnonzero(item["tokens"].numpy()[:-1] == eod) + 1
+            flat += [row * width, *(row * width + ends)]
+        assert batch.cu_seqlens.tolist() == [*flat, len(indices) * width]
+        assert batch.max_seqlen == int(np.diff(batch.cu_seqlens).max())
+    with pytest.raises(ValueError, match=r"corpora must hold one corpus per corpus of the blend"):
+        ours.train.batch([0], readers[:2], eod=eod)
+    with pytest.raises(IndexError, match=r"indices\[0\] = 120 is out of range"):
+        ours.train.batch([120], readers, eod=eod)

@@ -25,7 +25,9 @@ import numpy as np
 
 from posembed.kernels import _blend
 from posembed.kernels import _validate as v
+from posembed.kernels._gpt_batch import GPTBatch, gpt_batch
 from posembed.kernels._runtime import get_num_threads
+from posembed.kernels._sample_reads import _Corpus, _sample_numbers
 from posembed.kernels._samples import GPTSamples, _lengths, _seed_state, gpt_samples
 
 SPLITS = ("train", "valid", "test")
@@ -240,6 +242,101 @@ class GPTBlendSplit:
             f"GPTBlendSplit({self.split}: {len(self)} samples blended from "
             f"{len(self.datasets)} corpora, size={self.size})"
         )
+
+    def batch(
+        self,
+        indices: Any,
+        corpora: Any,
+        *,
+        eod: int,
+        reset_position_ids: bool = False,
+        reset_attention_mask: bool = False,
+        eod_mask_loss: bool = False,
+        pad_value: int = -1,
+        attention_mask: bool = False,
+    ) -> GPTBatch:
+        """A batch of the split's samples as ``BlendedDataset.__getitem__`` returns them.
+
+        Row ``r`` is sample ``indices[r]`` of the split: sample
+        ``dataset_sample_index[i]`` of corpus ``dataset_index[i]`` (of the
+        lone corpus where the split is not blended), read by :func:`gpt_batch`
+        from that corpus, so that it equals the ``tokens``, ``labels``,
+        ``loss_mask``, ``position_ids`` (and ``attention_mask``) of
+        Megatron's ``BlendedDataset[i]``; ``dataset_index[indices]`` is its
+        ``dataset_id``. ``cu_seqlens`` and ``max_seqlen`` are those of the
+        whole batch.
+
+        Parameters
+        ----------
+        indices : array_like of int, shape (B,)
+            Which samples of the split, each 0 to ``len(self) - 1``.
+        corpora : sequence of corpora
+            One corpus per corpus of the blend, in its order (as
+            :meth:`GPTSamples.batch` takes each: an :class:`IndexedCorpus`
+            opened with ``documents="sequences"``, a (tokens, offsets) pair or
+            a reader).
+        eod : int
+            The end-of-document token id (``tokenizer.eod``).
+        reset_position_ids, reset_attention_mask, eod_mask_loss : bool
+            Megatron's switches of the same names.
+        pad_value : int
+            The padding token id (Megatron's is -1 unless its tokenizer has a pad).
+        attention_mask : bool
+            Also build the dense (B, 1, S, S) mask.
+
+        Returns
+        -------
+        GPTBatch
+            See :func:`gpt_batch`.
+
+        Raises
+        ------
+        TypeError
+            ``corpora`` that is not a sequence, and what :func:`gpt_batch`
+            refuses.
+        ValueError
+            Another number of corpora than the blend has, and what
+            :func:`gpt_batch` refuses.
+        IndexError
+            An index outside 0..len(self)-1.
+        """
+        count = len(self.datasets)
+        if isinstance(corpora, (str, bytes)) or not isinstance(corpora, (list, tuple)):
+            raise TypeError(
+                f"corpora must be a list or tuple of {count} corpora, one per corpus of the "
+                f"blend; got {type(corpora).__name__}"
+            )
+        if len(corpora) != count:
+            raise ValueError(
+                f"corpora must hold one corpus per corpus of the blend ({count}); "
+                f"got {len(corpora)}"
+            )
+        for d, corpus in enumerate(corpora):  # which corpus is wrong, before any is read
+            try:
+                _Corpus(corpus, self.datasets[d].lengths)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"corpora[{d}]: {exc}") from None
+        options: dict[str, Any] = dict(
+            eod=eod,
+            reset_position_ids=reset_position_ids,
+            reset_attention_mask=reset_attention_mask,
+            eod_mask_loss=eod_mask_loss,
+            pad_value=pad_value,
+            attention_mask=attention_mask,
+        )
+        wanted = _sample_numbers(indices, len(self))
+        if self.dataset_index is None or self.dataset_sample_index is None:
+            return gpt_batch(self.datasets[0], wanted, corpora[0], **options)
+        which = self.dataset_index[wanted].astype(np.int64)
+        local = self.dataset_sample_index[wanted]
+        parts = [
+            (rows, gpt_batch(self.datasets[d], local[rows], corpora[d], **options))
+            for d in np.unique(which).tolist()
+            for rows in [np.flatnonzero(which == d)]
+        ]
+        if len(parts) == 1:
+            return parts[0][1]
+        return _stacked(parts, wanted.shape[0])
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -710,3 +807,36 @@ def _blend_count(count: int, name: str) -> None:
             f"{name}: a blend of {count} corpora; Megatron's BlendedDataset numbers its corpora "
             f"in int16, so a blend holds at most {MAX_BLENDED}"
         )
+
+
+def _stacked(parts: list[tuple[np.ndarray, GPTBatch]], rows: int) -> GPTBatch:
+    """The batches of several corpora put back in the rows they were drawn for."""
+    first = parts[0][1]
+    width = first.tokens.shape[1]
+    arrays: dict[str, np.ndarray] = {}
+    for name in ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens_padded"):
+        like = getattr(first, name)
+        arrays[name] = np.empty((rows, *like.shape[1:]), like.dtype)
+    mask = None
+    if first.attention_mask is not None:
+        mask = np.empty((rows, *first.attention_mask.shape[1:]), np.bool_)
+    for at, part in parts:
+        for name, out in arrays.items():
+            out[at] = getattr(part, name)
+        if mask is not None and part.attention_mask is not None:
+            mask[at] = part.attention_mask
+    # each row's boundaries are its padded cu_seqlens up to the first S
+    padded = arrays["cu_seqlens_padded"]
+    ends = np.argmax(padded == width, axis=1)
+    flat = [padded[r, : ends[r]].astype(np.int64) + r * width for r in range(rows)]
+    cu = np.concatenate([*flat, [rows * width]]).astype(np.int32)
+    return GPTBatch(
+        tokens=arrays["tokens"],
+        labels=arrays["labels"],
+        loss_mask=arrays["loss_mask"],
+        position_ids=arrays["position_ids"],
+        cu_seqlens=cu,
+        cu_seqlens_padded=padded,
+        max_seqlen=max(part.max_seqlen for _, part in parts),
+        attention_mask=mask,
+    )
