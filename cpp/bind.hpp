@@ -115,6 +115,7 @@ void bind_resample_grid(py::module_& m);
 void bind_embed(py::module_& m);
 void bind_windows(py::module_& m);
 void bind_samples(py::module_& m);
+void bind_batch_order(py::module_& m);
 void bind_blend(py::module_& m);
 void bind_indexed(py::module_& m);
 void bind_pack(py::module_& m);

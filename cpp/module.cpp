@@ -23,6 +23,7 @@ PYBIND11_MODULE(_native, m) {
   posembed::bind::bind_blend(m);
   posembed::bind::bind_indexed(m);
   posembed::bind::bind_pack(m);
+  posembed::bind::bind_batch_order(m);
   posembed::bind::bind_similarity(m);
   py::module_ probes = m.def_submodule("_probes", "Rooflines and thread-pool probes for the "
                                                   "benchmark and the tests; not part of the API.");

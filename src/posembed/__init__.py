@@ -13,6 +13,7 @@ from posembed.corpus._merge import merge_indexed
 from posembed.io._indexed import IndexedCorpus
 from posembed.io._indexed_write import write_indexed
 from posembed.kernels import _runtime
+from posembed.kernels._batch_order import BatchOrder
 from posembed.kernels._blend import blending_indices, exhaustive_blending_indices
 from posembed.kernels._blend_build import GPTBlend, GPTBlendSplit, split_ranges
 from posembed.kernels._embed import dropout_mask, embed, last_seed
@@ -31,6 +32,7 @@ from posembed.kernels._windows import WindowLayout, Windows, stitch, window_layo
 __version__ = _runtime.VERSION
 
 __all__ = [
+    "BatchOrder",
     "GPTBatch",
     "GPTBlend",
     "GPTBlendSplit",

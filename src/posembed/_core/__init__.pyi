@@ -315,6 +315,17 @@ def mirror_lower(
     end: SupportsIndex = -1,
     threads: SupportsIndex = 0,
 ) -> None: ...
+def batch_order_rows(
+    out: np.ndarray,
+    first: SupportsIndex,
+    stride: SupportsIndex,
+    n: SupportsIndex,
+    seed: SupportsIndex,
+    shuffle: bool,
+) -> None: ...
+def batch_order_samples(
+    positions: np.ndarray, out: np.ndarray, n: SupportsIndex, seed: SupportsIndex, shuffle: bool
+) -> None: ...
 def pack_plan(
     lengths: npt.ArrayLike, capacity: SupportsIndex, strategy: SupportsIndex, split: SupportsIndex
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...

@@ -11,8 +11,9 @@ window_layout, WindowLayout, stitch), ``random`` (uniform_bits,
 dropout_mask), ``embed``, ``embedding`` (the LearnedPositionEmbedding class),
 ``checkpoint`` (resize_checkpoint), ``pack`` (pack: sequence packing plans and
 their cut) and ``indexed`` (IndexedCorpus,
-write_indexed, merge_indexed: Megatron indexed datasets, whole files at a time) and ``blend``
-(blending_indices, exhaustive_blending_indices: Megatron-LM's blends).
+write_indexed, merge_indexed: Megatron indexed datasets, whole files at a time), ``blend``
+(blending_indices, exhaustive_blending_indices: Megatron-LM's blends) and
+``batch_order`` (BatchOrder: the seeded order of samples sliced into batches).
 Where a module shares its name with a function (``gather``, ``interpolate``,
 ...), ``posembed.reference.<name>`` is the function; ``from
 posembed.reference.<module> import ...`` reaches the rest of a module.
@@ -31,6 +32,7 @@ users read).
 
 from __future__ import annotations
 
+from posembed.reference.batch_order import BatchOrder
 from posembed.reference.blend import blending_indices, exhaustive_blending_indices
 from posembed.reference.checkpoint import resize_checkpoint as resize_checkpoint
 from posembed.reference.embed import embed
@@ -52,6 +54,7 @@ from posembed.reference.windows import Windows as Windows
 from posembed.reference.windows import stitch, window_layout, windows
 
 __all__ = [
+    "BatchOrder",
     "IndexedCorpus",
     "LearnedPositionEmbedding",
     "blending_indices",
