@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from posembed.bench.case import Case
 from posembed.bench.cases import (
+    batch_order,
     blend,
     chunk,
     convert,
@@ -45,6 +46,7 @@ BUILDERS: dict[str, Callable[[bool], list[Case]]] = {
     "pack": pack.build,
     "gpt_batch": gpt_batch.build,
     "blend": blend.build,
+    "batch_order": batch_order.build,
 }
 
 # The cases of each kernel, in the order its builder makes them; the bench/
@@ -75,6 +77,7 @@ CASE_NAMES = {
     "pack": ("plan vs TRL", "plan at scale", "cut"),
     "gpt_batch": ("all switches",),
     "blend": ("blending indices", "exhaustive"),
+    "batch_order": ("resume", "micro-batch indices"),
 }
 
 
