@@ -59,6 +59,10 @@ def test_sources_and_their_defaults():
         assert order.num_samples == (n if n is not None else len(source)), name
         assert order.shuffle == (name not in ("samples", "blend")), name
         assert order.source is source
+        saved = json.loads(json.dumps(order.state_dict()))
+        assert (
+            saved == twin.BatchOrder(source, global_batch_size=8, micro_batch_size=2).state_dict()
+        )
     plain = posembed.BatchOrder(_samples(), global_batch_size=6, micro_batch_size=3)
     n = plain.num_samples
     # Megatron's own order: position p reads sample p % N, epoch after epoch

@@ -152,11 +152,13 @@ def describe(source: Any) -> tuple[str, int, dict[str, Any]]:
         blend = None
         if source.dataset_index is not None:
             blend = _sha(source.dataset_index, source.dataset_sample_index)
-        weights = None if source.weights is None else [w for w in source.weights]
+        weights = None
+        if source.weights is not None:
+            weights = [w.item() if isinstance(w, np.generic) else w for w in source.weights]
         parts = {
             "split": source.split,
             "weights": weights,
-            "size": source.size,
+            "size": source.size.item() if isinstance(source.size, np.generic) else source.size,
             "datasets": [len(d) for d in source.datasets],
             "dataset_samples": [_samples_parts(d) for d in source.datasets],
             "blend": blend,
