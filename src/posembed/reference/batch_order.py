@@ -126,9 +126,11 @@ def _index(value: Any, name: str) -> int:
 def _sha(*arrays: Any) -> str:
     h = hashlib.sha256()
     for a in arrays:
-        a = np.ascontiguousarray(a, dtype="<i8")
+        a = np.asarray(a)
         h.update(str(a.shape).encode())
-        h.update(a.tobytes())
+        flat = a.reshape(-1)
+        for start in range(0, flat.size, 1 << 20):  # bounded memory for large indices
+            h.update(np.ascontiguousarray(flat[start : start + (1 << 20)], dtype="<i8").tobytes())
     return h.hexdigest()
 
 
