@@ -17,10 +17,11 @@ namespace {
 using namespace pybind11::literals;
 
 // The vector's own buffer as an array (no copy): the array owns the vector.
-py::array_t<int64_t> to_array(std::vector<int64_t>&& values) {
-  auto* owner = new std::vector<int64_t>(std::move(values));
-  const py::capsule free_it(owner, [](void* p) { delete static_cast<std::vector<int64_t>*>(p); });
-  return py::array_t<int64_t>(static_cast<py::ssize_t>(owner->size()), owner->data(), free_it);
+template <class V>
+py::array_t<V> to_array(std::vector<V>&& values) {
+  auto* owner = new std::vector<V>(std::move(values));
+  const py::capsule free_it(owner, [](void* p) { delete static_cast<std::vector<V>*>(p); });
+  return py::array_t<V>(static_cast<py::ssize_t>(owner->size()), owner->data(), free_it);
 }
 
 py::tuple pack_plan(const I64& lengths, int64_t capacity, int strategy, int split) {
@@ -98,19 +99,21 @@ Source source_of(const py::tuple& t, std::vector<py::object>* keep) {
 template <class T>
 PackRowsResult rows_for(bool wide, const PackSource& tokens, const std::vector<PackSource>& cols,
                         const I64& wanted, const I64& row_offsets, const I64& document,
-                        const I64& start, const I64& length, int64_t capacity,
-                        int64_t position_start, int64_t separator, py::array& ids,
-                        py::array& positions, py::array* labels,
-                        const std::vector<uint8_t*>& column_out) {
+                        const I64& start, const I64& length, const I64& document_lengths,
+                        int64_t capacity, int64_t position_start, int64_t separator,
+                        py::array& ids, py::array& positions, py::array* labels,
+                        const std::vector<uint8_t*>& column_out, PackSegments* segments) {
   const auto run = [&](auto tag) {
     using P = decltype(tag);
     return posembed::pack_rows<T, P>(
         tokens, cols, wanted.data(), static_cast<int64_t>(wanted.size()), row_offsets.data(),
         static_cast<int64_t>(row_offsets.size()) - 1, static_cast<int64_t>(document.size()),
-        document.data(), start.data(), length.data(), capacity, static_cast<P>(position_start),
+        document.data(), start.data(), length.data(), document_lengths.data(),
+        static_cast<int64_t>(document_lengths.size()), capacity, static_cast<P>(position_start),
         static_cast<P>(separator), static_cast<P>(-100), static_cast<T*>(ids.mutable_data()),
         static_cast<P*>(positions.mutable_data()),
-        labels != nullptr ? static_cast<P*>(labels->mutable_data()) : nullptr, column_out);
+        labels != nullptr ? static_cast<P*>(labels->mutable_data()) : nullptr, column_out,
+        segments);
   };
   return wide ? run(int64_t{}) : run(int32_t{});
 }
@@ -120,13 +123,14 @@ PackRowsResult rows_for(bool wide, const PackSource& tokens, const std::vector<P
 // source's documents have the plan's lengths, that the rows wanted are the
 // plan's, and that position_start + capacity and separator fit the
 // positions' dtype; the plan's arrays, the rows and the offsets are read
-// once each and checked in the kernel. Returns
-// (ids, positions, labels or None, [column arrays]) or, on a fault, the
-// tuple (kind, batch row, a, b) as the first item and None for the rest.
+// once each and checked in the kernel. Returns (ids, positions, labels or
+// None, [column arrays], (seq_lengths, row_segments, cu_seqlens, documents,
+// starts)) or, on a fault, the tuple (kind, batch row, a, b, c) first and
+// None for the rest.
 py::tuple pack_cut(const py::tuple& tokens, const py::list& columns, const I64& wanted,
                    const I64& row_offsets, const I64& document, const I64& start,
-                   const I64& length, int64_t capacity, bool wide, bool with_labels,
-                   int64_t position_start, int64_t separator) {
+                   const I64& length, const I64& document_lengths, int64_t capacity, bool wide,
+                   bool with_labels, int64_t position_start, int64_t separator) {
   std::vector<py::object> keep;
   const Source tok = source_of(tokens, &keep);
   if (tok.dtype.kind() != 'i' && tok.dtype.kind() != 'u') {
@@ -164,12 +168,14 @@ py::tuple pack_cut(const py::tuple& tokens, const py::list& columns, const I64& 
   const char kind = tok.dtype.kind();
   const auto item = tok.dtype.itemsize();
   PackRowsResult r;
+  PackSegments segments;
   {
     py::gil_scoped_release nogil;
     const auto run = [&](auto tag) {
       using T = decltype(tag);
       return rows_for<T>(wide, tok.view, col_views, wanted, row_offsets, document, start, length,
-                         capacity, position_start, separator, ids, positions, lab, column_out);
+                         document_lengths, capacity, position_start, separator, ids, positions,
+                         lab, column_out, &segments);
     };
     if (kind == 'i') {
       r = item == 1   ? run(int8_t{})
@@ -184,10 +190,14 @@ py::tuple pack_cut(const py::tuple& tokens, const py::list& columns, const I64& 
     }
   }
   if (r.fault != PackRowsFault::none) {
-    return py::make_tuple(py::make_tuple(static_cast<int>(r.fault), r.at, r.a, r.b), py::none(),
-                          py::none(), py::none());
+    return py::make_tuple(py::make_tuple(static_cast<int>(r.fault), r.at, r.a, r.b, r.c),
+                          py::none(), py::none(), py::none(), py::none());
   }
-  return py::make_tuple(ids, positions, labels_obj, column_arrays);
+  const py::tuple sequences = py::make_tuple(
+      to_array(std::move(segments.seq_lengths)), to_array(std::move(segments.row_segments)),
+      to_array(std::move(segments.cu_seqlens)), to_array(std::move(segments.documents)),
+      to_array(std::move(segments.starts)));
+  return py::make_tuple(ids, positions, labels_obj, column_arrays, sequences);
 }
 
 // Per-token values of a whole plan's rows (C-contiguous, shape (rows,
@@ -229,8 +239,8 @@ py::array pack_unpack(const py::array& values, const I64& row_offsets, const I64
 void bind_pack(py::module_& m) {
   m.def("pack_plan", &pack_plan, "lengths"_a, "capacity"_a, "strategy"_a, "split"_a);
   m.def("pack_cut", &pack_cut, "tokens"_a, "columns"_a, "wanted"_a, "row_offsets"_a,
-        "document"_a, "start"_a, "length"_a, "capacity"_a, "wide"_a, "labels"_a,
-        "position_start"_a, "separator"_a);
+        "document"_a, "start"_a, "length"_a, "document_lengths"_a, "capacity"_a, "wide"_a,
+        "labels"_a, "position_start"_a, "separator"_a);
   m.def("pack_unpack", &pack_unpack, "values"_a, "row_offsets"_a, "document"_a, "start"_a,
         "length"_a, "offset"_a, "placed"_a);
 }

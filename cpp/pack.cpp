@@ -325,11 +325,12 @@ namespace {
 // values, or none. The document's bounds are read once and checked.
 struct Copied {
   PackRowsFault fault = PackRowsFault::none;
-  int64_t a = 0, b = 0;
+  int64_t a = 0, b = 0, c = 0;
 };
 
-Copied copy_items(const PackSource& src, int64_t source, int64_t d, int64_t s, int64_t n,
-                  uint8_t* to) {
+// `want` is the plan's length of document d (0 <= d < the plan's documents).
+Copied copy_items(const PackSource& src, int64_t source, int64_t d, int64_t want, int64_t s,
+                  int64_t n, uint8_t* to) {
   Copied c;
   if (d < 0 || d >= src.ndocs) {
     c.fault = PackRowsFault::plan;
@@ -337,6 +338,13 @@ Copied copy_items(const PackSource& src, int64_t source, int64_t d, int64_t s, i
   }
   // the caller's offsets may be a corpus's own array: each read once, then checked
   const int64_t a = read_once(src.doc_offsets + d), b = read_once(src.doc_offsets + d + 1);
+  if (b - a != want && 0 <= a && a <= b) {  // not the document the plan was made with
+    c.fault = PackRowsFault::length;
+    c.a = source;
+    c.b = d;
+    c.c = b - a;
+    return c;
+  }
   if (!(0 <= a && a <= b && b <= src.nitems && 0 <= s && n >= 0 && s <= b - a - n)) {
     c.fault = PackRowsFault::plan;
     return c;
@@ -387,10 +395,15 @@ template <class T, class P>
 PackRowsResult pack_rows(const PackSource& tokens, const std::vector<PackSource>& columns,
                          const int64_t* wanted, int64_t nwanted, const int64_t* row_offsets,
                          int64_t nrows, int64_t nentries, const int64_t* document,
-                         const int64_t* start, const int64_t* length, int64_t capacity,
+                         const int64_t* start, const int64_t* length,
+                         const int64_t* document_lengths, int64_t ndocs, int64_t capacity,
                          P position_start, P separator, P ignore, T* ids, P* positions,
-                         P* labels, const std::vector<uint8_t*>& column_out) {
+                         P* labels, const std::vector<uint8_t*>& column_out,
+                         PackSegments* segments) {
   PackRowsResult result;
+  *segments = PackSegments{};
+  segments->row_segments.push_back(0);
+  segments->cu_seqlens.push_back(0);
   if (nwanted <= 0) return result;
   // position_start, +1, +2, ...: every sequence's positions are a copy of its first n
   std::vector<P> iota(static_cast<size_t>(capacity));
@@ -400,13 +413,14 @@ PackRowsResult pack_rows(const PackSource& tokens, const std::vector<PackSource>
   for (const PackSource& c : columns) per_token += c.item;
   const int64_t bytes = nwanted * capacity * per_token;
   std::mutex first_mutex;
-  const auto note = [&](int64_t i, PackRowsFault fault, int64_t a, int64_t b) {
+  const auto note = [&](int64_t i, PackRowsFault fault, int64_t a, int64_t b, int64_t c) {
     const std::lock_guard<std::mutex> lock(first_mutex);
     if (result.at < 0 || i < result.at) {
       result.fault = fault;
       result.at = i;
       result.a = a;
       result.b = b;
+      result.c = c;
     }
   };
   const auto ncols = static_cast<int64_t>(columns.size());
@@ -414,7 +428,7 @@ PackRowsResult pack_rows(const PackSource& tokens, const std::vector<PackSource>
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t r = read_once(wanted + i);
       if (r < 0 || r >= nrows) {
-        note(i, PackRowsFault::row, r, 0);
+        note(i, PackRowsFault::row, r, 0, 0);
         continue;
       }
       T* row_ids = ids + i * capacity;
@@ -427,15 +441,16 @@ PackRowsResult pack_rows(const PackSource& tokens, const std::vector<PackSource>
       for (int64_t e = e0; bad.fault == PackRowsFault::none && e < e1; ++e) {
         const int64_t d = read_once(document + e), s = read_once(start + e);
         const int64_t n = read_once(length + e);
-        if (!(n >= 1 && n <= capacity - used)) {
+        if (!(n >= 1 && n <= capacity - used && 0 <= d && d < ndocs)) {
           bad.fault = PackRowsFault::plan;
           break;
         }
-        bad = copy_items(tokens, 0, d, s, n, reinterpret_cast<uint8_t*>(row_ids + used));
+        const int64_t want = document_lengths[d];
+        bad = copy_items(tokens, 0, d, want, s, n, reinterpret_cast<uint8_t*>(row_ids + used));
         for (int64_t k = 0; bad.fault == PackRowsFault::none && k < ncols; ++k) {
           const PackSource& c = columns[static_cast<size_t>(k)];
           uint8_t* to = column_out[static_cast<size_t>(k)] + (i * capacity + used) * c.item;
-          bad = copy_items(c, k + 1, d, s, n, to);
+          bad = copy_items(c, k + 1, d, want, s, n, to);
         }
         if (bad.fault != PackRowsFault::none) break;
         std::memcpy(row_pos + used, counting, static_cast<size_t>(n) * sizeof(P));
@@ -459,7 +474,7 @@ PackRowsResult pack_rows(const PackSource& tokens, const std::vector<PackSource>
         used += n;
       }
       if (bad.fault != PackRowsFault::none) {
-        note(i, bad.fault, bad.fault == PackRowsFault::plan ? r : bad.a, bad.b);
+        note(i, bad.fault, bad.fault == PackRowsFault::plan ? r : bad.a, bad.b, bad.c);
         continue;
       }
       const int64_t rest = capacity - used;
@@ -473,6 +488,30 @@ PackRowsResult pack_rows(const PackSource& tokens, const std::vector<PackSource>
       if (row_labels != nullptr) std::fill(row_labels + used, row_labels + capacity, ignore);
     }
   });
+  if (result.fault != PackRowsFault::none) return result;
+  // the rows' sequences, in order (the rows and the plan checked above)
+  int64_t flat = 0;
+  for (int64_t i = 0; i < nwanted; ++i) {
+    const int64_t r = wanted[i];
+    const int64_t e0 = row_offsets[r], e1 = row_offsets[r + 1];
+    int64_t used = 0;
+    for (int64_t e = e0; e < e1; ++e) {
+      segments->seq_lengths.push_back(static_cast<int32_t>(length[e]));
+      segments->documents.push_back(document[e]);
+      segments->starts.push_back(start[e]);
+      used += length[e];
+      flat += length[e];
+      segments->cu_seqlens.push_back(static_cast<int32_t>(flat));
+    }
+    if (used < capacity) {
+      segments->seq_lengths.push_back(static_cast<int32_t>(capacity - used));
+      segments->documents.push_back(-1);
+      segments->starts.push_back(0);
+      flat += capacity - used;
+      segments->cu_seqlens.push_back(static_cast<int32_t>(flat));
+    }
+    segments->row_segments.push_back(static_cast<int64_t>(segments->seq_lengths.size()));
+  }
   return result;
 }
 
@@ -512,8 +551,8 @@ PackCutFault pack_unpack(const uint8_t* values, int64_t item, const int64_t* row
 #define POSEMBED_PACK_ROWS(T, P)                                                               \
   template PackRowsResult pack_rows<T, P>(                                                      \
       const PackSource&, const std::vector<PackSource>&, const int64_t*, int64_t, const int64_t*, \
-      int64_t, int64_t, const int64_t*, const int64_t*, const int64_t*, int64_t, P, P, P, T*, P*, \
-      P*, const std::vector<uint8_t*>&);
+      int64_t, int64_t, const int64_t*, const int64_t*, const int64_t*, const int64_t*, int64_t,  \
+      int64_t, P, P, P, T*, P*, P*, const std::vector<uint8_t*>&, PackSegments*);
 #define POSEMBED_PACK_ROWS_BOTH(T) POSEMBED_PACK_ROWS(T, int32_t) POSEMBED_PACK_ROWS(T, int64_t)
 POSEMBED_PACK_ROWS_BOTH(int8_t)
 POSEMBED_PACK_ROWS_BOTH(uint8_t)

@@ -64,13 +64,26 @@ enum class PackRowsFault : int {
   plan,   // a: the plan row whose entries do not fit its documents or the row
   ended,  // source a's file ended at byte b
   io,     // source a: errno b
-  token,  // a token id (its bits as uint64 in b) the labels' dtype cannot hold
+  token,   // a token id (its bits as uint64 in b) the labels' dtype cannot hold
+  length,  // source a's document b holds c items, not the plan's length
 };
 
 struct PackRowsResult {
   PackRowsFault fault = PackRowsFault::none;
   int64_t at = -1;  // the batch row
-  int64_t a = 0, b = 0;
+  int64_t a = 0, b = 0, c = 0;
+};
+
+// The sequences of the rows cut, row after row, a row's padding a sequence
+// of its own, last in its row: their lengths, documents (-1 for padding) and
+// first tokens, each row's first sequence (row_segments, rows + 1) and the
+// prefix sums of the lengths over the rows flattened (cu_seqlens).
+struct PackSegments {
+  std::vector<int32_t> seq_lengths;
+  std::vector<int64_t> row_segments;
+  std::vector<int64_t> documents;
+  std::vector<int64_t> starts;
+  std::vector<int32_t> cu_seqlens;
 };
 
 // Rows wanted[0..nwanted) of a plan (of nrows rows; any order, repeats
@@ -84,15 +97,19 @@ struct PackRowsResult {
 // token; the rest of a row is each source's pad, positions position_start..
 // from its first pad, labels `ignore`. Rows are spread over threads, each
 // output row depending on its plan row alone: the same results for any
-// thread count. Every plan value is read once and checked; on a fault the
-// outputs are undefined.
+// thread count. Every plan value is read once and checked, and every
+// document read must hold document_lengths[d] items in each source (the
+// plan's lengths, ndocs of them); on a fault the outputs are undefined.
+// Without one, `segments` receives the rows' sequences.
 template <class T, class P>
 PackRowsResult pack_rows(const PackSource& tokens, const std::vector<PackSource>& columns,
                          const int64_t* wanted, int64_t nwanted, const int64_t* row_offsets,
                          int64_t nrows, int64_t nentries, const int64_t* document,
-                         const int64_t* start, const int64_t* length, int64_t capacity,
+                         const int64_t* start, const int64_t* length,
+                         const int64_t* document_lengths, int64_t ndocs, int64_t capacity,
                          P position_start, P separator, P ignore, T* ids, P* positions,
-                         P* labels, const std::vector<uint8_t*>& column_out);
+                         P* labels, const std::vector<uint8_t*>& column_out,
+                         PackSegments* segments);
 
 // Per-token values of a plan's rows (rows x capacity items of `item` bytes,
 // values[0..rows)) back in document order: out[placed[d] + start + j] =

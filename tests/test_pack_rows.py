@@ -155,6 +155,14 @@ def test_bad_rows_columns_and_positions_are_refused_naming_them(tmp_path, rng):
         plan.cut(tokens_c, rows=np.array([0.5]))
     with pytest.raises(ValueError, match="rows must be 1-D"):
         plan.cut(tokens_c, rows=np.zeros((2, 2), np.int64))
+    plan.cut(tokens_c, rows=[0])  # its offsets checked whole, once
+    d = int(plan.row(0)[0][0])
+    tokens_c.offsets[d + 1] -= 1  # then changed: each document read is checked again
+    try:
+        with pytest.raises(ValueError, match=rf"tokens: document {d} has {lengths[d] - 1} tokens"):
+            plan.cut(tokens_c, rows=[0])
+    finally:
+        tokens_c.offsets[d + 1] += 1
     other = lengths.copy()
     other[[4, 7]] += 1
     other_offsets = np.concatenate([[0], np.cumsum(other)])

@@ -561,8 +561,6 @@ class PackPlan:
             )
         given_columns = _columns(columns)
         pads = _column_pads(column_pad, given_columns)
-        first = self.row_offsets[wanted]
-        used = np.unique(self.documents[_ranges(first, self.row_offsets[wanted + 1] - first)])
         with contextlib.ExitStack() as opened:
             files: list[Any] = []
             if v.is_corpus(tokens):
@@ -572,7 +570,7 @@ class PackPlan:
                         "its .idx holds its documents"
                     )
                 token_source, doc_offsets, count = self._source(
-                    tokens, "", None, 0, used, opened, files, pad_value, False
+                    tokens, "", None, 0, wanted, opened, files, pad_value, False
                 )
             elif (column := _arrow.corpus_column(tokens, offsets)) is not None:
                 flat, given = column  # an Arrow list column: one document per row
@@ -601,11 +599,11 @@ class PackPlan:
             sources = []
             for name, col in given_columns.items():
                 src, _, _ = self._source(
-                    col, name, doc_offsets, count, used, opened, files, pads[name], True
+                    col, name, doc_offsets, count, wanted, opened, files, pads[name], True
                 )
                 sources.append(src)
             try:
-                ids, positions, label_rows, out = _core.pack_cut(
+                ids, positions, label_rows, out, sequences = _core.pack_cut(
                     token_source,
                     sources,
                     wanted,
@@ -613,6 +611,7 @@ class PackPlan:
                     self.documents,
                     self.starts,
                     self.lengths,
+                    self.document_lengths,
                     self.capacity,
                     pdt == np.int64,
                     with_labels,
@@ -631,7 +630,10 @@ class PackPlan:
             except OSError as exc:
                 raise ValueError(f"{exc.filename}: cannot be read ({exc.strerror})") from None
         named = dict(zip(given_columns, out, strict=True))
-        return self._segments(wanted, ids, positions, label_rows, named)
+        seq, row_segments, cu, documents, starts = sequences
+        return PackedRows(
+            ids, positions, label_rows, seq, row_segments, cu, documents, starts, named
+        )
 
     @property
     def placed_offsets(self) -> np.ndarray:
@@ -690,34 +692,6 @@ class PackPlan:
         )
         return out, placed
 
-    def _segments(
-        self,
-        wanted: np.ndarray,
-        ids: np.ndarray,
-        positions: np.ndarray,
-        labels: np.ndarray | None,
-        columns: dict[str, np.ndarray],
-    ) -> PackedRows:
-        first = self.row_offsets[wanted]
-        held = self.row_offsets[wanted + 1] - first  # entries per row
-        entries = _ranges(first, held)
-        lengths = self.lengths[entries]
-        nrows = wanted.shape[0]
-        row_of = np.repeat(np.arange(nrows), held)
-        used = np.bincount(row_of, lengths, nrows).astype(np.int64)
-        pads = self.capacity - used
-        ends = np.cumsum(held)
-        where = ends[pads > 0]
-        seq = np.insert(lengths, where, pads[pads > 0]).astype(np.int32)
-        documents = np.insert(self.documents[entries], where, -1)
-        starts = np.insert(self.starts[entries], where, 0)
-        counts = held + (pads > 0)
-        row_segments = np.zeros(nrows + 1, np.int64)
-        np.cumsum(counts, out=row_segments[1:])
-        cu = np.zeros(seq.shape[0] + 1, np.int32)
-        np.cumsum(seq, out=cu[1:])
-        return PackedRows(ids, positions, labels, seq, row_segments, cu, documents, starts, columns)
-
     def _wanted(self, rows: Any) -> np.ndarray:
         """The rows asked for as the plan's own int64 array (a copy)."""
         if rows is None or isinstance(rows, (slice, range)):
@@ -752,7 +726,7 @@ class PackPlan:
         name: str,
         flat_offsets: np.ndarray | None,
         flat_count: int,
-        used: np.ndarray,
+        wanted: np.ndarray,
         opened: contextlib.ExitStack,
         files: list[Any],
         pad: Any,
@@ -763,7 +737,7 @@ class PackPlan:
         the tokens' (for a 1-D column), None and 0 for the tokens themselves."""
         what = "tokens" if not numbers else f"columns[{name!r}]"
         if v.is_corpus(given):
-            own = self._corpus_offsets(given.offsets, what, used)
+            own = self._corpus_offsets(given.offsets, what)
             dtype = np.dtype(given.dtype).newbyteorder("=")
             pad_b = _pad_bytes(pad, dtype, name if numbers else None)
             file = _token_file(given)
@@ -776,6 +750,9 @@ class PackPlan:
                 return (None, where, own, pad_b, dtype, int(f.count)), own, int(own[-1])
             files.append(None)
             # a corpus in a store: the documents of these rows read here
+            first = self.row_offsets[wanted]
+            entries = _ranges(first, self.row_offsets[wanted + 1] - first)
+            used = np.unique(self.documents[entries])
             kept = np.zeros(self.document_lengths.shape[0], np.int64)
             kept[used] = self.document_lengths[used]
             local = np.zeros(kept.shape[0] + 1, np.int64)
@@ -812,11 +789,12 @@ class PackPlan:
         pad_b = _pad_bytes(pad, flat.dtype, name if numbers else None)
         return (flat, None, own, pad_b, flat.dtype, int(flat.shape[0])), own, int(flat.shape[0])
 
-    def _corpus_offsets(self, offsets: Any, what: str, used: np.ndarray) -> np.ndarray:
-        """A corpus's offsets as the kernel reads them (each value once, and
-        checked against the file it reads: no copy is needed), after a check
-        that its documents have the plan's lengths: all of them the first
-        time this plan sees these offsets, the documents ``used`` every time."""
+    def _corpus_offsets(self, offsets: Any, what: str) -> np.ndarray:
+        """A corpus's offsets as the kernel reads them: each value once,
+        checked against the file it reads and the plan's length of the
+        document (no copy is needed); all of them checked here the first
+        time this plan sees these offsets, for an error naming the first
+        document that differs before anything is read."""
         a = v.kernel_array(offsets, np.int64)
         seen: dict[int, np.ndarray] = self.__dict__.setdefault("_seen_offsets", {})
         if seen.get(id(a)) is not a:
@@ -824,16 +802,6 @@ class PackPlan:
             if len(seen) >= 8:
                 seen.clear()
             seen[id(a)] = a  # kept: its id is not reused while it is here
-        elif used.shape[0]:
-            got = a[used + 1] - a[used]
-            bad = got != self.document_lengths[used]
-            if bad.any():
-                d = int(used[int(np.argmax(bad))])
-                raise ValueError(
-                    f"{what}: document {d} has {int(a[d + 1] - a[d])} tokens; the plan was "
-                    f"made with {int(self.document_lengths[d])} (the document lengths must be "
-                    "the plan's)"
-                )
         return a
 
     def _same_lengths(self, own: np.ndarray, what: str) -> None:
@@ -1189,14 +1157,14 @@ def _column_pads(column_pad: Any, columns: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fault(
-    fault: tuple[int, int, int, int],
+    fault: tuple[int, int, int, int, int],
     pdt: np.dtype[Any],
     token_dtype: np.dtype[Any],
     names: list[str],
     files: list[Any],
 ) -> NoReturn:
-    """The error of a fault the cut kernel returned (kind, batch row, a, b)."""
-    kind, at, a, b = fault
+    """The error of a fault the cut kernel returned (kind, batch row, a, b, c)."""
+    kind, at, a, b, c = fault
     if kind == 1:
         raise IndexError(f"rows[{at}] = {a} is out of range of the plan's rows")
     if kind == 2:
@@ -1213,6 +1181,12 @@ def _fault(
                 f"{what} read)"
             )
         raise ValueError(f"{path}: cannot be read ({os.strerror(b)})")
+    if kind == 6:
+        what = names[a] if a == 0 else f"columns[{names[a]!r}]"
+        raise ValueError(
+            f"{what}: document {b} has {c} tokens; the plan was made with another length "
+            "(the document lengths must be the plan's; did the corpus change?)"
+        )
     info = np.iinfo(pdt)
     bits = np.array([b], np.int64).view(np.uint64)  # the token's bits, as the kernel gave them
     token = int(bits.view(np.int64)[0] if token_dtype.kind == "i" else bits[0])
