@@ -326,12 +326,13 @@ def pack_cut(
     document: npt.ArrayLike,
     start: npt.ArrayLike,
     length: npt.ArrayLike,
+    document_lengths: npt.ArrayLike,
     capacity: SupportsIndex,
     wide: bool,
     labels: bool,
     position_start: SupportsIndex,
     separator: SupportsIndex,
-) -> tuple[Any, Any, Any, Any]: ...
+) -> tuple[Any, Any, Any, Any, Any]: ...
 def pack_unpack(
     values: np.ndarray,
     row_offsets: npt.ArrayLike,
