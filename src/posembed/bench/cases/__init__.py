@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from posembed.bench.case import Case
 from posembed.bench.cases import (
+    batches,
     blend,
     chunk,
     convert,
@@ -45,6 +46,7 @@ BUILDERS: dict[str, Callable[[bool], list[Case]]] = {
     "pack": pack.build,
     "gpt_batch": gpt_batch.build,
     "blend": blend.build,
+    "batches": batches.build,
 }
 
 # The cases of each kernel, in the order its builder makes them; the bench/
@@ -75,6 +77,7 @@ CASE_NAMES = {
     "pack": ("plan vs TRL", "plan at scale", "cut"),
     "gpt_batch": ("all switches",),
     "blend": ("blending indices", "exhaustive"),
+    "batches": ("GPT samples", "through a DataLoader"),
 }
 
 
@@ -88,6 +91,9 @@ WITHOUT_REFERENCE = {
     ("blend", "blending indices"): "the twin draws one sample at a time in Python (about "
     "20 us a sample over 1,000 datasets: minutes for 10M); the 'exhaustive' row times it on "
     "200k samples",
+    ("batches", "GPT samples"): "the reading is gpt_batch's (its row times the twin); this "
+    "row times the read-ahead and the order",
+    ("batches", "through a DataLoader"): "the same reads in PyTorch's worker processes",
 }
 
 
