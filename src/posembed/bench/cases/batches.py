@@ -44,8 +44,8 @@ def _endless(make: Callable[[], Iterator[Any]]) -> Callable[[int], object]:
         if not held:
             held.append(make())
         last = None
-        for last in itertools.islice(held[0], n):
-            pass
+        for item in itertools.islice(held[0], n):
+            last = item
         return last
 
     return take
