@@ -207,6 +207,11 @@ def twin_of(obj: Any) -> Any:
     if isinstance(obj, posembed.GPTSamples):
         fields = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
         return reference.GPTSamples(*fields)
+    if isinstance(obj, posembed.BatchOrder):
+        names = ("global_batch_size", "micro_batch_size", "world_size", "rank", "seed")
+        given = {name: getattr(obj, name) for name in names}
+        given.update(shuffle=obj.shuffle, consumed_samples=obj.consumed_samples)
+        return reference.BatchOrder(obj.source, **given)
     raise AssertionError(obj)
 
 

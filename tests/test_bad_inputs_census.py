@@ -29,6 +29,7 @@ import posembed
 from posembed import cli, reference
 
 from . import (
+    test_bad_inputs_batch_order,
     test_bad_inputs_blend,
     test_bad_inputs_checkpoint,
     test_bad_inputs_cli,
@@ -48,6 +49,7 @@ from . import (
 from .badinput_harness import EXTRA_KINDS, KINDS, OUT_KINDS, Family
 
 FAMILY_MODULES = [
+    test_bad_inputs_batch_order,
     test_bad_inputs_blend,
     test_bad_inputs_checkpoint,
     test_bad_inputs_cli,

@@ -67,6 +67,7 @@ TAKES_FLOAT_TABLES = {
     "resize_checkpoint": [],  # tests/test_checkpoint.py (F16 and BF16 tables)
 }
 NO_FLOAT_TABLES = {
+    "BatchOrder",
     "GPTBatch",
     "GPTBlend",
     "GPTBlendSplit",

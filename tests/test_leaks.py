@@ -168,6 +168,13 @@ CASES = {
         "p = posembed.pack(n, 512); r = p.cut(x, off, labels=True); p.unpack(r.position_ids)",
         "posembed.pack(n, 512).cut(x, off[::-1])",  # ValueError: the offsets do not fit
     ),
+    "BatchOrder": (
+        "o = posembed.BatchOrder(10**6, global_batch_size=4096, micro_batch_size=512, "
+        "world_size=2, rank=1); s = o.state_dict(); bad = dict(s, consumed_samples=3)",
+        "o.micro_batches(0, 16); o.global_batch(3); o.sample_at(np.arange(9000)); "
+        "o.load_state_dict(s)",
+        "o.load_state_dict(bad)",  # ValueError: not a micro-step boundary
+    ),
     "IndexedCorpus": (
         "import os, tempfile\n"
         "d = tempfile.mkdtemp(); prefix = os.path.join(d, 'c')\n"

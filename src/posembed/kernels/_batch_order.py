@@ -388,12 +388,16 @@ class BatchOrder:
                 p = p.astype(np.int64)
             else:
                 raise TypeError(f"positions must be integers; got dtype {p.dtype}")
-        p = np.array(p, dtype=np.int64, copy=True) if p.dtype.kind == "i" else _from_unsigned(p)
         if p.size:
+            # the extremes in the positions' own dtype: uint64 values past 2^63 stay positive
             lo, hi = int(p.min()), int(p.max())
             if lo < 0 or hi >= MAX_POSITION:
                 bad = lo if lo < 0 else hi
-                raise IndexError(f"position {bad} is out of range: positions are 0..2^62 - 1")
+                raise IndexError(
+                    f"positions: position {bad} is out of range: positions are 0..2^62 - 1"
+                )
+        # a private copy: the kernel reads it without the GIL
+        p = np.array(p, dtype=np.int64, copy=True)
         out = np.empty(p.shape, dtype=np.int64)
         _core.batch_order_samples(
             p.reshape(-1), out.reshape(-1), self._n, self._seed, self._shuffle
@@ -556,6 +560,16 @@ class BatchOrder:
     def epoch_of(self, position: int) -> int:
         """The epoch that global position ``position`` falls in, ``position // N``.
 
+        Parameters
+        ----------
+        position : int
+            A global position, >= 0.
+
+        Returns
+        -------
+        int
+            The epoch, counted from 0.
+
         Raises
         ------
         TypeError
@@ -578,6 +592,11 @@ class BatchOrder:
         document lengths; for windows their size, stride, tail and a hash of
         the document lengths. World size, rank and micro-batch size are not
         part of it: a run may resume on any of them.
+
+        Returns
+        -------
+        dict
+            Each part's name and value (ints, strings, lists, hex digests).
         """
         if self._parts is None:
             self._parts = _source_parts(self._kind, self._source)
@@ -662,9 +681,3 @@ def _shown(value: Any) -> str:
         return f"sha256 {value[:12]}..."
     text = repr(value)
     return text if len(text) <= 200 else text[:200] + "..."
-
-
-def _from_unsigned(p: np.ndarray) -> np.ndarray:
-    """Unsigned positions as int64, those past int64's range clamped to 2^62 (out of range)."""
-    u = p.astype(np.uint64)
-    return np.where(u >= np.uint64(MAX_POSITION), MAX_POSITION, u).astype(np.int64)

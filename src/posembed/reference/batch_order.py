@@ -253,7 +253,10 @@ class BatchOrder:
         return np.arange(first, first + self.micro_batch_size, dtype=np.int64)
 
     def sample_at(self, positions: Any) -> np.ndarray:
-        p = np.asarray(positions)
+        try:
+            p = np.asarray(positions)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"positions must be array-like: {exc}") from None
         if p.dtype.kind not in "iu" and not (p.dtype.kind == "f" and p.size == 0):
             raise TypeError("positions must be integers")
         if p.size and (p.min() < 0 or p.max() >= MAX_POSITION):
@@ -337,4 +340,6 @@ class BatchOrder:
         changed = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
         if changed:
             raise ValueError("the order changed: " + ", ".join(changed))
-        self.consumed_samples = self._consumed(state.get("consumed_samples"))
+        if "consumed_samples" not in state:
+            raise ValueError("state has no consumed_samples")
+        self.consumed_samples = self._consumed(state["consumed_samples"])
