@@ -5,8 +5,10 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <utility>
 
+#include "fileio.hpp"
 #include "parallel.hpp"
 #include "runtime.hpp"
 
@@ -317,59 +319,200 @@ void pack_plan(const int64_t* lengths, int64_t n, int64_t capacity, PackStrategy
   }
 }
 
+namespace {
+
+// Items [s, s + n) of document d of `src` into `to`; a fault kind and its
+// values, or none. The document's bounds are read once and checked.
+struct Copied {
+  PackRowsFault fault = PackRowsFault::none;
+  int64_t a = 0, b = 0, c = 0;
+};
+
+// `want` is the plan's length of document d (0 <= d < the plan's documents).
+Copied copy_items(const PackSource& src, int64_t source, int64_t d, int64_t want, int64_t s,
+                  int64_t n, uint8_t* to) {
+  Copied c;
+  if (d < 0 || d >= src.ndocs) {
+    c.fault = PackRowsFault::plan;
+    return c;
+  }
+  // the caller's offsets may be a corpus's own array: each read once, then checked
+  const int64_t a = read_once(src.doc_offsets + d), b = read_once(src.doc_offsets + d + 1);
+  if (b - a != want && 0 <= a && a <= b) {  // not the document the plan was made with
+    c.fault = PackRowsFault::length;
+    c.a = source;
+    c.b = d;
+    c.c = b - a;
+    return c;
+  }
+  if (!(0 <= a && a <= b && b <= src.nitems && 0 <= s && n >= 0 && s <= b - a - n)) {
+    c.fault = PackRowsFault::plan;
+    return c;
+  }
+  const int64_t bytes = n * src.item;
+  if (src.memory != nullptr) {
+    std::memcpy(to, src.memory + (a + s) * src.item, static_cast<size_t>(bytes));
+    return c;
+  }
+  int64_t ended = 0;
+  const int err = pread_all(src.fd, to, bytes, src.file_offset + (a + s) * src.item, &ended);
+  if (err == -1) {
+    c.fault = PackRowsFault::ended;
+    c.a = source;
+    c.b = ended;
+  } else if (err != 0) {
+    c.fault = PackRowsFault::io;
+    c.a = source;
+    c.b = err;
+  } else if (src.swap) {
+    byteswap_items(to, n, src.item);
+  }
+  return c;
+}
+
+void fill_items(uint8_t* to, const uint8_t* pad, int64_t item, int64_t n) {
+  bool zero = true;
+  for (int64_t k = 0; k < item; ++k) zero = zero && pad[k] == 0;
+  if (zero) {
+    std::memset(to, 0, static_cast<size_t>(n * item));
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) std::memcpy(to + j * item, pad, static_cast<size_t>(item));
+}
+
+// Whether every value of T fits P.
 template <class T, class P>
-PackCutFault pack_cut(const T* tokens, int64_t ntokens, const int64_t* doc_offsets, int64_t ndocs,
-                      const int64_t* row_offsets, int64_t nentries, const int64_t* document,
-                      const int64_t* start, const int64_t* length, int64_t r0, int64_t r1,
-                      int64_t capacity, T pad, P ignore, T* ids, P* positions, P* labels) {
-  std::atomic<int64_t> first_bad{-1};
-  const int64_t rows = r1 - r0;
-  if (rows <= 0) return PackCutFault{};
-  // 0, 1, 2, ...: every sequence's positions are a copy of its first n
+constexpr bool fits_all() {
+  using TL = std::numeric_limits<T>;
+  using PL = std::numeric_limits<P>;
+  if (TL::is_signed) return TL::digits <= PL::digits;
+  return TL::digits <= PL::digits;
+}
+
+}  // namespace
+
+template <class T, class P>
+PackRowsResult pack_rows(const PackSource& tokens, const std::vector<PackSource>& columns,
+                         const int64_t* wanted, int64_t nwanted, const int64_t* row_offsets,
+                         int64_t nrows, int64_t nentries, const int64_t* document,
+                         const int64_t* start, const int64_t* length,
+                         const int64_t* document_lengths, int64_t ndocs, int64_t capacity,
+                         P position_start, P separator, P ignore, T* ids, P* positions,
+                         P* labels, const std::vector<uint8_t*>& column_out,
+                         PackSegments* segments) {
+  PackRowsResult result;
+  *segments = PackSegments{};
+  segments->row_segments.push_back(0);
+  segments->cu_seqlens.push_back(0);
+  if (nwanted <= 0) return result;
+  // position_start, +1, +2, ...: every sequence's positions are a copy of its first n
   std::vector<P> iota(static_cast<size_t>(capacity));
-  for (size_t j = 0; j < iota.size(); ++j) iota[j] = static_cast<P>(j);
+  for (size_t j = 0; j < iota.size(); ++j) iota[j] = static_cast<P>(position_start + static_cast<P>(j));
   const P* counting = iota.data();
-  const int64_t bytes = rows * capacity * static_cast<int64_t>(sizeof(T) + 2 * sizeof(P));
-  parallel_for(rows, threads_for_bytes(bytes), [&](int64_t lo, int64_t hi, int) {
+  int64_t per_token = static_cast<int64_t>(sizeof(T) + 2 * sizeof(P));
+  for (const PackSource& c : columns) per_token += c.item;
+  const int64_t bytes = nwanted * capacity * per_token;
+  std::mutex first_mutex;
+  const auto note = [&](int64_t i, PackRowsFault fault, int64_t a, int64_t b, int64_t c) {
+    const std::lock_guard<std::mutex> lock(first_mutex);
+    if (result.at < 0 || i < result.at) {
+      result.fault = fault;
+      result.at = i;
+      result.a = a;
+      result.b = b;
+      result.c = c;
+    }
+  };
+  const auto ncols = static_cast<int64_t>(columns.size());
+  parallel_for(nwanted, threads_for_bytes(bytes), [&](int64_t lo, int64_t hi, int) {
     for (int64_t i = lo; i < hi; ++i) {
-      const int64_t r = r0 + i;
+      const int64_t r = read_once(wanted + i);
+      if (r < 0 || r >= nrows) {
+        note(i, PackRowsFault::row, r, 0, 0);
+        continue;
+      }
       T* row_ids = ids + i * capacity;
       P* row_pos = positions + i * capacity;
       P* row_labels = labels != nullptr ? labels + i * capacity : nullptr;
       const int64_t e0 = read_once(row_offsets + r), e1 = read_once(row_offsets + r + 1);
-      bool ok = 0 <= e0 && e0 <= e1 && e1 <= nentries;
+      Copied bad;
+      if (!(0 <= e0 && e0 <= e1 && e1 <= nentries)) bad.fault = PackRowsFault::plan;
       int64_t used = 0;
-      for (int64_t e = e0; ok && e < e1; ++e) {
+      for (int64_t e = e0; bad.fault == PackRowsFault::none && e < e1; ++e) {
         const int64_t d = read_once(document + e), s = read_once(start + e);
         const int64_t n = read_once(length + e);
-        ok = 0 <= d && d < ndocs && n >= 1 && n <= capacity - used;
-        if (!ok) break;
-        const int64_t a = doc_offsets[d], b = doc_offsets[d + 1];
-        ok = 0 <= a && a <= b && b <= ntokens && 0 <= s && s <= b - a - n;
-        if (!ok) break;
-        const T* src = tokens + a + s;
-        std::memcpy(row_ids + used, src, static_cast<size_t>(n) * sizeof(T));
+        if (!(n >= 1 && n <= capacity - used && 0 <= d && d < ndocs)) {
+          bad.fault = PackRowsFault::plan;
+          break;
+        }
+        const int64_t want = document_lengths[d];
+        bad = copy_items(tokens, 0, d, want, s, n, reinterpret_cast<uint8_t*>(row_ids + used));
+        for (int64_t k = 0; bad.fault == PackRowsFault::none && k < ncols; ++k) {
+          const PackSource& c = columns[static_cast<size_t>(k)];
+          uint8_t* to = column_out[static_cast<size_t>(k)] + (i * capacity + used) * c.item;
+          bad = copy_items(c, k + 1, d, want, s, n, to);
+        }
+        if (bad.fault != PackRowsFault::none) break;
         std::memcpy(row_pos + used, counting, static_cast<size_t>(n) * sizeof(P));
         if (row_labels != nullptr) {
-          row_labels[used] = ignore;
+          const T* src = row_ids + used;
+          row_labels[used] = separator;
+          if constexpr (!fits_all<T, P>()) {
+            for (int64_t j = 1; j < n; ++j) {
+              if (src[j] > static_cast<T>(std::numeric_limits<P>::max()) ||
+                  (std::numeric_limits<T>::is_signed &&
+                   src[j] < static_cast<T>(std::numeric_limits<P>::min()))) {
+                bad.fault = PackRowsFault::token;
+                bad.b = static_cast<int64_t>(static_cast<uint64_t>(src[j]));
+                break;
+              }
+            }
+            if (bad.fault != PackRowsFault::none) break;
+          }
           for (int64_t j = 1; j < n; ++j) row_labels[used + j] = static_cast<P>(src[j]);
         }
         used += n;
       }
-      if (!ok) {
-        int64_t seen = first_bad.load();
-        while ((seen < 0 || r < seen) && !first_bad.compare_exchange_weak(seen, r)) {
-        }
+      if (bad.fault != PackRowsFault::none) {
+        note(i, bad.fault, bad.fault == PackRowsFault::plan ? r : bad.a, bad.b, bad.c);
         continue;
       }
-      std::fill(row_ids + used, row_ids + capacity, pad);
-      std::memcpy(row_pos + used, counting, static_cast<size_t>(capacity - used) * sizeof(P));
+      const int64_t rest = capacity - used;
+      fill_items(reinterpret_cast<uint8_t*>(row_ids + used), tokens.pad, tokens.item, rest);
+      for (int64_t k = 0; k < ncols; ++k) {
+        const PackSource& c = columns[static_cast<size_t>(k)];
+        fill_items(column_out[static_cast<size_t>(k)] + (i * capacity + used) * c.item, c.pad,
+                   c.item, rest);
+      }
+      std::memcpy(row_pos + used, counting, static_cast<size_t>(rest) * sizeof(P));
       if (row_labels != nullptr) std::fill(row_labels + used, row_labels + capacity, ignore);
     }
   });
-  PackCutFault fault;
-  fault.row = first_bad.load();
-  return fault;
+  if (result.fault != PackRowsFault::none) return result;
+  // the rows' sequences, in order (the rows and the plan checked above)
+  int64_t flat = 0;
+  for (int64_t i = 0; i < nwanted; ++i) {
+    const int64_t r = wanted[i];
+    const int64_t e0 = row_offsets[r], e1 = row_offsets[r + 1];
+    int64_t used = 0;
+    for (int64_t e = e0; e < e1; ++e) {
+      segments->seq_lengths.push_back(static_cast<int32_t>(length[e]));
+      segments->documents.push_back(document[e]);
+      segments->starts.push_back(start[e]);
+      used += length[e];
+      flat += length[e];
+      segments->cu_seqlens.push_back(static_cast<int32_t>(flat));
+    }
+    if (used < capacity) {
+      segments->seq_lengths.push_back(static_cast<int32_t>(capacity - used));
+      segments->documents.push_back(-1);
+      segments->starts.push_back(0);
+      flat += capacity - used;
+      segments->cu_seqlens.push_back(static_cast<int32_t>(flat));
+    }
+    segments->row_segments.push_back(static_cast<int64_t>(segments->seq_lengths.size()));
+  }
+  return result;
 }
 
 PackCutFault pack_unpack(const uint8_t* values, int64_t item, const int64_t* row_offsets,
@@ -405,21 +548,21 @@ PackCutFault pack_unpack(const uint8_t* values, int64_t item, const int64_t* row
   return fault;
 }
 
-#define POSEMBED_PACK_CUT(T, P)                                                                 \
-  template PackCutFault pack_cut<T, P>(const T*, int64_t, const int64_t*, int64_t,              \
-                                       const int64_t*, int64_t, const int64_t*, const int64_t*, \
-                                       const int64_t*, int64_t, int64_t, int64_t, T, P, T*, P*, \
-                                       P*);
-#define POSEMBED_PACK_CUT_BOTH(T) POSEMBED_PACK_CUT(T, int32_t) POSEMBED_PACK_CUT(T, int64_t)
-POSEMBED_PACK_CUT_BOTH(int8_t)
-POSEMBED_PACK_CUT_BOTH(uint8_t)
-POSEMBED_PACK_CUT_BOTH(int16_t)
-POSEMBED_PACK_CUT_BOTH(uint16_t)
-POSEMBED_PACK_CUT_BOTH(int32_t)
-POSEMBED_PACK_CUT_BOTH(uint32_t)
-POSEMBED_PACK_CUT_BOTH(int64_t)
-POSEMBED_PACK_CUT_BOTH(uint64_t)
-#undef POSEMBED_PACK_CUT_BOTH
-#undef POSEMBED_PACK_CUT
+#define POSEMBED_PACK_ROWS(T, P)                                                               \
+  template PackRowsResult pack_rows<T, P>(                                                      \
+      const PackSource&, const std::vector<PackSource>&, const int64_t*, int64_t, const int64_t*, \
+      int64_t, int64_t, const int64_t*, const int64_t*, const int64_t*, const int64_t*, int64_t,  \
+      int64_t, P, P, P, T*, P*, P*, const std::vector<uint8_t*>&, PackSegments*);
+#define POSEMBED_PACK_ROWS_BOTH(T) POSEMBED_PACK_ROWS(T, int32_t) POSEMBED_PACK_ROWS(T, int64_t)
+POSEMBED_PACK_ROWS_BOTH(int8_t)
+POSEMBED_PACK_ROWS_BOTH(uint8_t)
+POSEMBED_PACK_ROWS_BOTH(int16_t)
+POSEMBED_PACK_ROWS_BOTH(uint16_t)
+POSEMBED_PACK_ROWS_BOTH(int32_t)
+POSEMBED_PACK_ROWS_BOTH(uint32_t)
+POSEMBED_PACK_ROWS_BOTH(int64_t)
+POSEMBED_PACK_ROWS_BOTH(uint64_t)
+#undef POSEMBED_PACK_ROWS_BOTH
+#undef POSEMBED_PACK_ROWS
 
 }  // namespace posembed

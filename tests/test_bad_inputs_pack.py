@@ -18,6 +18,7 @@ from .badinput_harness import ALL_OUT, RAGGED, Case, Family, function, method
 LENGTHS = np.array([5, 9, 0, 12])  # 26 tokens
 OFFSETS = np.array([0, 5, 14, 14, 26])
 TOKENS = np.arange(100, 126, dtype=np.int32)
+MASK = (np.arange(26) % 3 == 0).astype(np.uint8)  # a per-token column
 PLAN = posembed.pack(LENGTHS, 8)
 
 
@@ -57,6 +58,10 @@ FAMILY = Family(
                 "pad_value": 0,
                 "labels": True,
                 "position_dtype": np.int64,
+                "columns": {"mask": MASK.copy()},
+                "column_pad": 0,
+                "position_start": 2,
+                "separator_id": -100,
             },
             twin=False,
         ),
@@ -256,7 +261,48 @@ add(
 add = FAMILY.cases_for("PackPlan.cut")
 add("tokens", "type", RAGGED, TypeError, r"tokens must be an array NumPy can read")
 add("offsets", "type", RAGGED, TypeError, r"offsets must be an array NumPy can read")
-add("rows", "type", 3, TypeError, r"rows must be a slice or a range; got int")
+add("rows", "type", 3, TypeError, r"rows must be a slice, a range or a 1-D array of row numbers")
+add("rows", "dtype", np.array([0.5]), TypeError, r"rows must be integers \(row numbers\)")
+add("rows", "rank", np.zeros((1, 2), np.int64), ValueError, r"rows must be 1-D; got shape")
+add("rows", "range", np.array([0, 99]), IndexError, r"rows\[1\] = 99 is out of range; .* 0\.\.")
+add("rows", "range", [-1], IndexError, r"rows\[0\] = -1 is out of range")
+add("columns", "type", [MASK], TypeError, r"columns must be a dict of column name")
+add("columns", "type", {1: MASK}, TypeError, r"columns: a column name must be a str; got int")
+add(
+    "columns",
+    "dtype",
+    {"mask": MASK.astype(str)},
+    TypeError,
+    r"columns\['mask'\] must hold numbers \(bool, int, float\); got dtype <U",
+)
+add("columns", "rank", {"mask": MASK[None]}, ValueError, r"columns\['mask'\] must be 1-D")
+add(
+    "columns",
+    "shape",
+    {"mask": MASK[:5]},
+    ValueError,
+    r"columns\['mask'\] has 5 values; the tokens have 26",
+)
+add("column_pad", "type", "0", TypeError, r"column_pad for column 'mask' must be an integer")
+add("column_pad", "range", 300, ValueError, r"column_pad for column 'mask' = 300 does not fit")
+add("column_pad", "range", {"m": 1}, ValueError, r"column_pad names 'm', which is not one of")
+add("position_start", "type", "2", TypeError, r"position_start must be an integer; got str")
+add("position_start", "range", -1, ValueError, r"position_start must be >= 0; got -1")
+add(
+    "position_start",
+    "size",
+    2**63,
+    ValueError,
+    r"position_start 9223372036854775808 \+ capacity 8 - 1 does not fit position_dtype int64",
+)
+add("separator_id", "type", 1.5, TypeError, r"separator_id must be an integer; got float 1.5")
+add(
+    "separator_id",
+    "range",
+    2**63,
+    ValueError,
+    r"separator_id 9223372036854775808 does not fit position_dtype int64",
+)
 add("pad_value", "type", "0", TypeError, r"pad_value must be an integer; got str '0'")
 add("labels", "type", 1, TypeError, r"labels must be True or False; got 1")
 add("position_dtype", "dtype", np.float32, TypeError, r"position_dtype must be int64 or int32")

@@ -330,19 +330,20 @@ def pack_plan(
     lengths: npt.ArrayLike, capacity: SupportsIndex, strategy: SupportsIndex, split: SupportsIndex
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
 def pack_cut(
-    tokens: np.ndarray,
-    doc_offsets: npt.ArrayLike,
+    tokens: tuple[Any, ...],
+    columns: list[tuple[Any, ...]],
+    wanted: npt.ArrayLike,
     row_offsets: npt.ArrayLike,
     document: npt.ArrayLike,
     start: npt.ArrayLike,
     length: npt.ArrayLike,
-    r0: SupportsIndex,
-    r1: SupportsIndex,
+    document_lengths: npt.ArrayLike,
     capacity: SupportsIndex,
-    pad: SupportsIndex,
     wide: bool,
     labels: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]: ...
+    position_start: SupportsIndex,
+    separator: SupportsIndex,
+) -> tuple[Any, Any, Any, Any, Any]: ...
 def pack_unpack(
     values: np.ndarray,
     row_offsets: npt.ArrayLike,

@@ -116,7 +116,9 @@ def _datasets_column(obj: Any) -> Any:
     return obj
 
 
-def list_column(obj: Any, name: str = "tokens") -> tuple[np.ndarray, np.ndarray] | None:
+def list_column(
+    obj: Any, name: str = "tokens", *, numbers: bool = False
+) -> tuple[np.ndarray, np.ndarray] | None:
     """An Arrow list column as a corpus: its values (the tokens, one flat
     array) and its offsets (int64, CSR from 0: one document per row).
 
@@ -128,7 +130,8 @@ def list_column(obj: Any, name: str = "tokens") -> tuple[np.ndarray, np.ndarray]
     copy; several chunks take one copy into a contiguous array.
 
     ImportError naming the extra when pyarrow is missing (and NumPy cannot
-    read ``obj`` itself); TypeError for values that are not integers;
+    read ``obj`` itself); TypeError for values that are not integers (nor
+    floats or booleans, with ``numbers``);
     ValueError naming the row of a null list or of a null token.
     """
     obj = _datasets_column(obj)
@@ -159,7 +162,10 @@ def list_column(obj: Any, name: str = "tokens") -> tuple[np.ndarray, np.ndarray]
         pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
     ):
         return None
-    if not pa.types.is_integer(kind.value_type):
+    value = kind.value_type
+    if numbers and (pa.types.is_floating(value) or pa.types.is_boolean(value)):
+        pass  # a per-token column of numbers (a mask, a weight)
+    elif not pa.types.is_integer(value):
         raise TypeError(
             f"{name} must be a list column of integers (token ids); got Arrow type {kind}"
         )
@@ -170,7 +176,7 @@ def list_column(obj: Any, name: str = "tokens") -> tuple[np.ndarray, np.ndarray]
     for chunk in chunks:
         if not len(chunk):
             continue
-        values, ends = _chunk(pa, chunk, row, name)
+        values, ends = _chunk(pa, chunk, row, name, pa.types.is_boolean(value))
         parts.append(values)
         offsets.append(ends[1:] + token)
         token += values.shape[0]
@@ -185,7 +191,9 @@ def list_column(obj: Any, name: str = "tokens") -> tuple[np.ndarray, np.ndarray]
     return flat, np.concatenate(offsets)
 
 
-def _chunk(pa: Any, chunk: Any, first_row: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+def _chunk(
+    pa: Any, chunk: Any, first_row: int, name: str, bits: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """One list array's values (a view, the slice it covers) and its offsets
     rebased to 0 (a new int64 array); ``first_row`` is its first row's
     index in the column, for the errors."""
@@ -217,4 +225,4 @@ def _chunk(pa: Any, chunk: Any, first_row: int, name: str) -> tuple[np.ndarray, 
             f"{name} must hold no null token; row {first_row + k} has one at "
             f"position {at - int(ends[k])}"
         )
-    return values.to_numpy(zero_copy_only=True), ends
+    return values.to_numpy(zero_copy_only=not bits), ends  # booleans are bits: one copy

@@ -4,8 +4,11 @@ rows cut into ``input_ids``, ``position_ids`` that restart at every document,
 
 from __future__ import annotations
 
+import contextlib
 import operator
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import numpy as np
@@ -13,6 +16,7 @@ import numpy as np
 from posembed import _core
 from posembed.kernels import _arrow
 from posembed.kernels import _validate as v
+from posembed.kernels._gpt_batch import _token_file
 
 STRATEGIES = {"bfd": 0, "ffd": 1, "wrapped": 2}
 SPLITS = {"pieces": 0, "truncate": 1, "refuse": 0}
@@ -140,12 +144,14 @@ class PackedRows:
     input_ids : ndarray (rows, capacity)
         The tokens, in their dtype; a row's end padded with ``pad_value``.
     position_ids : ndarray (rows, capacity), int64 or int32
-        0, 1, 2, ... from each sequence's first token; the padding of a row
-        counts 0, 1, 2, ... from its first pad, as one more sequence, so
-        every position is below ``capacity``.
+        ``position_start``, + 1, + 2, ... (0, 1, 2, ... by default) from
+        each sequence's first token; the padding of a row counts the same
+        from its first pad, as one more sequence, so every position is
+        below ``position_start + capacity``.
     labels : ndarray (rows, capacity) or None
-        The tokens, with -100 at every sequence's first token and on padding
-        (as transformers' ``DataCollatorWithFlattening`` sets them).
+        The tokens, with ``separator_id`` (-100 by default) at every
+        sequence's first token and -100 on padding (as transformers'
+        ``DataCollatorWithFlattening`` sets them).
     seq_lengths : ndarray, int32
         Every sequence's length, row after row; a row's padding is a sequence
         of its own, last in its row.
@@ -159,6 +165,10 @@ class PackedRows:
     documents, starts : ndarray, int64
         Each sequence's document and its first token there (-1 and 0 for
         padding).
+    columns : dict of str to ndarray (rows, capacity)
+        The per-token columns given to :meth:`PackPlan.cut`, each in its
+        dtype, placed as the tokens are; a row's end filled with
+        ``column_pad``. Empty when none were given.
     """
 
     input_ids: np.ndarray
@@ -169,6 +179,7 @@ class PackedRows:
     cu_seqlens: np.ndarray
     documents: np.ndarray
     starts: np.ndarray
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class PackPlan:
@@ -440,12 +451,21 @@ class PackPlan:
         tokens: Any,
         offsets: Any = None,
         *,
-        rows: slice | range | None = None,
+        rows: Any = None,
         pad_value: int = 0,
         labels: bool = False,
         position_dtype: Any = np.int64,
+        columns: Mapping[str, Any] | None = None,
+        column_pad: Any = 0,
+        position_start: int = 0,
+        separator_id: int = -100,
     ) -> PackedRows:
-        """The plan's rows (or ``rows=slice(a, b)`` of them) filled with the tokens.
+        """The plan's rows (or those of ``rows``) filled with the tokens.
+
+        Packing on the fly: given an :class:`posembed.IndexedCorpus` and the
+        rows of a batch (``rows=`` an array of row numbers, say a shuffled
+        order's), only the documents of those rows are read, with positional
+        reads on the kernel's threads.
 
         Parameters
         ----------
@@ -458,15 +478,36 @@ class PackPlan:
         offsets : array_like of int, shape (N + 1,)
             Where each document starts in ``tokens``; its lengths must be the
             plan's. Not given with an Arrow column or an IndexedCorpus.
-        rows : slice or range, optional
-            Consecutive rows to cut (a batch), all by default.
+        rows : slice, range or array_like of int, optional
+            The rows to cut, all by default: consecutive ones (a slice or a
+            range of step 1), or row numbers in any order, repeats allowed
+            (a batch of a shuffled order); row k of the result is plan row
+            ``rows[k]``.
         pad_value : int
             The id that fills a row's end; it must fit the tokens' dtype.
         labels : bool
-            Also return labels (-100 at each sequence's first token and on
-            padding).
+            Also return labels (``separator_id`` at each sequence's first
+            token, -100 on padding).
         position_dtype : int64 or int32
             The dtype of ``position_ids`` and ``labels``.
+        columns : dict of str to column, optional
+            Per-token values carried into the rows beside the tokens (a
+            completion mask, loss weights): each a 1-D array of one value per
+            token (at the tokens' ``offsets``), an Arrow list column, or an
+            IndexedCorpus, of numbers (bool, int, float) with the plan's
+            document lengths. Returned in :attr:`PackedRows.columns`, in
+            their dtypes.
+        column_pad : number or dict of str to number
+            The value that fills a row's end in the columns (one for all, or
+            one per column name; 0 by default); it must fit the column's dtype.
+        position_start : int
+            The first position of every sequence (>= 0): 2 for the tables of
+            the RoBERTa family, which start at ``padding_idx + 1``;
+            ``position_start + capacity - 1`` must fit ``position_dtype``.
+        separator_id : int
+            The label at each sequence's first token (transformers'
+            ``DataCollatorWithFlattening`` ``separator_id``); it must fit
+            ``position_dtype``.
 
         Returns
         -------
@@ -475,13 +516,21 @@ class PackPlan:
         Raises
         ------
         TypeError
-            Tokens or offsets not integers, a bad ``rows`` or ``position_dtype``.
+            Tokens, offsets or rows not integers, a column not numbers, a bad
+            ``position_dtype``, ``columns``, ``column_pad``,
+            ``position_start`` or ``separator_id``.
+        IndexError
+            A row number outside the plan's rows.
         ValueError
             Offsets that do not match the plan's lengths or the tokens, a
-            ``pad_value`` the dtype cannot hold, a batch whose ``cu_seqlens``
-            would pass 2^31 - 1.
+            column whose document lengths differ from the plan's (naming the
+            column and the first such document), a ``pad_value`` or
+            ``column_pad`` the dtype cannot hold, positions or a
+            ``separator_id`` ``position_dtype`` cannot hold, a batch whose
+            ``cu_seqlens`` would pass 2^31 - 1, or a corpus file that
+            changed while it was read.
         """
-        r0, r1 = self._row_range(rows)
+        wanted = self._wanted(rows)
         try:
             pdt = np.dtype(position_dtype)
         except TypeError:
@@ -489,51 +538,102 @@ class PackPlan:
         if pdt not in (np.dtype(np.int32), np.dtype(np.int64)):
             raise TypeError(f"position_dtype must be int64 or int32; got {position_dtype!r}")
         with_labels = v.flag(labels, "labels")
-        if (r1 - r0) * self.capacity > INT32_MAX:
+        info = np.iinfo(pdt)
+        start = _integer(position_start, "position_start")
+        if start < 0:
+            raise ValueError(f"position_start must be >= 0; got {start}")
+        if start + self.capacity - 1 > info.max:
             raise ValueError(
-                f"{r1 - r0} rows of {self.capacity} tokens pass the 2^31 - 1 of int32 "
+                f"position_start {start} + capacity {self.capacity} - 1 does not fit "
+                f"position_dtype {pdt} (at most {info.max})"
+            )
+        separator = _integer(separator_id, "separator_id")
+        if not info.min <= separator <= info.max:
+            raise ValueError(
+                f"separator_id {separator} does not fit position_dtype {pdt} "
+                f"({info.min}..{info.max})"
+            )
+        nrows = int(wanted.shape[0])
+        if nrows * self.capacity > INT32_MAX:
+            raise ValueError(
+                f"{nrows} rows of {self.capacity} tokens pass the 2^31 - 1 of int32 "
                 "cu_seqlens; cut fewer rows at a time (rows=slice(a, b))"
             )
-        e0, e1 = int(self.row_offsets[r0]), int(self.row_offsets[r1])
-        documents = self.documents
-        if v.is_corpus(tokens):
-            if offsets is not None:
-                raise ValueError(
-                    "offsets must not be given with an IndexedCorpus: its .idx holds its documents"
+        given_columns = _columns(columns)
+        pads = _column_pads(column_pad, given_columns)
+        with contextlib.ExitStack() as opened:
+            files: list[Any] = []
+            if v.is_corpus(tokens):
+                if offsets is not None:
+                    raise ValueError(
+                        "offsets must not be given with an IndexedCorpus: "
+                        "its .idx holds its documents"
+                    )
+                token_source, doc_offsets, count = self._source(
+                    tokens, "", None, 0, wanted, opened, files, pad_value, False
                 )
-            flat, doc_offsets, documents = self._read_corpus(tokens, e0, e1)
-        elif (column := _arrow.corpus_column(tokens, offsets)) is not None:
-            flat, given = column  # an Arrow list column: one document per row
-            flat = v.kernel_array(flat, flat.dtype.newbyteorder("="))
-            doc_offsets = self._own_offsets(given, int(flat.shape[0]))
-        else:
-            if offsets is None:
-                raise TypeError("offsets is required with a tokens array")
-            flat = v.as_array(tokens, "tokens")
-            if flat.dtype.kind not in "iu" or flat.dtype.kind == "b":
-                raise TypeError(f"tokens must be integers; got dtype {flat.dtype}")
-            if flat.ndim != 1:
-                raise ValueError(f"tokens must be 1-D; got shape {flat.shape}")
-            flat = v.kernel_array(flat, flat.dtype.newbyteorder("="))
-            doc_offsets = self._own_offsets(offsets, int(flat.shape[0]))
-        pad = _pad(pad_value, flat.dtype)
-        if with_labels:
-            _check_labels_fit(flat, pdt)
-        ids, positions, label_rows = _core.pack_cut(
-            flat,
-            doc_offsets,
-            self.row_offsets,
-            documents,
-            self.starts,
-            self.lengths,
-            r0,
-            r1,
-            self.capacity,
-            pad % 2**64,  # its bits, as the tokens' dtype holds them
-            pdt == np.int64,
-            with_labels,
+            elif (column := _arrow.corpus_column(tokens, offsets)) is not None:
+                flat, given = column  # an Arrow list column: one document per row
+                flat = v.kernel_array(flat, flat.dtype.newbyteorder("="))
+                doc_offsets = self._own_offsets(given, int(flat.shape[0]))
+                count = int(flat.shape[0])
+                token_source = (flat, None, doc_offsets, _pad_bytes(pad_value, flat.dtype, None))
+                token_source += (flat.dtype, count)
+                files.append(None)
+            else:
+                if offsets is None:
+                    raise TypeError("offsets is required with a tokens array")
+                flat = v.as_array(tokens, "tokens")
+                if flat.dtype.kind not in "iu" or flat.dtype.kind == "b":
+                    raise TypeError(f"tokens must be integers; got dtype {flat.dtype}")
+                if flat.ndim != 1:
+                    raise ValueError(f"tokens must be 1-D; got shape {flat.shape}")
+                flat = v.kernel_array(flat, flat.dtype.newbyteorder("="))
+                doc_offsets = self._own_offsets(offsets, int(flat.shape[0]))
+                count = int(flat.shape[0])
+                token_source = (flat, None, doc_offsets, _pad_bytes(pad_value, flat.dtype, None))
+                token_source += (flat.dtype, count)
+                files.append(None)
+            if token_source[0] is not None and with_labels:
+                _check_labels_fit(token_source[0], pdt)
+            sources = []
+            for name, col in given_columns.items():
+                src, _, _ = self._source(
+                    col, name, doc_offsets, count, wanted, opened, files, pads[name], True
+                )
+                sources.append(src)
+            try:
+                ids, positions, label_rows, out, sequences = _core.pack_cut(
+                    token_source,
+                    sources,
+                    wanted,
+                    self.row_offsets,
+                    self.documents,
+                    self.starts,
+                    self.lengths,
+                    self.document_lengths,
+                    self.capacity,
+                    pdt == np.int64,
+                    with_labels,
+                    start,
+                    separator,
+                )
+                if isinstance(ids, tuple):
+                    names = ["tokens", *given_columns]
+                    _fault(ids, pdt, np.dtype(token_source[4]), names, files)
+                for f in files:
+                    if f is not None:
+                        f.check()  # rewritten during the reads: old and new would mix
+            except FileNotFoundError:
+                paths = ", ".join(str(f.path) for f in files if f is not None)
+                raise ValueError(f"{paths}: input changed while reading (it was removed)") from None
+            except OSError as exc:
+                raise ValueError(f"{exc.filename}: cannot be read ({exc.strerror})") from None
+        named = dict(zip(given_columns, out, strict=True))
+        seq, row_segments, cu, documents, starts = sequences
+        return PackedRows(
+            ids, positions, label_rows, seq, row_segments, cu, documents, starts, named
         )
-        return self._segments(r0, r1, ids, positions, label_rows)
 
     @property
     def placed_offsets(self) -> np.ndarray:
@@ -592,44 +692,168 @@ class PackPlan:
         )
         return out, placed
 
-    def _read_corpus(
-        self, corpus: Any, e0: int, e1: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The tokens of the documents of entries e0..e1 only, with offsets
-        and the entries' documents renumbered into them."""
-        doc_offsets = np.asarray(corpus.offsets, np.int64)
-        if not np.array_equal(np.diff(doc_offsets), self.document_lengths):
-            raise ValueError(
-                "the corpus's document lengths are not the ones the plan was made with"
+    def _wanted(self, rows: Any) -> np.ndarray:
+        """The rows asked for as the plan's own int64 array (a copy)."""
+        if rows is None or isinstance(rows, (slice, range)):
+            r0, r1 = self._row_range(rows)
+            return np.arange(r0, r1, dtype=np.int64)
+        if isinstance(rows, (bool, np.bool_)) or not (
+            isinstance(rows, (list, tuple, np.ndarray)) or hasattr(rows, "__array__")
+        ):
+            raise TypeError(
+                "rows must be a slice, a range or a 1-D array of row numbers; "
+                f"got {type(rows).__name__}"
             )
-        used, inverse = np.unique(self.documents[e0:e1], return_inverse=True)
-        parts = [corpus.read(int(doc_offsets[d]), int(doc_offsets[d + 1])) for d in used.tolist()]
-        flat = np.concatenate(parts) if parts else np.zeros(0, corpus.dtype)
-        local = np.zeros(used.shape[0] + 1, np.int64)
-        np.cumsum(self.document_lengths[used], out=local[1:])
-        documents = np.zeros(self.documents.shape[0], np.int64)
-        documents[e0:e1] = inverse
-        return v.kernel_array(flat, flat.dtype.newbyteorder("=")), local, documents
+        a = np.array(rows, copy=True)  # trusted while the kernel runs
+        if a.size == 0 and a.dtype.kind == "f":
+            a = a.astype(np.int64)
+        if a.dtype.kind not in "iu":
+            raise TypeError(f"rows must be integers (row numbers); got dtype {a.dtype}")
+        if a.ndim != 1:
+            raise ValueError(f"rows must be 1-D; got shape {a.shape}")
+        bad = (a < 0) | (a >= self.rows) if a.dtype.kind == "i" else a >= self.rows
+        if bad.any():
+            k = int(np.argmax(bad))
+            allowed = f"0..{self.rows - 1}" if self.rows else "none: the plan has no rows"
+            raise IndexError(
+                f"rows[{k}] = {int(a[k])} is out of range; the plan's rows are {allowed}"
+            )
+        return a.astype(np.int64)
 
-    def _segments(
-        self, r0: int, r1: int, ids: np.ndarray, positions: np.ndarray, labels: np.ndarray | None
-    ) -> PackedRows:
-        ro = self.row_offsets[r0 : r1 + 1]
-        e0, e1 = int(ro[0]), int(ro[-1])
-        lengths = self.lengths[e0:e1]
-        row_of = np.repeat(np.arange(r1 - r0), np.diff(ro))
-        used = np.bincount(row_of, lengths, r1 - r0).astype(np.int64)
-        pads = self.capacity - used
-        where = (ro[1:] - e0)[pads > 0]
-        seq = np.insert(lengths, where, pads[pads > 0]).astype(np.int32)
-        documents = np.insert(self.documents[e0:e1], where, -1)
-        starts = np.insert(self.starts[e0:e1], where, 0)
-        counts = np.diff(ro) + (pads > 0)
-        row_segments = np.zeros(r1 - r0 + 1, np.int64)
-        np.cumsum(counts, out=row_segments[1:])
-        cu = np.zeros(seq.shape[0] + 1, np.int32)
-        np.cumsum(seq, out=cu[1:])
-        return PackedRows(ids, positions, labels, seq, row_segments, cu, documents, starts)
+    def _source(
+        self,
+        given: Any,
+        name: str,
+        flat_offsets: np.ndarray | None,
+        flat_count: int,
+        wanted: np.ndarray,
+        opened: contextlib.ExitStack,
+        files: list[Any],
+        pad: Any,
+        numbers: bool,
+    ) -> tuple[tuple[Any, ...], np.ndarray, int]:
+        """One per-token source as the kernel takes it, its documents'
+        offsets and its item count. ``flat_offsets`` and ``flat_count`` are
+        the tokens' (for a 1-D column), None and 0 for the tokens themselves."""
+        what = "tokens" if not numbers else f"columns[{name!r}]"
+        if v.is_corpus(given):
+            own = self._corpus_offsets(given.offsets, what)
+            dtype = np.dtype(given.dtype).newbyteorder("=")
+            pad_b = _pad_bytes(pad, dtype, name if numbers else None)
+            file = _token_file(given)
+            if file is not None:
+                f = file.copy()
+                f.open()
+                opened.callback(f.close)
+                files.append(f)
+                where = (int(f.fd), int(f.offset), bool(f.swap))
+                return (None, where, own, pad_b, dtype, int(f.count)), own, int(own[-1])
+            files.append(None)
+            # a corpus in a store: the documents of these rows read here
+            first = self.row_offsets[wanted]
+            entries = _ranges(first, self.row_offsets[wanted + 1] - first)
+            used = np.unique(self.documents[entries])
+            kept = np.zeros(self.document_lengths.shape[0], np.int64)
+            kept[used] = self.document_lengths[used]
+            local = np.zeros(kept.shape[0] + 1, np.int64)
+            np.cumsum(kept, out=local[1:])
+            parts = [given.read(int(own[d]), int(own[d + 1])) for d in used.tolist()]
+            flat = np.concatenate(parts) if parts else np.zeros(0, dtype)
+            flat = v.kernel_array(flat, dtype)
+            return (flat, None, local, pad_b, dtype, int(flat.shape[0])), own, int(own[-1])
+        files.append(None)
+        column = _arrow.list_column(given, what, numbers=numbers)
+        if column is not None:
+            flat, got = column
+            own = np.array(got, dtype=np.int64, copy=True)
+            if numbers:
+                self._same_lengths(own, what)
+        elif numbers:
+            a = v.as_array(given, what)
+            if a.dtype.kind not in "biuf":
+                raise TypeError(f"{what} must hold numbers (bool, int, float); got dtype {a.dtype}")
+            if a.ndim != 1:
+                raise ValueError(f"{what} must be 1-D (one value per token); got shape {a.shape}")
+            if a.shape[0] != flat_count:
+                raise ValueError(
+                    f"{what} has {a.shape[0]} values; the tokens have {flat_count} (a 1-D column "
+                    "takes the tokens' offsets: one value per token)"
+                )
+            assert flat_offsets is not None
+            flat, own = a, flat_offsets
+        else:
+            raise AssertionError("tokens are read by the caller")
+        flat = v.kernel_array(flat, flat.dtype.newbyteorder("="))
+        if numbers and flat.dtype.kind not in "biuf":
+            raise TypeError(f"{what} must hold numbers (bool, int, float); got dtype {flat.dtype}")
+        pad_b = _pad_bytes(pad, flat.dtype, name if numbers else None)
+        return (flat, None, own, pad_b, flat.dtype, int(flat.shape[0])), own, int(flat.shape[0])
+
+    def _corpus_offsets(self, offsets: Any, what: str) -> np.ndarray:
+        """A corpus's offsets as the kernel reads them: each value once,
+        checked against the file it reads and the plan's length of the
+        document (no copy is needed); all of them checked here the first
+        time this plan sees these offsets, for an error naming the first
+        document that differs before anything is read."""
+        a = v.kernel_array(offsets, np.int64)
+        seen: dict[int, np.ndarray] = self.__dict__.setdefault("_seen_offsets", {})
+        if seen.get(id(a)) is not a:
+            self._same_lengths(a, what)
+            if len(seen) >= 8:
+                seen.clear()
+            seen[id(a)] = a  # kept: its id is not reused while it is here
+        return a
+
+    def _same_lengths(self, own: np.ndarray, what: str) -> None:
+        n = self.document_lengths.shape[0]
+        if own.shape != (n + 1,):
+            raise ValueError(
+                f"{what} holds {own.shape[0] - 1} documents; the plan was made with {n}"
+            )
+        diff = np.diff(own)
+        if not np.array_equal(diff, self.document_lengths):
+            d = int(np.argmax(diff != self.document_lengths))
+            raise ValueError(
+                f"{what}: document {d} has {int(diff[d])} tokens; the plan was made with "
+                f"{int(self.document_lengths[d])} (the document lengths must be the plan's)"
+            )
+
+
+def _ranges(first: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """first[k], first[k] + 1, ... (counts[k] of them), for every k."""
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    shift = np.repeat(first - (np.cumsum(counts) - counts), counts)
+    out: np.ndarray = np.arange(total, dtype=np.int64) + shift
+    return out
+
+
+def _pad_bytes(pad: Any, dtype: np.dtype[Any], column: str | None) -> bytes:
+    """``pad`` as one item of ``dtype`` (checked to fit), its bytes."""
+    if column is None:
+        return np.array(_pad(pad, dtype), dtype).tobytes()
+    name = f"column_pad for column {column!r}"
+    if isinstance(pad, (bool, np.bool_)) and dtype.kind != "b":
+        pad = int(pad)
+    if dtype.kind == "b":
+        if not isinstance(pad, (bool, np.bool_, int, np.integer)) or int(pad) not in (0, 1):
+            raise ValueError(f"{name} must be 0, 1, False or True for a bool column; got {pad!r}")
+        return np.array(bool(pad)).tobytes()
+    if dtype.kind in "iu":
+        try:
+            value = operator.index(pad)
+        except TypeError:
+            raise TypeError(
+                f"{name} must be an integer for a {dtype} column; got {type(pad).__name__} {pad!r}"
+            ) from None
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise ValueError(f"{name} = {value} does not fit {dtype} ({info.min}..{info.max})")
+        return np.array(value, dtype).tobytes()
+    if not isinstance(pad, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number; got {type(pad).__name__} {pad!r}")
+    return np.array(pad, dtype).tobytes()
 
 
 def _plan_array(given: Any, name: str) -> np.ndarray:
@@ -893,3 +1117,80 @@ def _pad(pad_value: Any, dtype: np.dtype[Any]) -> int:
             f"pad_value {pad} does not fit the tokens' dtype {dtype} ({info.min}..{info.max})"
         )
     return pad
+
+
+def _integer(value: Any, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer; got bool {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an integer; got {type(value).__name__} {value!r}"
+        ) from None
+
+
+def _columns(columns: Any) -> dict[str, Any]:
+    if columns is None:
+        return {}
+    if not isinstance(columns, Mapping):
+        raise TypeError(
+            "columns must be a dict of column name to per-token values; "
+            f"got {type(columns).__name__}"
+        )
+    for name in columns:
+        if not isinstance(name, str):
+            raise TypeError(f"columns: a column name must be a str; got {type(name).__name__}")
+    return dict(columns)
+
+
+def _column_pads(column_pad: Any, columns: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(column_pad, Mapping):
+        unknown = [k for k in column_pad if k not in columns]
+        if unknown:
+            raise ValueError(
+                f"column_pad names {unknown[0]!r}, which is not one of the columns "
+                f"({', '.join(map(repr, columns)) or 'none given'})"
+            )
+        return {name: column_pad.get(name, 0) for name in columns}
+    return dict.fromkeys(columns, column_pad)
+
+
+def _fault(
+    fault: tuple[int, int, int, int, int],
+    pdt: np.dtype[Any],
+    token_dtype: np.dtype[Any],
+    names: list[str],
+    files: list[Any],
+) -> NoReturn:
+    """The error of a fault the cut kernel returned (kind, batch row, a, b, c)."""
+    kind, at, a, b, c = fault
+    if kind == 1:
+        raise IndexError(f"rows[{at}] = {a} is out of range of the plan's rows")
+    if kind == 2:
+        raise ValueError(
+            f"the plan's row {a} does not fit its documents or its capacity (was the plan changed?)"
+        )
+    if kind in (3, 4):
+        f = files[a]
+        what = names[a] if a == 0 else f"columns[{names[a]!r}]"
+        path = f.path if f is not None else what
+        if kind == 3:
+            raise ValueError(
+                f"{path}: input changed while reading (it ended at byte {b}, before the "
+                f"{what} read)"
+            )
+        raise ValueError(f"{path}: cannot be read ({os.strerror(b)})")
+    if kind == 6:
+        what = names[a] if a == 0 else f"columns[{names[a]!r}]"
+        raise ValueError(
+            f"{what}: document {b} has {c} tokens; the plan was made with another length "
+            "(the document lengths must be the plan's; did the corpus change?)"
+        )
+    info = np.iinfo(pdt)
+    bits = np.array([b], np.int64).view(np.uint64)  # the token's bits, as the kernel gave them
+    token = int(bits.view(np.int64)[0] if token_dtype.kind == "i" else bits[0])
+    raise ValueError(
+        f"labels: token id {token} does not fit position_dtype {pdt} "
+        f"({info.min}..{info.max}); give position_dtype=np.int64"
+    )

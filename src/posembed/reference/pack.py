@@ -144,49 +144,90 @@ class PackPlan:
     def cut(
         self,
         tokens: Any,
-        offsets: Any,
+        offsets: Any = None,
         *,
-        rows: slice | None = None,
+        rows: Any = None,
         pad_value: int = 0,
         labels: bool = False,
         position_dtype: Any = np.int64,
+        columns: Any = None,
+        column_pad: Any = 0,
+        position_start: int = 0,
+        separator_id: int = -100,
     ) -> dict[str, Any]:
-        """The rows filled: a dict of PackedRows' fields."""
-        toks = _array(tokens, "tokens")
-        offs = np.asarray(offsets, np.int64)
+        """The rows filled: a dict of PackedRows' fields ("columns" only
+        when columns are given).
+
+        ``tokens`` is a flat array with ``offsets``, an Arrow list column, or
+        a corpus (``offsets`` and ``read(start, stop)``, read whole here);
+        ``rows`` a slice or row numbers in any order; each column a 1-D array
+        at the tokens' offsets, an Arrow list column or a corpus.
+        """
+        toks, offs = _documents(tokens, offsets, "tokens")
         if not np.array_equal(np.diff(offs), self.document_lengths):
             raise ValueError("offsets do not match the plan's lengths")
-        r0, r1, _ = (rows or slice(None)).indices(self.rows)
+        if rows is None or isinstance(rows, (slice, range)):
+            if isinstance(rows, range):
+                rows = slice(rows.start, rows.stop, rows.step)
+            r0, r1, _ = (rows or slice(None)).indices(self.rows)
+            wanted = list(range(r0, r1))
+        else:
+            a = np.asarray(rows)
+            if a.dtype.kind not in "iu" or a.ndim != 1:
+                raise TypeError("rows must be a slice or a 1-D array of integers")
+            wanted = [int(r) for r in a.tolist()]
+            for k, r in enumerate(wanted):
+                if not 0 <= r < self.rows:
+                    raise IndexError(f"rows[{k}] = {r} is out of range")
         with_labels = _flag(labels, "labels")
-        shape = (r1 - r0, self.capacity)
+        pdt = np.dtype(position_dtype)
+        if position_start < 0 or position_start + self.capacity - 1 > np.iinfo(pdt).max:
+            raise ValueError("position_start must be >= 0 and the positions must fit")
+        cols = {}
+        for name, col in (columns or {}).items():
+            if isinstance(col, (np.ndarray, list, tuple)):
+                values, col_offs = np.asarray(col), offs
+                if values.shape != (len(toks),):
+                    raise ValueError(f"column {name!r} must hold one value per token")
+            else:
+                values, col_offs = _documents(col, None, name)
+            if not np.array_equal(np.diff(col_offs), self.document_lengths):
+                raise ValueError(f"column {name!r}: document lengths differ from the plan's")
+            pad = column_pad[name] if isinstance(column_pad, dict) else column_pad
+            cols[name] = (values, col_offs, pad)
+        shape = (len(wanted), self.capacity)
         ids = np.full(shape, pad_value, toks.dtype)
         pos = np.zeros(shape, position_dtype)
         lab = np.full(shape, -100, position_dtype)
-        counting = np.arange(self.capacity)
+        out = {name: np.full(shape, pad, values.dtype) for name, (values, _, pad) in cols.items()}
+        counting = position_start + np.arange(self.capacity)
         seq: list[int] = []
         docs: list[int] = []
         starts: list[int] = []
         row_segments = [0]
-        for i, r in enumerate(range(r0, r1)):
+        for i, r in enumerate(wanted):
             used = 0
             for e in range(self.row_offsets[r], self.row_offsets[r + 1]):
                 d, s, n = int(self.documents[e]), int(self.starts[e]), int(self.lengths[e])
                 piece = toks[offs[d] + s : offs[d] + s + n]
                 ids[i, used : used + n] = piece
                 pos[i, used : used + n] = counting[:n]
+                lab[i, used] = separator_id
                 lab[i, used + 1 : used + n] = piece[1:]
+                for name, (values, col_offs, _) in cols.items():
+                    out[name][i, used : used + n] = values[col_offs[d] + s : col_offs[d] + s + n]
                 seq.append(n)
                 docs.append(d)
                 starts.append(s)
                 used += n
-            if used < self.capacity:  # the padding: positions 0.. as one more sequence
+            if used < self.capacity:  # the padding: positions from the start, one more sequence
                 pos[i, used:] = counting[: self.capacity - used]
                 seq.append(self.capacity - used)
                 docs.append(-1)
                 starts.append(0)
             row_segments.append(len(seq))
         lengths = np.array(seq, np.int32)
-        return {
+        fields: dict[str, Any] = {
             "input_ids": ids,
             "position_ids": pos,
             "labels": lab if with_labels else None,
@@ -196,6 +237,26 @@ class PackPlan:
             "documents": np.array(docs, np.int64),
             "starts": np.array(starts, np.int64),
         }
+        if columns is not None:
+            fields["columns"] = out
+        return fields
+
+
+def _documents(given: Any, offsets: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(values back to back, offsets) of a flat array with offsets, a corpus
+    (offsets and read) or an Arrow list column (to_pylist)."""
+    if hasattr(given, "offsets") and hasattr(given, "read"):
+        offs = np.asarray(given.offsets, np.int64)
+        return np.asarray(given.read(0, int(offs[-1]))), offs
+    if hasattr(given, "to_pylist"):
+        lists = given.to_pylist()
+        offs = np.concatenate([[0], np.cumsum([len(x) for x in lists])]).astype(np.int64)
+        dtype = np.dtype(given.type.value_type.to_pandas_dtype())
+        flat = [x for doc in lists for x in doc]
+        return np.array(flat, dtype), offs
+    if offsets is None:
+        raise TypeError(f"{name}: offsets are required with a flat array")
+    return _array(given, name), np.asarray(offsets, np.int64)
 
 
 def _pieces(lengths: list[int], capacity: int, split: str) -> list[tuple[int, int, int]]:

@@ -8,6 +8,14 @@ same documents (a list column of nulls, so that only the lengths take memory).
 The plan at scale has no twin column (see ``WITHOUT_REFERENCE``).
 The cut's "numpy" column is NumPy's own way: one fancy index of the tokens and
 the position ids from a cumulative sum.
+
+"rows on the fly" cuts a batch of shuffled plan rows from an indexed dataset
+(only their documents read, by position), with labels and a completion mask
+read from a second indexed dataset; its "numpy" column reads the same rows
+from the packed copy (the ``.npy`` arrays ``posembed pack`` writes, the
+rows' ``input_ids`` and int32 ``position_ids``, and the mask as a third
+array), memory-mapped as ``np.load(mmap_mode="r")`` gives them, so the ratio
+says what packing on the fly costs against a corpus packed beforehand.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import numpy as np
 import posembed
 from posembed import reference
 from posembed.bench.case import Case
+from posembed.bench.scratch import scratch_dir
 
 CAPACITY = 4096
 
@@ -150,4 +159,84 @@ def build(quick: bool = False) -> list[Case]:
             check_cut,
         )
     )
+    cases.append(_on_the_fly(quick))
     return cases
+
+
+def _on_the_fly(quick: bool) -> Case:
+    docs = corpus_lengths(20_000 if quick else 200_000, seed=7)
+    batch = 16 if quick else 64
+    rng = np.random.default_rng(8)
+    offsets = np.concatenate([[0], np.cumsum(docs)]).astype(np.int64)
+    tokens = rng.integers(1, 50_000, int(offsets[-1])).astype(np.uint16)
+    mask = np.asarray(rng.random(tokens.shape[0]) < 0.6).astype(np.uint8)
+    folder = scratch_dir()
+    posembed.write_indexed(folder / "tokens", tokens, offsets, dtype=np.uint16)
+    posembed.write_indexed(folder / "mask", mask, offsets, dtype=np.uint8)
+    corpus = posembed.IndexedCorpus(folder / "tokens")
+    masks = posembed.IndexedCorpus(folder / "mask")
+    plan = posembed.pack(docs, CAPACITY)
+    # the packed copy, in the layout of posembed pack's .npy output
+    shape = (plan.rows, CAPACITY)
+    files = {
+        "input_ids": np.lib.format.open_memmap(folder / "input_ids.npy", "w+", np.uint16, shape),
+        "position_ids": np.lib.format.open_memmap(
+            folder / "position_ids.npy", "w+", np.int32, shape
+        ),
+        "mask": np.lib.format.open_memmap(folder / "mask.npy", "w+", np.uint8, shape),
+    }
+    for r0 in range(0, plan.rows, 1024):
+        part = plan.cut(
+            corpus,
+            rows=slice(r0, r0 + 1024),
+            position_dtype=np.int32,
+            columns={"mask": masks},
+        )
+        files["input_ids"][r0 : r0 + 1024] = part.input_ids
+        files["position_ids"][r0 : r0 + 1024] = part.position_ids
+        files["mask"][r0 : r0 + 1024] = part.columns["mask"]
+    for a in files.values():
+        a.flush()
+    del files
+    packed = {
+        name: np.load(folder / f"{name}.npy", mmap_mode="r")
+        for name in ("input_ids", "position_ids", "mask")
+    }
+    wanted = rng.permutation(plan.rows)[:batch]
+    run = partial(
+        plan.cut, corpus, rows=wanted, labels=True, position_dtype=np.int32, columns={"mask": masks}
+    )
+
+    def read_packed() -> dict[str, np.ndarray]:
+        return {name: a[wanted] for name, a in packed.items()}
+
+    twin = reference.pack(docs, CAPACITY)
+    twin_run = partial(
+        twin.cut,
+        tokens,
+        offsets,
+        rows=wanted,
+        labels=True,
+        position_dtype=np.int32,
+        columns={"mask": mask},
+    )
+
+    def check() -> bool:
+        ours, theirs = run(), read_packed()
+        same = [
+            np.array_equal(ours.input_ids, theirs["input_ids"]),
+            np.array_equal(ours.position_ids, theirs["position_ids"]),
+            np.array_equal(ours.columns["mask"], theirs["mask"]),
+        ]
+        return all(same)
+
+    return Case(
+        "pack",
+        "rows on the fly",
+        f"{batch} shuffled rows of {CAPACITY} with labels and a mask column, from a "
+        f"{docs.shape[0] // 1000}k-document uint16 .bin; vs the same rows of the packed copy",
+        batch * CAPACITY * (2 + 4 + 4 + 1),
+        {"reference": twin_run, "numpy": read_packed, "posembed": run},
+        None,
+        check,
+    )
