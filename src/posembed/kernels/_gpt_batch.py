@@ -158,79 +158,167 @@ def gpt_batch(
         built from (as :meth:`GPTSamples.samples` refuses it); a ``.bin``
         that changed while it was read; a batch of 2^31 tokens or more.
     """
+    _check_samples(samples)
+    wanted = np.array(_sample_numbers(indices, len(samples)), dtype=np.int64, copy=True)
+    maker = _BatchMaker(
+        samples,
+        corpus,
+        eod=eod,
+        reset_position_ids=reset_position_ids,
+        reset_attention_mask=reset_attention_mask,
+        eod_mask_loss=eod_mask_loss,
+        pad_value=pad_value,
+        attention_mask=attention_mask,
+    )
+    return maker._batch(wanted)
+
+
+def _check_samples(samples: Any) -> None:
     if not all(hasattr(samples, name) for name in SAMPLES_FIELDS) or not callable(
         getattr(samples, "samples", None)
     ):
         raise TypeError(
             f"samples must be the GPTSamples that gpt_samples built; got {type(samples).__name__}"
         )
-    count = len(samples)
-    wanted = np.array(_sample_numbers(indices, count), dtype=np.int64, copy=True)
-    flags = {
-        name: v.flag(value, name)
-        for name, value in (
-            ("reset_position_ids", reset_position_ids),
-            ("reset_attention_mask", reset_attention_mask),
-            ("eod_mask_loss", eod_mask_loss),
-            ("attention_mask", attention_mask),
+
+
+class _BatchMaker:
+    """Batches of one GPTSamples read from one corpus, all but the indices checked once.
+
+    ``_BatchMaker(samples, corpus, *, eod, reset_position_ids=False,
+    reset_attention_mask=False, eod_mask_loss=False, pad_value=-1,
+    attention_mask=False)`` checks the arguments as :func:`gpt_batch` checks
+    them (the same errors) and keeps what the kernel reads; then
+    ``maker(indices)`` returns what ``gpt_batch(samples, indices, corpus,
+    ...)`` returns, element for element, checking only the indices. For a
+    loader that reads many batches of the same samples and corpus.
+
+    The contract:
+
+    * The samples' arrays, the corpus's offsets and tokens (a pair) and the
+      samples' lengths are kept by reference where the kernel reads them as
+      they are (int32 or int64, uint32 for the shuffle index, C-contiguous,
+      aligned, native byte order: what :func:`gpt_samples` and
+      :class:`IndexedCorpus` give); others are converted once, here, and
+      later changes to the originals are then not seen. Change none of
+      them between calls: results are only promised for the arrays as they
+      were when the maker was built.
+    * Nothing the kernel reads is trusted: each index and offset is read
+      once and checked (against the corpus's tokens and the lengths the
+      samples were built from) on every call, so arrays rewritten meanwhile,
+      even by another thread during a call, give an error or a batch, never
+      a crash or a read outside the corpus.
+    * A ``.bin`` is opened for each call with a descriptor of its own and
+      checked unchanged after its reads: a file that shrank, was rewritten or
+      removed is a ValueError, as :func:`gpt_batch` raises it.
+    * Nothing changes after construction: calls may run on several threads
+      at once. A reader without a local file is read through its ``.read``
+      on the calling thread, as :meth:`GPTSamples.samples` reads it.
+    * The outputs' memory comes back to a small cache when a batch is
+      freed (see :class:`GPTBatch`): a loop that drops each batch before
+      asking for the next reuses memory already written.
+    """
+
+    def __init__(
+        self,
+        samples: Any,
+        corpus: Any,
+        *,
+        eod: int,
+        reset_position_ids: bool = False,
+        reset_attention_mask: bool = False,
+        eod_mask_loss: bool = False,
+        pad_value: int = -1,
+        attention_mask: bool = False,
+    ) -> None:
+        _check_samples(samples)
+        flags = {
+            name: v.flag(value, name)
+            for name, value in (
+                ("reset_position_ids", reset_position_ids),
+                ("reset_attention_mask", reset_attention_mask),
+                ("eod_mask_loss", eod_mask_loss),
+                ("attention_mask", attention_mask),
+            )
+        }
+        pad = _pad_value(pad_value)
+        token = _eod(eod)
+        self._samples = samples
+        self._count = len(samples)
+        self._sequence_length = samples.sequence_length
+        self._pad = pad
+        reader = _Corpus(corpus, samples.lengths)  # the checks of .samples(), their messages
+        lengths = samples.lengths
+        if lengths is not None:
+            lengths = _index(lengths, "lengths")
+        self._lengths = lengths
+        self._call = _Call(
+            _index(samples.document_index, "document_index"),
+            _index(samples.sample_index, "sample_index", rows=True),
+            _index(samples.shuffle_index, "shuffle_index", unsigned=True),
+            samples.sequence_length,
+            1 if samples.add_extra_token_to_sequence else 0,
+            token,
+            pad,
+            flags["reset_position_ids"],
+            flags["reset_attention_mask"],
+            flags["eod_mask_loss"],
+            flags["attention_mask"],
         )
-    }
-    pad = _pad_value(pad_value)
-    token = _eod(eod)
-    seq = samples.sequence_length
-    if wanted.shape[0] * seq > INT32_MAX:
-        raise ValueError(
-            f"indices: {wanted.shape[0]} samples of {seq} tokens are {wanted.shape[0] * seq} "
-            "tokens, but cu_seqlens are int32: a batch must hold fewer than 2^31 tokens"
-        )
-    reader = _Corpus(corpus, samples.lengths)  # the checks of .samples(), their messages
-    extra = 1 if samples.add_extra_token_to_sequence else 0
-    lengths = samples.lengths
-    if lengths is not None:
-        lengths = _index(lengths, "lengths")
-    call = _Call(
-        _index(samples.document_index, "document_index"),
-        _index(samples.sample_index, "sample_index", rows=True),
-        _index(samples.shuffle_index, "shuffle_index", unsigned=True),
-        wanted,
-        seq,
-        extra,
-        token,
-        pad,
-        flags["reset_position_ids"],
-        flags["reset_attention_mask"],
-        flags["eod_mask_loss"],
-        flags["attention_mask"],
-    )
-    file = None if isinstance(corpus, (tuple, list)) else _token_file(corpus)
-    dtype = getattr(corpus, "dtype", None)  # a reader's token dtype, where it tells it
-    if file is None and isinstance(dtype, np.dtype) and dtype.kind in "iu":
-        _check_eod_fits(token, dtype)
-    if isinstance(corpus, (tuple, list)):
-        tokens = v.as_array(corpus[0], "corpus tokens")
-        _check_eod_fits(token, tokens.dtype)
-        if tokens.dtype.byteorder not in "=|":
-            tokens = tokens.astype(tokens.dtype.newbyteorder("="))
-        offsets = v.kernel_array(reader._offsets, np.int64)
-        result = call.run(offsets=offsets, lengths=lengths, tokens=v.kernel_array(tokens))
-    elif file is not None:
-        _check_eod_fits(token, np.dtype(file.dtype))
-        offsets = v.kernel_array(reader._offsets, np.int64)
-        result = _read_file(file, call, offsets, lengths)
-    else:
-        result = call.run(text=samples.samples(wanted, corpus, pad_value=pad))
-    tokens_out, labels, loss, positions, flat, padded, longest, mask = result
-    return GPTBatch(tokens_out, labels, loss, positions, flat, padded, int(longest), mask)
+        self._corpus = corpus
+        self._tokens: np.ndarray | None = None
+        self._offsets: np.ndarray | None = None
+        self._file = None if isinstance(corpus, (tuple, list)) else _token_file(corpus)
+        dtype = getattr(corpus, "dtype", None)  # a reader's token dtype, where it tells it
+        if self._file is None and isinstance(dtype, np.dtype) and dtype.kind in "iu":
+            _check_eod_fits(token, dtype)
+        if isinstance(corpus, (tuple, list)):
+            tokens = v.as_array(corpus[0], "corpus tokens")
+            _check_eod_fits(token, tokens.dtype)
+            if tokens.dtype.byteorder not in "=|":
+                tokens = tokens.astype(tokens.dtype.newbyteorder("="))
+            self._tokens = v.kernel_array(tokens)
+            self._offsets = v.kernel_array(reader._offsets, np.int64)
+        elif self._file is not None:
+            _check_eod_fits(token, np.dtype(self._file.dtype))
+            self._offsets = v.kernel_array(reader._offsets, np.int64)
+
+    def __call__(self, indices: Any) -> GPTBatch:
+        """The batch of ``indices`` (see :func:`gpt_batch`)."""
+        wanted = np.array(_sample_numbers(indices, self._count), dtype=np.int64, copy=True)
+        return self._batch(wanted)
+
+    def _batch(self, wanted: np.ndarray) -> GPTBatch:
+        """The batch of ``wanted``: int64 sample numbers, checked, this call's own copy."""
+        seq = self._sequence_length
+        if wanted.shape[0] * seq > INT32_MAX:
+            raise ValueError(
+                f"indices: {wanted.shape[0]} samples of {seq} tokens are "
+                f"{wanted.shape[0] * seq} tokens, but cu_seqlens are int32: a batch must hold "
+                "fewer than 2^31 tokens"
+            )
+        call = self._call
+        if self._tokens is not None:
+            result = call.run(
+                wanted, offsets=self._offsets, lengths=self._lengths, tokens=self._tokens
+            )
+        elif self._file is not None:
+            assert self._offsets is not None
+            result = _read_file(self._file, call, wanted, self._offsets, self._lengths)
+        else:
+            text = self._samples.samples(wanted, self._corpus, pad_value=self._pad)
+            result = call.run(wanted, text=text)
+        tokens_out, labels, loss, positions, flat, padded, longest, mask = result
+        return GPTBatch(tokens_out, labels, loss, positions, flat, padded, int(longest), mask)
 
 
 @dataclass(frozen=True)
 class _Call:
-    """The kernel's arguments but the corpus's, checked."""
+    """The kernel's arguments but the sample numbers' and the corpus's, checked."""
 
     document_index: np.ndarray
     sample_index: np.ndarray
     shuffle_index: np.ndarray
-    wanted: np.ndarray
     sequence_length: int
     extra: int
     eod: int
@@ -242,6 +330,7 @@ class _Call:
 
     def run(
         self,
+        wanted: np.ndarray,
         *,
         offsets: np.ndarray | None = None,
         lengths: np.ndarray | None = None,
@@ -258,7 +347,7 @@ class _Call:
             self.document_index,
             self.sample_index,
             self.shuffle_index,
-            self.wanted,
+            wanted,
             self.sequence_length,
             self.extra,
             self.eod,
@@ -281,7 +370,7 @@ class _Call:
 
 
 def _read_file(
-    file: Any, call: _Call, offsets: np.ndarray, lengths: np.ndarray | None
+    file: Any, call: _Call, wanted: np.ndarray, offsets: np.ndarray, lengths: np.ndarray | None
 ) -> tuple[Any, ...]:
     """The batch with its tokens read from ``file`` (a token file on local
     disk) by the kernel, on its threads; the file checked unchanged after."""
@@ -291,6 +380,7 @@ def _read_file(
         f.open()
         try:
             result = call.run(
+                wanted,
                 offsets=offsets,
                 lengths=lengths,
                 fd=f.fd,
