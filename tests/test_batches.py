@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import pickle
 import threading
 from typing import Any
 
@@ -183,6 +184,20 @@ def test_workers_take_turns(sources):
     assert batches.consumed_samples == 0  # a worker's share leaves the position alone
     with pytest.raises(ValueError, match=r"worker must be 0\.\.2"):
         batches.worker(3, 3)
+
+
+def test_batches_pickle_for_spawned_workers_without_their_thread(sources):
+    samples, indexed, options, _ = sources["samples"]
+    batches = posembed.Batches(order(samples, 2, 1), indexed, prefetch=1, **options)
+    running = iter(batches)
+    first = next(running)
+    copy = pickle.loads(pickle.dumps(batches))
+    assert copy.consumed_samples == batches.consumed_samples == 4
+    got = next(iter(copy))
+    assert got.step == first.step + 1
+    np.testing.assert_array_equal(got.indices, next(running).indices)
+    batches.close()
+    copy.close()
 
 
 def test_total_samples_ends_the_run(sources):

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from posembed.kernels._blend_build import GPTBlendSplit
-from posembed.kernels._gpt_batch import GPTBatch, gpt_batch
+from posembed.kernels._gpt_batch import GPTBatch, _BatchMaker
 from posembed.kernels._pack import PackedRows, PackPlan
 from posembed.kernels._samples import GPTSamples
 from posembed.kernels._windows import Windows
@@ -32,6 +32,7 @@ PACK_OPTIONS = (
     "labels",
     "position_dtype",
     "columns",
+    "column_pad",
     "position_start",
     "separator_id",
 )
@@ -153,6 +154,7 @@ class Batches:
                     f"({self._stride}); got {total_samples}"
                 )
         self.total_samples = total_samples
+        self._options = read_options
         self._read = _reader(order.source, corpus, read_options)
         self._running: _Iteration | None = None
         self._lock = threading.Lock()
@@ -275,12 +277,13 @@ class Batches:
         # never a running iteration
         state = self.__dict__.copy()
         state["_running"] = None
-        del state["_lock"]
+        del state["_lock"], state["_read"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        self._read = _reader(self.order.source, self.corpus, self._options)
 
     def __repr__(self) -> str:
         source = type(self.order.source).__name__
@@ -439,10 +442,9 @@ def _reader(source: Any, corpus: Any, options: dict[str, Any]) -> Callable[[np.n
                 "Batches(order, corpus, eod=...)"
             )
         if isinstance(source, GPTSamples):
-
-            def read(indices: np.ndarray) -> Any:
-                return gpt_batch(source, indices, corpus, **options)
-
+            # the samples, corpus and options checked once, here; each call
+            # checks only its indices
+            return _BatchMaker(source, corpus, **options)
         else:
 
             def read(indices: np.ndarray) -> Any:
@@ -454,7 +456,7 @@ def _reader(source: Any, corpus: Any, options: dict[str, Any]) -> Callable[[np.n
         tokens, offsets = _pair(corpus)
 
         def read(indices: np.ndarray) -> Any:
-            return _cut_rows(source, tokens, offsets, indices, cut)
+            return source.cut(tokens, offsets, rows=indices, **cut)
 
     elif isinstance(source, Windows):
         _known(options, (), "Windows")
@@ -489,33 +491,6 @@ def _pair(corpus: Any) -> tuple[Any, Any]:
             )
         return corpus[0], corpus[1]
     return corpus, None
-
-
-def _cut_rows(
-    plan: PackPlan, tokens: Any, offsets: Any, rows: np.ndarray, options: dict[str, Any]
-) -> PackedRows:
-    """The plan's rows, in the given order."""
-    if rows.shape[0] == 0:
-        return plan.cut(tokens, offsets, rows=slice(0, 0), **options)
-    parts = [plan.cut(tokens, offsets, rows=slice(r, r + 1), **options) for r in rows.tolist()]
-    if len(parts) == 1:
-        return parts[0]
-    seq = np.concatenate([p.seq_lengths for p in parts])
-    row_segments = np.zeros(len(parts) + 1, np.int64)
-    np.cumsum([p.seq_lengths.shape[0] for p in parts], out=row_segments[1:])
-    cu = np.zeros(seq.shape[0] + 1, np.int32)
-    np.cumsum(seq, out=cu[1:])
-    labels = None if parts[0].labels is None else np.concatenate([p.labels for p in parts])
-    return PackedRows(
-        np.concatenate([p.input_ids for p in parts]),
-        np.concatenate([p.position_ids for p in parts]),
-        labels,
-        seq,
-        row_segments,
-        cu,
-        np.concatenate([p.documents for p in parts]),
-        np.concatenate([p.starts for p in parts]),
-    )
 
 
 def _windows_rows(w: Windows, rows: np.ndarray) -> Windows:

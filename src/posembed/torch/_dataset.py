@@ -39,7 +39,8 @@ def tensors(micro_batch: MicroBatch) -> dict[str, Any]:
         (``tokens``, ``labels``, ``loss_mask``, ``position_ids``,
         ``cu_seqlens``, ... of a :class:`posembed.GPTBatch`; ``input_ids``,
         ``position_ids``, ``labels``, ``cu_seqlens``, ... of
-        :class:`posembed.PackedRows`; ``tokens``, ``starts``, ``lengths``,
+        :class:`posembed.PackedRows`, whose ``columns`` stay a dict of tensors;
+        ``tokens``, ``starts``, ``lengths``,
         ``documents`` of windows), made with ``torch.from_numpy`` (no copy);
         ``max_seqlen`` stays an int. Token dtypes are kept (a ``uint16``
         corpus gives ``torch.uint16`` ids where packed rows or windows hold
@@ -65,6 +66,8 @@ def tensors(micro_batch: MicroBatch) -> dict[str, Any]:
         value = getattr(micro_batch.batch, field.name)
         if isinstance(value, np.ndarray):
             out[field.name] = _tensor(value)
+        elif isinstance(value, dict) and field.name == "columns":  # packed rows' columns
+            out[field.name] = {name: _tensor(column) for name, column in value.items()}
         elif isinstance(value, (int, np.integer)) and field.name == "max_seqlen":
             out[field.name] = int(value)
     return out
