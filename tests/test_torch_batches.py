@@ -10,6 +10,7 @@ CI runs these with PyTorch installed (POSEMBED_REQUIRE_TORCH=1).
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Any
 
@@ -134,6 +135,8 @@ def test_pytorch_stateful_dataloader_resumes_with_its_own_state(torch, sources, 
     second.load_state_dict(state)
     tail = [item["tokens"].numpy() for item in take(second, 7)]
     np.testing.assert_array_equal(np.concatenate(head + tail), np.concatenate(whole))
+    del first, second  # their iterators, workers and read-ahead threads, now
+    gc.collect()
 
 
 def test_pytorch_items_are_tensors_over_the_batch_memory(torch, sources):
@@ -162,6 +165,7 @@ def test_pytorch_worker_errors_reach_the_loop(torch):
         with pytest.raises(OSError, match="the disk went away at token"):
             for _ in BatchLoader(batches, num_workers=workers):
                 pass
+        gc.collect()  # the loader the error's traceback kept: its worker stops now
 
 
 def test_pytorch_loader_refuses_what_would_reorder(torch, sources):

@@ -312,12 +312,17 @@ def _in_order(loader: Any, batches: Batches) -> Iterator[dict[str, Any]]:
     order = batches.order
     stride = int(order.micro_batch_size) * int(order.world_size)
     expected = int(order.consumed_samples) // stride
-    for item in loader:
-        if item["step"] != expected:
-            raise RuntimeError(
-                f"the data loader gave micro-step {item['step']} where {expected} was next: "
-                "its items must come in order, one from each worker in turn"
-            )
-        order.advance(1)
-        expected += 1
-        yield item
+    items = iter(loader)
+    try:
+        for item in items:
+            if item["step"] != expected:
+                raise RuntimeError(
+                    f"the data loader gave micro-step {item['step']} where {expected} was "
+                    "next: its items must come in order, one from each worker in turn"
+                )
+            order.advance(1)
+            expected += 1
+            yield item
+    finally:
+        # the workers stop now, even where an error's traceback keeps this frame
+        del items
