@@ -32,7 +32,8 @@ class Target:
     kernel: str
     case: str
     # "reference", "numpy", "torch": speed-up over it; "roofline": fraction of
-    # the same-run roofline; "input GB/s": input bytes per second
+    # the same-run roofline; "input GB/s": input bytes per second; "calls/s":
+    # posembed's calls per second (a latency: 1000 calls/s is 1 ms a call)
     measure: str
     minimum: float
     what: str
@@ -157,6 +158,9 @@ TARGETS = (
         4.0,
         ">= 4x megatron's build_exhaustive_blending_indices (1,000 datasets)",
     ),
+    # a restarted job reaches its next micro-batch at sample 10^9 at once: no replay
+    Target("batch_order", "resume", "calls/s", 1000.0, "resume at sample 10^9 in under 1 ms"),
+    Target("batch_order", "micro-batch indices", "reference", 3.0, ">= 3x its NumPy twin"),
     # every peer beaten, and each kernel within reach of the ceiling that binds
     # it (the memory roofline, or the compute one where its operations take longer)
     Target("gather_backward", "token ids", "torch", 1.2, ">= 1.2x torch index_add_"),
@@ -195,6 +199,9 @@ class Judged:
 def _value(target: Target, row: dict[str, Any]) -> float | None:
     if target.measure == "roofline":
         value = row.get("roofline_fraction")
+    elif target.measure == "calls/s":
+        seconds = row.get("seconds", {}).get("posembed")
+        value = 1.0 / seconds if seconds else None
     elif target.measure == "input GB/s":
         seconds = row.get("seconds", {}).get("posembed")
         nbytes = row.get("in_bytes")
@@ -223,7 +230,7 @@ def judge(run: dict[str, Any]) -> list[Judged]:
             why = "case not in this run" if row is None else f"no {t.measure} figure in this run"
             judged.append(Judged(None, name, f"({t.what}; {why})"))
             continue
-        unit = " GB/s" if t.measure == "input GB/s" else "x"
+        unit = {"input GB/s": " GB/s", "calls/s": " calls/s"}.get(t.measure, "x")
         judged.append(Judged(value >= t.minimum, name, f"{value:.2f}{unit} ({t.what})"))
     scaling = run.get("scaling") or []
     if not scaling:

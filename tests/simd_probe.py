@@ -89,6 +89,15 @@ def cases(lib: Any = posembed) -> dict[str, Callable[[], np.ndarray]]:
             for reduce in ("sum", "mean", "max", "first", "center"):
                 name = f"stitch-{reduce}-{np.dtype(vdtype).name}-f{f}"
                 found[name] = lambda v=values, r=reduce: lib.stitch(v, win, reduce=r)
+    for n in (5, 100_003, 2**20):  # the shuffle's rounds, walks and blocks
+        found[f"batch_order-{n}"] = lambda n=n: lib.BatchOrder(
+            n,
+            global_batch_size=64,
+            micro_batch_size=8,
+            world_size=2,
+            seed=n,
+            consumed_samples=16 * n,
+        ).micro_batches(0, 3000)
     if lib is posembed:  # similarity's row pass (no twin of its own: the level check only)
         for dtype in (np.float32, np.float64):
             for d in (*WIDTHS, 1031):

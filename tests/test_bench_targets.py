@@ -99,6 +99,24 @@ def test_input_throughput_and_thread_scaling(tmp_path):
     ]
 
 
+def test_a_latency_is_judged_in_calls_per_second(tmp_path):
+    rows = [
+        result("batch_order", "resume", posembed=0.0005, reference=0.001),
+        result("batch_order", "micro-batch indices", posembed=1.0, reference=2.0),
+    ]
+    done = run_tool(tmp_path, {"results": rows, "scaling": []})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert (
+        "  met     batch_order: resume: calls/s: 2000.00 calls/s "
+        "(resume at sample 10^9 in under 1 ms)" in lines
+    )
+    assert (
+        "  MISSED  batch_order: micro-batch indices: reference: 2.00x (>= 3x its NumPy twin)"
+        in lines
+    )
+
+
 def test_retired_peer_targets_are_gone():
     judged = {(t.kernel, t.case, t.measure) for t in targets.TARGETS}
     assert ("interpolate", "fresh output", "torch") not in judged

@@ -52,9 +52,11 @@ def _sha(*arrays: Any) -> str:
     """sha256 of int arrays as little-endian int64 (so int32 and int64 copies agree)."""
     h = hashlib.sha256()
     for a in arrays:
-        a = np.ascontiguousarray(a, dtype="<i8")
+        a = np.asarray(a)
         h.update(str(a.shape).encode())
-        h.update(a.tobytes())
+        flat = a.reshape(-1)
+        for start in range(0, flat.size, 1 << 20):  # bounded memory for large indices
+            h.update(np.ascontiguousarray(flat[start : start + (1 << 20)], dtype="<i8").tobytes())
     return h.hexdigest()
 
 

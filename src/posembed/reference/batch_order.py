@@ -126,9 +126,11 @@ def _index(value: Any, name: str) -> int:
 def _sha(*arrays: Any) -> str:
     h = hashlib.sha256()
     for a in arrays:
-        a = np.ascontiguousarray(a, dtype="<i8")
+        a = np.asarray(a)
         h.update(str(a.shape).encode())
-        h.update(a.tobytes())
+        flat = a.reshape(-1)
+        for start in range(0, flat.size, 1 << 20):  # bounded memory for large indices
+            h.update(np.ascontiguousarray(flat[start : start + (1 << 20)], dtype="<i8").tobytes())
     return h.hexdigest()
 
 
@@ -152,11 +154,13 @@ def describe(source: Any) -> tuple[str, int, dict[str, Any]]:
         blend = None
         if source.dataset_index is not None:
             blend = _sha(source.dataset_index, source.dataset_sample_index)
-        weights = None if source.weights is None else [w for w in source.weights]
+        weights = None
+        if source.weights is not None:
+            weights = [w.item() if isinstance(w, np.generic) else w for w in source.weights]
         parts = {
             "split": source.split,
             "weights": weights,
-            "size": source.size,
+            "size": source.size.item() if isinstance(source.size, np.generic) else source.size,
             "datasets": [len(d) for d in source.datasets],
             "dataset_samples": [_samples_parts(d) for d in source.datasets],
             "blend": blend,

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from posembed.bench.case import Case
 from posembed.bench.cases import (
+    batch_order,
     batches,
     blend,
     chunk,
@@ -46,6 +47,7 @@ BUILDERS: dict[str, Callable[[bool], list[Case]]] = {
     "pack": pack.build,
     "gpt_batch": gpt_batch.build,
     "blend": blend.build,
+    "batch_order": batch_order.build,
     "batches": batches.build,
 }
 
@@ -77,6 +79,7 @@ CASE_NAMES = {
     "pack": ("plan vs TRL", "plan at scale", "cut"),
     "gpt_batch": ("all switches",),
     "blend": ("blending indices", "exhaustive"),
+    "batch_order": ("resume", "micro-batch indices"),
     "batches": ("GPT samples", "through a DataLoader"),
 }
 
