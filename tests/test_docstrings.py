@@ -213,6 +213,8 @@ ARGUMENT_TYPES = {
     "bool": {"bool"},
     "str": {"str"},
     "bytes": {"bytes"},
+    "tuple": {"tuple[Any, ...]"},
+    "list": {"list[tuple[Any, ...]]"},
     "numpy.ndarray": {"np.ndarray"},
     "numpy.dtype": {"np.dtype[Any]"},
     "numpy.ndarray[numpy.int64]": {"npt.ArrayLike"},
@@ -242,6 +244,7 @@ RETURN_TYPES = {
         "tuple[np.ndarray, np.ndarray, np.ndarray]",
         "tuple[np.ndarray, np.ndarray, np.ndarray | None]",
         "tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]",
+        "tuple[Any, Any, Any, Any, Any]",
         "tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, "
         "np.ndarray | None]",
     },

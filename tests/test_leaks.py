@@ -164,8 +164,10 @@ CASES = {
         "posembed.write_indexed(prefix, x, off[::-1], force=True)",
     ),
     "pack": (
-        "n = np.arange(1, 3000) % 700; off = np.cumsum(np.r_[0, n]); x = np.arange(off[-1]) % 999",
-        "p = posembed.pack(n, 512); r = p.cut(x, off, labels=True); p.unpack(r.position_ids)",
+        "n = np.arange(1, 3000) % 700; off = np.cumsum(np.r_[0, n]); x = np.arange(off[-1]) % 999; "
+        "m = {'m': (x % 2).astype(np.uint8)}",
+        "p = posembed.pack(n, 512); r = p.cut(x, off, labels=True); p.unpack(r.position_ids); "
+        "p.cut(x, off, rows=[3, 1, 3], labels=True, columns=m, position_start=2)",
         "posembed.pack(n, 512).cut(x, off[::-1])",  # ValueError: the offsets do not fit
     ),
     "BatchOrder": (

@@ -76,7 +76,7 @@ CASE_NAMES = {
     "gather_backward": ("positions", "token ids", "4 rows"),
     "resize": ("checkpoint",),
     "samples": ("sample index", "whole build", "blended build"),
-    "pack": ("plan vs TRL", "plan at scale", "cut"),
+    "pack": ("plan vs TRL", "plan at scale", "cut", "rows on the fly"),
     "gpt_batch": ("all switches",),
     "blend": ("blending indices", "exhaustive"),
     "batch_order": ("resume", "micro-batch indices"),
