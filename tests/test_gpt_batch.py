@@ -474,3 +474,26 @@ def test_a_batch_maker_gives_gpt_batchs_batches_call_after_call(tmp_path: Path):
         f.truncate(10)
     with pytest.raises(ValueError, match=r"c\.bin: input changed while reading"):
         _BatchMaker(samples, indexed, **options)(np.arange(len(samples)))
+
+
+def test_batches_of_the_same_samples_and_bin_reuse_their_checks_but_keep_nothing_alive(
+    tmp_path: Path,
+):
+    import gc
+    import weakref
+
+    tokens, offsets = eod_corpus(6, n=200)
+    prefix = tmp_path / "c"
+    posembed.write_indexed(prefix, tokens, offsets, dtype=np.uint16)
+    indexed = posembed.IndexedCorpus(prefix, documents="sequences")
+    samples = posembed.gpt_samples(indexed.sequence_lengths, 16, num_epochs=1, seed=6)
+    options = {"eod": EOD, **switches(True, True, True)}
+    for wanted in ([3, 1], [0, 2, 4], [3, 1]):
+        same_batch(
+            posembed.gpt_batch(samples, wanted, indexed, **options),
+            reference.gpt_batch(samples, wanted, indexed, **options),
+        )
+    gone = [weakref.ref(samples), weakref.ref(indexed)]
+    del samples, indexed
+    gc.collect()
+    assert [ref() for ref in gone] == [None, None]

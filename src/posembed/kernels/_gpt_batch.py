@@ -11,6 +11,7 @@ from __future__ import annotations
 import numbers
 import operator
 import os
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,18 +160,87 @@ def gpt_batch(
         that changed while it was read; a batch of 2^31 tokens or more.
     """
     _check_samples(samples)
-    wanted = np.array(_sample_numbers(indices, len(samples)), dtype=np.int64, copy=True)
-    maker = _BatchMaker(
-        samples,
-        corpus,
-        eod=eod,
-        reset_position_ids=reset_position_ids,
-        reset_attention_mask=reset_attention_mask,
-        eod_mask_loss=eod_mask_loss,
-        pad_value=pad_value,
-        attention_mask=attention_mask,
+    wanted = _wanted(indices, len(samples))
+    options = {
+        "eod": eod,
+        "reset_position_ids": reset_position_ids,
+        "reset_attention_mask": reset_attention_mask,
+        "eod_mask_loss": eod_mask_loss,
+        "pad_value": pad_value,
+        "attention_mask": attention_mask,
+    }
+    return _maker(samples, corpus, options)._batch(wanted)
+
+
+def _wanted(indices: Any, count: int) -> np.ndarray:
+    """The indices as int64 sample numbers, checked, in a copy of their own."""
+    if (
+        type(indices) is np.ndarray
+        and indices.ndim == 1
+        and indices.dtype.kind in "iu"
+        and indices.dtype.itemsize <= 8
+    ):
+        wanted = indices.astype(np.int64)  # a copy; uint64 past 2^63 wraps below 0
+        if wanted.size == 0 or (wanted.min() >= 0 and wanted.max() < count):
+            return wanted
+    return np.array(_sample_numbers(indices, count), dtype=np.int64, copy=True)
+
+
+# Makers of the batches of (samples, an IndexedCorpus-like reader on local
+# disk) that gpt_batch built, kept while both live, so that a loop asking
+# for batch after batch checks the samples and the corpus once. Kept only
+# where the maker reads the caller's own arrays (none converted), and used
+# only while the samples' arrays and the corpus's offsets and tokens are the
+# very objects it was built from: a hit reads what a fresh maker would read.
+_MAKERS: dict[tuple[Any, ...], tuple[Any, Any, _BatchMaker, tuple[Any, ...]]] = {}
+_MAKERS_KEPT = 8
+
+
+def _parts(samples: Any, corpus: Any) -> tuple[Any, ...]:
+    return (
+        samples.document_index,
+        samples.sample_index,
+        samples.shuffle_index,
+        samples.lengths,
+        getattr(corpus, "offsets", None),
+        getattr(corpus, "tokens", None),
     )
-    return maker._batch(wanted)
+
+
+def _maker(samples: Any, corpus: Any, options: dict[str, Any]) -> _BatchMaker:
+    """A _BatchMaker of these arguments: a kept one where it reads exactly
+    what a new one would, else a new one (kept when it may be)."""
+    try:
+        key = (id(samples), id(corpus), *(_plain(value) for value in options.values()))
+        hash(key)
+    except TypeError:
+        return _BatchMaker(samples, corpus, **options)
+    kept = _MAKERS.get(key)
+    if kept is not None:
+        samples_ref, corpus_ref, maker, parts = kept
+        now = _parts(samples, corpus)
+        if (
+            samples_ref() is samples
+            and corpus_ref() is corpus
+            and all(a is b for a, b in zip(parts, now, strict=True))
+        ):
+            return maker
+    maker = _BatchMaker(samples, corpus, **options)
+    if maker._cacheable(samples, corpus):
+        try:
+            refs = [weakref.ref(o, lambda _: _MAKERS.pop(key, None)) for o in (samples, corpus)]
+        except TypeError:  # no weak references to one of them (a tuple)
+            return maker
+        while len(_MAKERS) >= _MAKERS_KEPT:
+            _MAKERS.pop(next(iter(_MAKERS)), None)
+        _MAKERS[key] = (refs[0], refs[1], maker, _parts(samples, corpus))
+    return maker
+
+
+def _plain(value: Any) -> Any:
+    """An option as a key: its type and value (1 and True, or np.int64(1),
+    are told apart, as the checks tell them)."""
+    return (type(value), value)
 
 
 def _check_samples(samples: Any) -> None:
@@ -243,7 +313,6 @@ class _BatchMaker:
         }
         pad = _pad_value(pad_value)
         token = _eod(eod)
-        self._samples = samples
         self._count = len(samples)
         self._sequence_length = samples.sequence_length
         self._pad = pad
@@ -265,10 +334,12 @@ class _BatchMaker:
             flags["eod_mask_loss"],
             flags["attention_mask"],
         )
-        self._corpus = corpus
         self._tokens: np.ndarray | None = None
         self._offsets: np.ndarray | None = None
         self._file = None if isinstance(corpus, (tuple, list)) else _token_file(corpus)
+        # a reader without a local file is read through .samples(); otherwise
+        # neither object is held (a kept maker must not keep them alive)
+        self._read_through = (samples, corpus) if self._file is None else None
         dtype = getattr(corpus, "dtype", None)  # a reader's token dtype, where it tells it
         if self._file is None and isinstance(dtype, np.dtype) and dtype.kind in "iu":
             _check_eod_fits(token, dtype)
@@ -285,8 +356,20 @@ class _BatchMaker:
 
     def __call__(self, indices: Any) -> GPTBatch:
         """The batch of ``indices`` (see :func:`gpt_batch`)."""
-        wanted = np.array(_sample_numbers(indices, self._count), dtype=np.int64, copy=True)
-        return self._batch(wanted)
+        return self._batch(_wanted(indices, self._count))
+
+    def _cacheable(self, samples: Any, corpus: Any) -> bool:
+        """Whether this maker reads a local file and the caller's own arrays,
+        none converted (so that it reads what a new maker would)."""
+        call = self._call
+        return (
+            self._file is not None
+            and call.document_index is samples.document_index
+            and call.sample_index is samples.sample_index
+            and call.shuffle_index is samples.shuffle_index
+            and self._lengths is samples.lengths
+            and self._offsets is getattr(corpus, "offsets", None)
+        )
 
     def _batch(self, wanted: np.ndarray) -> GPTBatch:
         """The batch of ``wanted``: int64 sample numbers, checked, this call's own copy."""
@@ -306,7 +389,9 @@ class _BatchMaker:
             assert self._offsets is not None
             result = _read_file(self._file, call, wanted, self._offsets, self._lengths)
         else:
-            text = self._samples.samples(wanted, self._corpus, pad_value=self._pad)
+            assert self._read_through is not None
+            samples, corpus = self._read_through
+            text = samples.samples(wanted, corpus, pad_value=self._pad)
             result = call.run(wanted, text=text)
         tokens_out, labels, loss, positions, flat, padded, longest, mask = result
         return GPTBatch(tokens_out, labels, loss, positions, flat, padded, int(longest), mask)
@@ -456,6 +541,8 @@ def _index(a: Any, name: str, *, unsigned: bool = False, rows: bool = False) -> 
         raise TypeError(f"samples.{name} must have shape (n + 1, 2); got {array.shape}")
     kept = [np.dtype(np.int32), np.dtype(np.int64)] + ([np.dtype(np.uint32)] if unsigned else [])
     if array.dtype in kept:
+        if array.dtype.isnative and array.flags.c_contiguous and array.flags.aligned:
+            return array  # the caller's own array, as the kernel reads it
         return v.kernel_array(array, array.dtype.newbyteorder("="))
     if array.dtype == np.uint64 and array.size and int(array.max()) > INT64_MAX:
         raise ValueError(f"samples.{name}: {int(array.max())} passes 2^63 - 1")
