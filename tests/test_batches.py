@@ -321,3 +321,17 @@ def test_bad_options_are_named_before_anything_is_read(sources):
         posembed.Batches(samples, indexed, eod=0)
     with pytest.raises(ValueError, match="corpus"):  # another corpus than the samples'
         posembed.Batches(order(samples), corpus(9, 5), eod=0)
+
+
+def test_packed_rows_carry_their_columns_and_cut_options(sources):
+    plan, indexed, _, _ = sources["packed"]
+    tokens, _ = corpus(1, 60)
+    mask = np.arange(tokens.shape[0]) % 3 == 0  # a completion mask, one value per token
+    options = {"columns": {"mask": mask}, "position_start": 2, "separator_id": -1}
+    with posembed.Batches(order(plan, 2, 1), indexed, **options) as batches:
+        got = take(batches, 3)[-1]
+    want = plan.cut(indexed, rows=got.indices, labels=True, **options)
+    for name in ("input_ids", "position_ids", "labels", "cu_seqlens"):
+        np.testing.assert_array_equal(getattr(got.batch, name), getattr(want, name))
+    np.testing.assert_array_equal(got.batch.columns["mask"], want.columns["mask"])
+    assert got.batch.position_ids.min() == 2

@@ -184,3 +184,16 @@ def test_pytorch_loader_refuses_what_would_reorder(torch, sources):
     state["worker"] = 1
     with pytest.raises(ValueError, match="saved by worker 1 of 1; this is worker 0 of 1"):
         dataset.load_state_dict(state)
+
+
+def test_pytorch_packed_rows_columns_are_tensors_too(torch, sources):
+    from posembed.torch import tensors
+
+    plan, indexed, _, _ = sources["packed"]
+    mask = np.arange(int(indexed.offsets[-1])) % 3 == 0
+    with posembed.Batches(order(plan), indexed, columns={"mask": mask}) as batches:
+        micro = next(iter(batches))
+    item = tensors(micro)
+    assert item["columns"]["mask"].dtype == torch.bool
+    assert np.shares_memory(item["columns"]["mask"].numpy(), micro.batch.columns["mask"])
+    assert item["input_ids"].dtype == torch.uint16  # the corpus's own token type
