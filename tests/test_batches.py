@@ -6,13 +6,15 @@ batch, the same data as one uninterrupted run, for GPT samples from an indexed
 dataset, a blend of two corpora and a packing plan's rows, across epoch
 boundaries; every epoch reads each sample once. A state whose order changed is
 refused with the change named; the read-ahead thread's errors reach the caller
-and the thread stops.
+and the thread stops; an indexed dataset in an object store (moto's S3 server
+on the loopback address) gives the local batches.
 """
 
 from __future__ import annotations
 
 import gc
 import itertools
+import os
 import pickle
 import threading
 from typing import Any
@@ -335,3 +337,24 @@ def test_packed_rows_carry_their_columns_and_cut_options(sources):
         np.testing.assert_array_equal(getattr(got.batch, name), getattr(want, name))
     np.testing.assert_array_equal(got.batch.columns["mask"], want.columns["mask"])
     assert got.batch.position_ids.min() == 2
+
+
+def test_gpt_samples_read_from_an_object_store_are_the_local_ones(sources, tmp_path):
+    if os.environ.get("POSEMBED_REQUIRE_STORE") != "1":
+        pytest.importorskip("moto.server")
+        pytest.importorskip("s3fs")
+    from bench.store_server import s3_server
+
+    samples, indexed, options, fields = sources["samples"]
+    with s3_server("batches") as fs:
+        for suffix in (".bin", ".idx"):
+            fs.put(str(indexed.prefix) + suffix, f"batches/a{suffix}")
+        remote = posembed.IndexedCorpus("s3://batches/a", documents="sequences")
+        with posembed.Batches(order(samples, 2, 1), remote, **options) as batches:
+            got = take(batches, 4)
+    with posembed.Batches(order(samples, 2, 1), indexed, **options) as batches:
+        want = take(batches, 4)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a.indices, b.indices)
+        for name in fields:
+            np.testing.assert_array_equal(getattr(a.batch, name), getattr(b.batch, name))
