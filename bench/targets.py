@@ -112,6 +112,24 @@ TARGETS = (
         0.8,
         ">= 0.8x the same positional reads and a warm write of the outputs",
     ),
+    # the batches cases' "numpy" column is megatron's GPTDataset in a DataLoader with 2 workers
+    Target(
+        "batches",
+        "GPT samples",
+        "roofline",
+        0.8,
+        ">= 0.8x the same positional reads and a warm write of the outputs",
+    ),
+    Target(
+        "batches", "GPT samples", "numpy", 5.0, ">= 5x GPTDataset in a DataLoader with 2 workers"
+    ),
+    Target(
+        "batches",
+        "through a DataLoader",
+        "numpy",
+        5.0,
+        "2 workers each side: >= 5x GPTDataset in a DataLoader",
+    ),
     # the pack plan's "numpy" column is TRL's best-fit decreasing
     Target("pack", "plan vs TRL", "numpy", 50.0, ">= 50x TRL's bfd on the same documents"),
     # 10M documents' lengths are 80 MB: 0.04 GB/s of them is 2 s

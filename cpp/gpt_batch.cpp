@@ -7,11 +7,53 @@
 #include <mutex>
 #include <type_traits>
 
+#include <vector>
+
 #include "fileio.hpp"
 #include "parallel.hpp"
+#include "simd.hpp"
+
+// The outputs of a row from its tokens, one copy per SIMD level (see simd.hpp).
+#define POSEMBED_LEVEL 0
+namespace posembed::simd_baseline {
+#include "gpt_batch.simd.inc"
+}
+#undef POSEMBED_LEVEL
+
+#if POSEMBED_SIMD_DISPATCH
+#define POSEMBED_LEVEL 1
+POSEMBED_TARGET_AVX2
+namespace posembed::simd_avx2 {
+#include "gpt_batch.simd.inc"
+}
+POSEMBED_TARGET_END
+#undef POSEMBED_LEVEL
+
+#define POSEMBED_LEVEL 2
+POSEMBED_TARGET_AVX512
+namespace posembed::simd_avx512 {
+#include "gpt_batch.simd.inc"
+}
+POSEMBED_TARGET_END
+#undef POSEMBED_LEVEL
+#endif
 
 namespace posembed {
 namespace {
+
+using FillRow = int64_t (*)(IntKind, const void*, int64_t, const BatchOptions&, int64_t,
+                            const BatchOut&, int64_t*, std::vector<int64_t>&);
+
+FillRow fill_row_for_this_cpu() {
+#if POSEMBED_SIMD_DISPATCH
+  switch (simd_level()) {
+    case SimdLevel::avx512: return &simd_avx512::fill_row;
+    case SimdLevel::avx2: return &simd_avx2::fill_row;
+    case SimdLevel::baseline: break;
+  }
+#endif
+  return &simd_baseline::fill_row;
+}
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
@@ -34,37 +76,6 @@ int64_t item_size(IntKind kind) {
   }
 }
 
-// n tokens of type T at `src` widened into `dst`; the first one int64 cannot
-// hold (uint64 past 2^63 - 1) is returned as its index, else -1.
-template <class T>
-int64_t widen(const void* src, int64_t n, int64_t* dst) {
-  const auto* from = static_cast<const T*>(src);
-  if constexpr (std::is_same_v<T, uint64_t>) {
-    for (int64_t i = 0; i < n; ++i) {
-      const uint64_t t = from[i];
-      if (t > static_cast<uint64_t>(kInt64Max)) return i;
-      dst[i] = static_cast<int64_t>(t);
-    }
-  } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<int64_t>(from[i]);
-  }
-  return -1;
-}
-
-int64_t widen_kind(IntKind kind, const void* src, int64_t n, int64_t* dst) {
-  switch (kind) {
-    case IntKind::i8: return widen<int8_t>(src, n, dst);
-    case IntKind::i16: return widen<int16_t>(src, n, dst);
-    case IntKind::i32: return widen<int32_t>(src, n, dst);
-    case IntKind::i64: return widen<int64_t>(src, n, dst);
-    case IntKind::u8: return widen<uint8_t>(src, n, dst);
-    case IntKind::u16: return widen<uint16_t>(src, n, dst);
-    case IntKind::u32: return widen<uint32_t>(src, n, dst);
-    case IntKind::u64: return widen<uint64_t>(src, n, dst);
-  }
-  return -1;
-}
-
 struct Fault {
   BatchFault kind = BatchFault::none;
   int64_t sample = 0, a = 0, b = 0, c = 0, d = 0;
@@ -79,40 +90,42 @@ bool fail(Fault& f, BatchFault kind, int64_t a, int64_t b = 0, int64_t c = 0, in
   return false;
 }
 
-// Tokens [first, first + n) of the corpus into dst (int64).
+// Tokens [first, first + n) of the corpus into dst, as they are stored
+// (byte-swapped to this machine's order); uint64 tokens checked below 2^63.
 bool read_tokens(const TokenSource& src, int64_t sequence, int64_t at, int64_t first, int64_t n,
-                 int64_t* dst, std::vector<uint8_t>& bytes, Fault& f) {
+                 uint8_t* dst, Fault& f) {
   if (n == 0) return true;
   const int64_t item = item_size(src.kind);
-  const void* from = nullptr;
   if (src.memory != nullptr) {
-    from = static_cast<const uint8_t*>(src.memory) + first * item;
+    std::memcpy(dst, static_cast<const uint8_t*>(src.memory) + first * item,
+                static_cast<size_t>(n * item));
   } else {
-    bytes.resize(static_cast<size_t>(n * item));
     int64_t ended = 0;
-    const int err = pread_all(src.fd, bytes.data(), n * item, src.file_offset + first * item,
-                              &ended);
+    const int err = pread_all(src.fd, dst, n * item, src.file_offset + first * item, &ended);
     if (err == -1) return fail(f, BatchFault::ended, ended);
     if (err != 0) return fail(f, BatchFault::io, err);
-    if (src.swap) byteswap_items(bytes.data(), n, item);
-    from = bytes.data();
+    if (src.swap) byteswap_items(dst, n, item);
   }
-  const int64_t bad = widen_kind(src.kind, from, n, dst);
-  if (bad >= 0) {
-    // the value as read (the caller's memory may change: dst never got it)
-    uint64_t value = 0;
-    std::memcpy(&value, static_cast<const uint8_t*>(from) + bad * item, 8);
-    return fail(f, BatchFault::token, sequence, static_cast<int64_t>(value), at + bad);
+  if (src.kind == IntKind::u64) {
+    // checked in the copy: the caller's memory may change after
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t value = 0;
+      std::memcpy(&value, dst + i * 8, 8);
+      if (value > static_cast<uint64_t>(kInt64Max)) {
+        return fail(f, BatchFault::token, sequence, static_cast<int64_t>(value), at + i);
+      }
+    }
   }
   return true;
 }
 
 // The tokens of the sample at position `want` of the shuffle index, as
 // GPTDataset._query_document_sample_shuffle_indices reads them, into text
-// (width W, padded); each index and offset read once and checked.
+// (`raw`, room for the width W in the corpus's type; *filled of them read,
+// the rest is padding); each index and offset read once and checked.
 bool read_row(const IndexView& di, const IndexView& si, const IndexView& sh, int64_t want,
-              const TokenSource& src, const BatchOptions& o, int64_t* text,
-              std::vector<uint8_t>& bytes, Fault& f) {
+              const TokenSource& src, const BatchOptions& o, uint8_t* raw, int64_t* read,
+              Fault& f) {
   const int64_t width = o.sequence_length + o.extra;
   const int64_t nsamples = si.count / 2 - 1;
   if (want < 0 || want >= sh.count) return fail(f, BatchFault::index, want, sh.count);
@@ -151,7 +164,8 @@ bool read_row(const IndexView& di, const IndexView& si, const IndexView& sh, int
     if (stop - start > width - filled) {
       return fail(f, BatchFault::overfill, sequence, length, filled + stop - start);
     }
-    if (!read_tokens(src, sequence, start, lo + start, stop - start, text + filled, bytes, f)) {
+    if (!read_tokens(src, sequence, start, lo + start, stop - start,
+                     raw + filled * item_size(src.kind), f)) {
       return false;
     }
     filled += stop - start;
@@ -160,71 +174,8 @@ bool read_row(const IndexView& di, const IndexView& si, const IndexView& sh, int
   if (filled < width && !ends_the_corpus) {
     return fail(f, BatchFault::underfill, sequence, length, filled);
   }
-  std::fill(text + filled, text + width, o.pad);
+  *read = filled;
   return true;
-}
-
-// GPTDataset.__getitem__'s outputs of one sample from its tokens `text`;
-// returns the longest document, sets *segments.
-int64_t fill_row(const int64_t* text, const BatchOptions& o, int64_t r, const BatchOut& out,
-                 int64_t* segments) {
-  const int64_t S = o.sequence_length;
-  int64_t* tokens = out.tokens + r * S;
-  int64_t* labels = out.labels + r * S;
-  float* loss = out.loss_mask + r * S;
-  int64_t* positions = out.position_ids + r * S;
-  int32_t* cu = out.cu_padded + r * (S + 1);
-  // tokens, labels and the loss mask: element by element, no dependence
-  // between elements (the last label, without the extra token, is padding)
-  const int64_t paired = o.extra != 0 ? S : S - 1;
-  for (int64_t i = 0; i < paired; ++i) {
-    const int64_t t = text[i], l = text[i + 1];
-    tokens[i] = t == o.pad ? 0 : t;
-    labels[i] = l == o.pad ? 0 : l;
-    loss[i] = ((o.eod_mask_loss && t == o.eod) || l == o.pad) ? 0.0f : 1.0f;
-  }
-  if (paired < S) {
-    const int64_t t = text[S - 1];
-    tokens[S - 1] = t == o.pad ? 0 : t;
-    labels[S - 1] = 0;  // the pad label, replaced
-    loss[S - 1] = 0.0f;
-  }
-  // the documents: each ends after an end-of-document token
-  int64_t count = 0, document_start = 0, position_start = 0, longest = 0;
-  cu[0] = 0;
-  if (o.reset_position_ids || o.reset_attention_mask) {
-    for (int64_t i = 0; i < S; ++i) {
-      if (text[i] != o.eod) continue;
-      if (o.reset_position_ids) {
-        for (int64_t j = position_start; j <= i; ++j) positions[j] = j - position_start;
-        position_start = i + 1;
-      }
-      if (o.reset_attention_mask && i + 1 < S) {
-        cu[++count] = static_cast<int32_t>(i + 1);
-        longest = std::max(longest, i + 1 - document_start);
-        document_start = i + 1;
-      }
-    }
-  }
-  for (int64_t j = position_start; j < S; ++j) positions[j] = j - position_start;
-  cu[++count] = static_cast<int32_t>(S);
-  longest = std::max(longest, S - document_start);
-  std::fill(cu + count + 1, cu + S + 1, static_cast<int32_t>(S));
-  *segments = count;
-  if (out.attention_mask != nullptr) {
-    // True (1) = masked: keys after the query, or before its document's start
-    uint8_t* mask = out.attention_mask + r * S * S;
-    for (int64_t k = 0; k < count; ++k) {
-      const int64_t a = cu[k], b = cu[k + 1];
-      for (int64_t q = a; q < b; ++q) {
-        uint8_t* row = mask + q * S;
-        std::memset(row, 1, static_cast<size_t>(a));
-        std::memset(row + a, 0, static_cast<size_t>(q - a + 1));
-        std::memset(row + q + 1, 1, static_cast<size_t>(S - q - 1));
-      }
-    }
-  }
-  return longest;
 }
 
 }  // namespace
@@ -240,17 +191,21 @@ BatchResult gpt_batch(const IndexView& document_index, const IndexView& sample_i
   Fault first_fault;
   int64_t fault_row = -1;
   const int64_t width = options.sequence_length + options.extra;
+  const FillRow fill_row = fill_row_for_this_cpu();
+  const IntKind kind = source.text != nullptr ? IntKind::i64 : source.kind;
+  const auto row_bytes = static_cast<size_t>(width * item_size(kind));
   parallel_for(rows, threads, [&](int64_t begin, int64_t end, int) {
-    std::vector<int64_t> text(source.text != nullptr ? 0 : static_cast<size_t>(width));
-    std::vector<uint8_t> bytes;
+    std::vector<uint8_t> raw(source.text != nullptr ? 0 : row_bytes);
+    std::vector<int64_t> eods;
     for (int64_t r = begin; r < end; ++r) {
-      const int64_t* row = nullptr;
+      const void* row = nullptr;
+      int64_t filled = width;
       if (source.text != nullptr) {
         row = source.text + r * width;
       } else {
         Fault f;
         if (!read_row(document_index, sample_index, shuffle_index, wanted[r], source, options,
-                      text.data(), bytes, f)) {
+                      raw.data(), &filled, f)) {
           const std::lock_guard<std::mutex> lock(guard);
           if (fault_row < 0 || r < fault_row) {
             fault_row = r;
@@ -258,10 +213,10 @@ BatchResult gpt_batch(const IndexView& document_index, const IndexView& sample_i
           }
           return;  // later rows of this chunk cannot be the first fault
         }
-        row = text.data();
+        row = raw.data();
       }
-      longest[static_cast<size_t>(r)] =
-          fill_row(row, options, r, out, &result.segments[static_cast<size_t>(r)]);
+      longest[static_cast<size_t>(r)] = fill_row(kind, row, filled, options, r, out,
+                                                 &result.segments[static_cast<size_t>(r)], eods);
     }
   });
   if (fault_row >= 0) {

@@ -30,6 +30,7 @@ from posembed import cli, reference
 
 from . import (
     test_bad_inputs_batch_order,
+    test_bad_inputs_batches,
     test_bad_inputs_blend,
     test_bad_inputs_checkpoint,
     test_bad_inputs_cli,
@@ -50,6 +51,7 @@ from .badinput_harness import EXTRA_KINDS, KINDS, OUT_KINDS, Family
 
 FAMILY_MODULES = [
     test_bad_inputs_batch_order,
+    test_bad_inputs_batches,
     test_bad_inputs_blend,
     test_bad_inputs_checkpoint,
     test_bad_inputs_cli,
@@ -91,6 +93,7 @@ NO_ARGUMENTS = {
     "has cases for one)",
     "GPTBlendSplit": "a frozen dataclass holding one split of what gpt_blend() returns",
     "GPTBatch": "a frozen dataclass holding what gpt_batch() returns",
+    "MicroBatch": "a frozen dataclass holding what iterating Batches gives",
     "WindowLayout": "a frozen dataclass holding what window_layout() returns; its fields "
     "are checked where they are used (WindowLayout.cut, which has cases for a layout "
     "built by hand)",

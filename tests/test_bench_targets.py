@@ -163,7 +163,7 @@ def test_every_target_is_judged_on_a_real_run(quick_bench):
                 continue
         if t.measure == "torch" and not has_torch:
             continue  # a PyTorch ratio needs PyTorch
-        megatrons = {"samples", "gpt_batch", "blend"}  # their numpy column is megatron-core
+        megatrons = {"samples", "gpt_batch", "blend", "batches"}  # numpy: megatron-core
         if t.kernel in megatrons and t.measure == "numpy" and not has_megatron:
             continue
         if (t.kernel, t.case) == ("pack", "plan vs TRL") and not has_trl:

@@ -57,7 +57,7 @@ def test_bench_quick_prints_every_case_scaling_caches_json_and_plot(quick_bench)
     assert data["machine"]["threads"] == 2  # the largest count runs the main table
     kernels = {row["kernel"] for row in data["scaling"]}
     # file I/O or BLAS: none; blend: a sequential draw on one thread
-    unscaled = {"chunk", "convert", "merge", "similarity", "extend", "resize", "blend"}
+    unscaled = {"chunk", "convert", "merge", "similarity", "extend", "resize", "blend", "batches"}
     assert kernels == set(bench.BUILDERS) - unscaled | {"roofline"}
     for row in data["scaling"]:
         assert set(row["seconds"]) == {"1", "2"}

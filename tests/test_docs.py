@@ -167,7 +167,7 @@ def test_cli_page_is_the_commands_help(monkeypatch):
 
 
 # Pages that run PyTorch: its models (transformers' included) or its resampling.
-TORCH_PAGES = {"pytorch.md", "hf-model-folder.md", "timm.md"}
+TORCH_PAGES = {"pytorch.md", "hf-model-folder.md", "timm.md", "train-batches.md"}
 # Pages that run megatron-core (which needs PyTorch): CI reruns this file with it
 # installed and POSEMBED_REQUIRE_MEGATRON=1.
 MEGATRON_PAGES = {"megatron.md"}

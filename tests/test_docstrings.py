@@ -35,6 +35,8 @@ NO_RAISES = {
     "posembed.GPTBlendSplit": "a dataclass: __init__ stores the fields as given; gpt_blend() "
     "builds it",
     "posembed.GPTBatch": "a dataclass: __init__ stores the fields as given; gpt_batch() builds it",
+    "posembed.MicroBatch": "a dataclass: __init__ stores the fields as given; iterating "
+    "Batches builds it",
 }
 
 

@@ -12,6 +12,8 @@ import pytest
 
 import posembed
 
+from .conftest import torch_or_skip
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "finetune_extended.py"
 
 
@@ -109,3 +111,21 @@ def test_backward_mask_is_the_forward_mask():
     plain = tok[ids] + pos[np.arange(ids.shape[1])]
     np.testing.assert_allclose(out, plain * mask / (1 - p), rtol=1e-15, atol=0)
     assert np.all(out[~mask] == 0)
+
+
+def test_pytorch_train_resume_example_gives_the_same_batches(capsys):
+    # examples/train_resume.py asserts it itself: the global batches after
+    # resuming on another world size and worker count are the uninterrupted
+    # run's, and the losses follow the same course
+    torch_or_skip()
+    pytest.importorskip("transformers")
+    path = EXAMPLE.parent / "train_resume.py"
+    spec = importlib.util.spec_from_file_location("train_resume", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    whole, resumed = module.main(verbose=False)
+    assert capsys.readouterr().out == ""
+    assert len(whole) == len(resumed) == module.STEPS
+    np.testing.assert_allclose(resumed, whole, rtol=1e-4)

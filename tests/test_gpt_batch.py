@@ -357,3 +357,143 @@ def test_arrays_rewritten_during_the_call_give_an_error_or_a_batch_never_a_crash
     # a crash, an IndexError or any other exception fails the test before this
     assert outcomes <= {"batch", "error"}, outcomes
     assert outcomes, "no call returned"
+
+
+# -- every token type, padding id and SIMD level -------------------------------------------
+
+# The inputs of the probe below, built the same way in this process: token ids
+# 0..8 in every integer type, samples that keep (and pad) their last partial
+# sample, with and without the extra token.
+SETUP = """
+import numpy as np
+import posembed
+
+def inputs():
+    rng = np.random.default_rng(11)
+    lengths = rng.integers(1, 40, 300)
+    tokens = rng.integers(1, 9, int(lengths.sum()))
+    tokens[rng.random(tokens.shape[0]) < 0.05] = 0
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens[offsets[1:] - 1] = 0
+    cases = {}
+    for extra in (True, False):
+        samples = posembed.gpt_samples(
+            lengths, 77, num_epochs=1, seed=2, add_extra_token_to_sequence=extra,
+            drop_last_partial_sequence=False,
+        )
+        for dtype in ("i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8"):
+            # -1: outside unsigned types; 3: a real token; 0: the end-of-document id
+            for pad in (-1, 3, 0):
+                cases[f"{extra}-{dtype}-{pad}"] = (samples, (tokens.astype(dtype), offsets), pad)
+    return cases
+
+SWITCHES = dict(
+    eod=0, reset_position_ids=True, reset_attention_mask=True, eod_mask_loss=True,
+    attention_mask=True,
+)
+"""
+
+PROBE = (
+    SETUP
+    + """
+import sys
+found = {"simd": np.array(posembed.config()["simd"])}
+for name, (samples, corpus, pad) in inputs().items():
+    every = np.arange(len(samples))
+    batch = posembed.gpt_batch(samples, every, corpus, pad_value=pad, **SWITCHES)
+    for field in ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens",
+                  "cu_seqlens_padded", "attention_mask"):
+        found[f"{name}/{field}"] = getattr(batch, field)
+    found[f"{name}/max_seqlen"] = np.array(batch.max_seqlen)
+np.savez(sys.argv[1], **found)
+"""
+)
+
+
+def test_every_token_type_padding_id_and_simd_level_gives_the_twins_batch(tmp_path: Path):
+    import os
+    import subprocess
+    import sys
+
+    space: dict[str, Any] = {}
+    exec(SETUP, space)
+    cases = space["inputs"]()
+    twins = {
+        name: reference.gpt_batch(
+            samples, np.arange(len(samples)), corpus, pad_value=pad, **space["SWITCHES"]
+        )
+        for name, (samples, corpus, pad) in cases.items()
+    }
+    assert any((t.loss_mask[-1] == 0).sum() > 1 for t in twins.values())  # padding was met
+    root = Path(__file__).resolve().parent.parent
+    for level in posembed.config()["simd_levels"]:
+        path = tmp_path / f"{level}.npz"
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE, str(path)],
+            env=dict(os.environ, POSEMBED_SIMD=level),
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        with np.load(path) as data:
+            assert str(data["simd"]) == level
+            for name, twin in twins.items():
+                for field in (*FIELDS, "attention_mask"):
+                    np.testing.assert_array_equal(
+                        data[f"{name}/{field}"], getattr(twin, field), err_msg=f"{level} {name}"
+                    )
+                assert int(data[f"{name}/max_seqlen"]) == twin.max_seqlen
+
+
+# -- a maker of many batches of the same samples ------------------------------------------
+
+
+def test_a_batch_maker_gives_gpt_batchs_batches_call_after_call(tmp_path: Path):
+    from posembed.kernels._gpt_batch import _BatchMaker
+
+    tokens, offsets = eod_corpus(4, n=300)
+    prefix = tmp_path / "c"
+    posembed.write_indexed(prefix, tokens, offsets, dtype=np.uint16)
+    indexed = posembed.IndexedCorpus(prefix, documents="sequences")
+    reader = types.SimpleNamespace(offsets=indexed.offsets, read=indexed.read)
+    samples = posembed.gpt_samples(indexed.sequence_lengths, 16, num_epochs=2, seed=4)
+    options = {"eod": EOD, **switches(True, True, True)}
+    rng = np.random.default_rng(0)
+    for corpus in ((tokens, offsets), indexed, reader):
+        maker = _BatchMaker(samples, corpus, **options)
+        for _ in range(3):
+            wanted = rng.integers(0, len(samples), 7)
+            same_batch(maker(wanted), posembed.gpt_batch(samples, wanted, corpus, **options))
+        with pytest.raises(IndexError, match=r"indices\[0\] = -1 is out of range"):
+            maker([-1])
+    with pytest.raises(ValueError, match=r"eod = 70000 is not a token id"):
+        _BatchMaker(samples, indexed, eod=70_000)
+    with open(indexed.bin_path, "r+b") as f:
+        f.truncate(10)
+    with pytest.raises(ValueError, match=r"c\.bin: input changed while reading"):
+        _BatchMaker(samples, indexed, **options)(np.arange(len(samples)))
+
+
+def test_batches_of_the_same_samples_and_bin_reuse_their_checks_but_keep_nothing_alive(
+    tmp_path: Path,
+):
+    import gc
+    import weakref
+
+    tokens, offsets = eod_corpus(6, n=200)
+    prefix = tmp_path / "c"
+    posembed.write_indexed(prefix, tokens, offsets, dtype=np.uint16)
+    indexed = posembed.IndexedCorpus(prefix, documents="sequences")
+    samples = posembed.gpt_samples(indexed.sequence_lengths, 16, num_epochs=1, seed=6)
+    options = {"eod": EOD, **switches(True, True, True)}
+    for wanted in ([3, 1], [0, 2, 4], [3, 1]):
+        same_batch(
+            posembed.gpt_batch(samples, wanted, indexed, **options),
+            reference.gpt_batch(samples, wanted, indexed, **options),
+        )
+    gone = [weakref.ref(samples), weakref.ref(indexed)]
+    del samples, indexed
+    gc.collect()
+    assert [ref() for ref in gone] == [None, None]

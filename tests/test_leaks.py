@@ -177,6 +177,16 @@ CASES = {
         "o.load_state_dict(s)",
         "o.load_state_dict(bad)",  # ValueError: not a micro-step boundary
     ),
+    "Batches": (
+        "n = np.arange(1, 300) % 70 + 1; off = np.cumsum(np.r_[0, n])\n"
+        "x = np.arange(off[-1]) % 99\n"
+        "s = posembed.gpt_samples(n, 64, num_samples=100)\n"
+        "o = posembed.BatchOrder(s, global_batch_size=8, micro_batch_size=2, world_size=2)\n"
+        "import itertools",
+        "b = posembed.Batches(o, (x, off), prefetch=1, eod=0); "
+        "list(itertools.islice(b, 3)); b.close(); b.load_state_dict(o.state_dict())",
+        "posembed.Batches(o, (x, off[:-9]), eod=0)",  # ValueError: another corpus
+    ),
     "IndexedCorpus": (
         "import os, tempfile\n"
         "d = tempfile.mkdtemp(); prefix = os.path.join(d, 'c')\n"
@@ -265,6 +275,7 @@ def test_every_public_function_is_covered():
         "GPTBlendSplit",
         "GPTSamples",
         "LearnedPositionEmbedding",
+        "MicroBatch",  # what iterating Batches gives, measured with it
         "PackPlan",  # made by pack and measured with it
         "PackedRows",
         "WindowLayout",

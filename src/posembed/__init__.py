@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from posembed import reference
 from posembed.checkpoint._resize import resize_checkpoint
+from posembed.corpus._batches import Batches, MicroBatch
 from posembed.corpus._blend_output import gpt_blend, write_megatron_cache
 from posembed.corpus._merge import merge_indexed
 from posembed.io._indexed import IndexedCorpus
@@ -33,12 +34,14 @@ __version__ = _runtime.VERSION
 
 __all__ = [
     "BatchOrder",
+    "Batches",
     "GPTBatch",
     "GPTBlend",
     "GPTBlendSplit",
     "GPTSamples",
     "IndexedCorpus",
     "LearnedPositionEmbedding",
+    "MicroBatch",
     "PackPlan",
     "PackedRows",
     "WindowLayout",

@@ -334,6 +334,8 @@ class GPTBlendSplit:
             for d in np.unique(which).tolist()
             for rows in [np.flatnonzero(which == d)]
         ]
+        if not parts:  # no sample: an empty batch, its options checked
+            return gpt_batch(self.datasets[0], wanted, corpora[0], **options)
         if len(parts) == 1:
             return parts[0][1]
         return _stacked(parts, wanted.shape[0])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numbers
 import operator
 import os
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,79 +159,251 @@ def gpt_batch(
         built from (as :meth:`GPTSamples.samples` refuses it); a ``.bin``
         that changed while it was read; a batch of 2^31 tokens or more.
     """
+    _check_samples(samples)
+    wanted = _wanted(indices, len(samples))
+    options = {
+        "eod": eod,
+        "reset_position_ids": reset_position_ids,
+        "reset_attention_mask": reset_attention_mask,
+        "eod_mask_loss": eod_mask_loss,
+        "pad_value": pad_value,
+        "attention_mask": attention_mask,
+    }
+    return _maker(samples, corpus, options)._batch(wanted)
+
+
+def _wanted(indices: Any, count: int) -> np.ndarray:
+    """The indices as int64 sample numbers, checked, in a copy of their own."""
+    if (
+        type(indices) is np.ndarray
+        and indices.ndim == 1
+        and indices.dtype.kind in "iu"
+        and indices.dtype.itemsize <= 8
+    ):
+        wanted = indices.astype(np.int64)  # a copy; uint64 past 2^63 wraps below 0
+        if wanted.size == 0 or (wanted.min() >= 0 and wanted.max() < count):
+            return wanted
+    return np.array(_sample_numbers(indices, count), dtype=np.int64, copy=True)
+
+
+# Makers of the batches of (samples, an IndexedCorpus-like reader on local
+# disk) that gpt_batch built, kept while both live, so that a loop asking
+# for batch after batch checks the samples and the corpus once. Kept only
+# where the maker reads the caller's own arrays (none converted), and used
+# only while the samples' arrays and the corpus's offsets and tokens are the
+# very objects it was built from: a hit reads what a fresh maker would read.
+_MAKERS: dict[tuple[Any, ...], tuple[Any, Any, _BatchMaker, tuple[Any, ...]]] = {}
+_MAKERS_KEPT = 8
+
+
+def _parts(samples: Any, corpus: Any) -> tuple[Any, ...]:
+    return (
+        samples.document_index,
+        samples.sample_index,
+        samples.shuffle_index,
+        samples.lengths,
+        getattr(corpus, "offsets", None),
+        getattr(corpus, "tokens", None),
+    )
+
+
+def _maker(samples: Any, corpus: Any, options: dict[str, Any]) -> _BatchMaker:
+    """A _BatchMaker of these arguments: a kept one where it reads exactly
+    what a new one would, else a new one (kept when it may be)."""
+    try:
+        key = (id(samples), id(corpus), *(_plain(value) for value in options.values()))
+        hash(key)
+    except TypeError:
+        return _BatchMaker(samples, corpus, **options)
+    kept = _MAKERS.get(key)
+    if kept is not None:
+        samples_ref, corpus_ref, maker, parts = kept
+        now = _parts(samples, corpus)
+        if (
+            samples_ref() is samples
+            and corpus_ref() is corpus
+            and all(a is b for a, b in zip(parts, now, strict=True))
+        ):
+            return maker
+    maker = _BatchMaker(samples, corpus, **options)
+    if maker._cacheable(samples, corpus):
+        try:
+            refs = [weakref.ref(o, lambda _: _MAKERS.pop(key, None)) for o in (samples, corpus)]
+        except TypeError:  # no weak references to one of them (a tuple)
+            return maker
+        while len(_MAKERS) >= _MAKERS_KEPT:
+            _MAKERS.pop(next(iter(_MAKERS)), None)
+        _MAKERS[key] = (refs[0], refs[1], maker, _parts(samples, corpus))
+    return maker
+
+
+def _plain(value: Any) -> Any:
+    """An option as a key: its type and value (1 and True, or np.int64(1),
+    are told apart, as the checks tell them)."""
+    return (type(value), value)
+
+
+def _check_samples(samples: Any) -> None:
     if not all(hasattr(samples, name) for name in SAMPLES_FIELDS) or not callable(
         getattr(samples, "samples", None)
     ):
         raise TypeError(
             f"samples must be the GPTSamples that gpt_samples built; got {type(samples).__name__}"
         )
-    count = len(samples)
-    wanted = np.array(_sample_numbers(indices, count), dtype=np.int64, copy=True)
-    flags = {
-        name: v.flag(value, name)
-        for name, value in (
-            ("reset_position_ids", reset_position_ids),
-            ("reset_attention_mask", reset_attention_mask),
-            ("eod_mask_loss", eod_mask_loss),
-            ("attention_mask", attention_mask),
+
+
+class _BatchMaker:
+    """Batches of one GPTSamples read from one corpus, all but the indices checked once.
+
+    ``_BatchMaker(samples, corpus, *, eod, reset_position_ids=False,
+    reset_attention_mask=False, eod_mask_loss=False, pad_value=-1,
+    attention_mask=False)`` checks the arguments as :func:`gpt_batch` checks
+    them (the same errors) and keeps what the kernel reads; then
+    ``maker(indices)`` returns what ``gpt_batch(samples, indices, corpus,
+    ...)`` returns, element for element, checking only the indices. For a
+    loader that reads many batches of the same samples and corpus.
+
+    The contract:
+
+    * The samples' arrays, the corpus's offsets and tokens (a pair) and the
+      samples' lengths are kept by reference where the kernel reads them as
+      they are (int32 or int64, uint32 for the shuffle index, C-contiguous,
+      aligned, native byte order: what :func:`gpt_samples` and
+      :class:`IndexedCorpus` give); others are converted once, here, and
+      later changes to the originals are then not seen. Change none of
+      them between calls: results are only promised for the arrays as they
+      were when the maker was built.
+    * Nothing the kernel reads is trusted: each index and offset is read
+      once and checked (against the corpus's tokens and the lengths the
+      samples were built from) on every call, so arrays rewritten meanwhile,
+      even by another thread during a call, give an error or a batch, never
+      a crash or a read outside the corpus.
+    * A ``.bin`` is opened for each call with a descriptor of its own and
+      checked unchanged after its reads: a file that shrank, was rewritten or
+      removed is a ValueError, as :func:`gpt_batch` raises it.
+    * Nothing changes after construction: calls may run on several threads
+      at once. A reader without a local file is read through its ``.read``
+      on the calling thread, as :meth:`GPTSamples.samples` reads it.
+    * The outputs' memory comes back to a small cache when a batch is
+      freed (see :class:`GPTBatch`): a loop that drops each batch before
+      asking for the next reuses memory already written.
+    """
+
+    def __init__(
+        self,
+        samples: Any,
+        corpus: Any,
+        *,
+        eod: int,
+        reset_position_ids: bool = False,
+        reset_attention_mask: bool = False,
+        eod_mask_loss: bool = False,
+        pad_value: int = -1,
+        attention_mask: bool = False,
+    ) -> None:
+        _check_samples(samples)
+        flags = {
+            name: v.flag(value, name)
+            for name, value in (
+                ("reset_position_ids", reset_position_ids),
+                ("reset_attention_mask", reset_attention_mask),
+                ("eod_mask_loss", eod_mask_loss),
+                ("attention_mask", attention_mask),
+            )
+        }
+        pad = _pad_value(pad_value)
+        token = _eod(eod)
+        self._count = len(samples)
+        self._sequence_length = samples.sequence_length
+        self._pad = pad
+        reader = _Corpus(corpus, samples.lengths)  # the checks of .samples(), their messages
+        lengths = samples.lengths
+        if lengths is not None:
+            lengths = _index(lengths, "lengths")
+        self._lengths = lengths
+        self._call = _Call(
+            _index(samples.document_index, "document_index"),
+            _index(samples.sample_index, "sample_index", rows=True),
+            _index(samples.shuffle_index, "shuffle_index", unsigned=True),
+            samples.sequence_length,
+            1 if samples.add_extra_token_to_sequence else 0,
+            token,
+            pad,
+            flags["reset_position_ids"],
+            flags["reset_attention_mask"],
+            flags["eod_mask_loss"],
+            flags["attention_mask"],
         )
-    }
-    pad = _pad_value(pad_value)
-    token = _eod(eod)
-    seq = samples.sequence_length
-    if wanted.shape[0] * seq > INT32_MAX:
-        raise ValueError(
-            f"indices: {wanted.shape[0]} samples of {seq} tokens are {wanted.shape[0] * seq} "
-            "tokens, but cu_seqlens are int32: a batch must hold fewer than 2^31 tokens"
+        self._tokens: np.ndarray | None = None
+        self._offsets: np.ndarray | None = None
+        self._file = None if isinstance(corpus, (tuple, list)) else _token_file(corpus)
+        # a reader without a local file is read through .samples(); otherwise
+        # neither object is held (a kept maker must not keep them alive)
+        self._read_through = (samples, corpus) if self._file is None else None
+        dtype = getattr(corpus, "dtype", None)  # a reader's token dtype, where it tells it
+        if self._file is None and isinstance(dtype, np.dtype) and dtype.kind in "iu":
+            _check_eod_fits(token, dtype)
+        if isinstance(corpus, (tuple, list)):
+            tokens = v.as_array(corpus[0], "corpus tokens")
+            _check_eod_fits(token, tokens.dtype)
+            if tokens.dtype.byteorder not in "=|":
+                tokens = tokens.astype(tokens.dtype.newbyteorder("="))
+            self._tokens = v.kernel_array(tokens)
+            self._offsets = v.kernel_array(reader._offsets, np.int64)
+        elif self._file is not None:
+            _check_eod_fits(token, np.dtype(self._file.dtype))
+            self._offsets = v.kernel_array(reader._offsets, np.int64)
+
+    def __call__(self, indices: Any) -> GPTBatch:
+        """The batch of ``indices`` (see :func:`gpt_batch`)."""
+        return self._batch(_wanted(indices, self._count))
+
+    def _cacheable(self, samples: Any, corpus: Any) -> bool:
+        """Whether this maker reads a local file and the caller's own arrays,
+        none converted (so that it reads what a new maker would)."""
+        call = self._call
+        return (
+            self._file is not None
+            and call.document_index is samples.document_index
+            and call.sample_index is samples.sample_index
+            and call.shuffle_index is samples.shuffle_index
+            and self._lengths is samples.lengths
+            and self._offsets is getattr(corpus, "offsets", None)
         )
-    reader = _Corpus(corpus, samples.lengths)  # the checks of .samples(), their messages
-    extra = 1 if samples.add_extra_token_to_sequence else 0
-    lengths = samples.lengths
-    if lengths is not None:
-        lengths = _index(lengths, "lengths")
-    call = _Call(
-        _index(samples.document_index, "document_index"),
-        _index(samples.sample_index, "sample_index", rows=True),
-        _index(samples.shuffle_index, "shuffle_index", unsigned=True),
-        wanted,
-        seq,
-        extra,
-        token,
-        pad,
-        flags["reset_position_ids"],
-        flags["reset_attention_mask"],
-        flags["eod_mask_loss"],
-        flags["attention_mask"],
-    )
-    file = None if isinstance(corpus, (tuple, list)) else _token_file(corpus)
-    dtype = getattr(corpus, "dtype", None)  # a reader's token dtype, where it tells it
-    if file is None and isinstance(dtype, np.dtype) and dtype.kind in "iu":
-        _check_eod_fits(token, dtype)
-    if isinstance(corpus, (tuple, list)):
-        tokens = v.as_array(corpus[0], "corpus tokens")
-        _check_eod_fits(token, tokens.dtype)
-        if tokens.dtype.byteorder not in "=|":
-            tokens = tokens.astype(tokens.dtype.newbyteorder("="))
-        offsets = v.kernel_array(reader._offsets, np.int64)
-        result = call.run(offsets=offsets, lengths=lengths, tokens=v.kernel_array(tokens))
-    elif file is not None:
-        _check_eod_fits(token, np.dtype(file.dtype))
-        offsets = v.kernel_array(reader._offsets, np.int64)
-        result = _read_file(file, call, offsets, lengths)
-    else:
-        result = call.run(text=samples.samples(wanted, corpus, pad_value=pad))
-    tokens_out, labels, loss, positions, flat, padded, longest, mask = result
-    return GPTBatch(tokens_out, labels, loss, positions, flat, padded, int(longest), mask)
+
+    def _batch(self, wanted: np.ndarray) -> GPTBatch:
+        """The batch of ``wanted``: int64 sample numbers, checked, this call's own copy."""
+        seq = self._sequence_length
+        if wanted.shape[0] * seq > INT32_MAX:
+            raise ValueError(
+                f"indices: {wanted.shape[0]} samples of {seq} tokens are "
+                f"{wanted.shape[0] * seq} tokens, but cu_seqlens are int32: a batch must hold "
+                "fewer than 2^31 tokens"
+            )
+        call = self._call
+        if self._tokens is not None:
+            result = call.run(
+                wanted, offsets=self._offsets, lengths=self._lengths, tokens=self._tokens
+            )
+        elif self._file is not None:
+            assert self._offsets is not None
+            result = _read_file(self._file, call, wanted, self._offsets, self._lengths)
+        else:
+            assert self._read_through is not None
+            samples, corpus = self._read_through
+            text = samples.samples(wanted, corpus, pad_value=self._pad)
+            result = call.run(wanted, text=text)
+        tokens_out, labels, loss, positions, flat, padded, longest, mask = result
+        return GPTBatch(tokens_out, labels, loss, positions, flat, padded, int(longest), mask)
 
 
 @dataclass(frozen=True)
 class _Call:
-    """The kernel's arguments but the corpus's, checked."""
+    """The kernel's arguments but the sample numbers' and the corpus's, checked."""
 
     document_index: np.ndarray
     sample_index: np.ndarray
     shuffle_index: np.ndarray
-    wanted: np.ndarray
     sequence_length: int
     extra: int
     eod: int
@@ -242,6 +415,7 @@ class _Call:
 
     def run(
         self,
+        wanted: np.ndarray,
         *,
         offsets: np.ndarray | None = None,
         lengths: np.ndarray | None = None,
@@ -258,7 +432,7 @@ class _Call:
             self.document_index,
             self.sample_index,
             self.shuffle_index,
-            self.wanted,
+            wanted,
             self.sequence_length,
             self.extra,
             self.eod,
@@ -281,7 +455,7 @@ class _Call:
 
 
 def _read_file(
-    file: Any, call: _Call, offsets: np.ndarray, lengths: np.ndarray | None
+    file: Any, call: _Call, wanted: np.ndarray, offsets: np.ndarray, lengths: np.ndarray | None
 ) -> tuple[Any, ...]:
     """The batch with its tokens read from ``file`` (a token file on local
     disk) by the kernel, on its threads; the file checked unchanged after."""
@@ -291,6 +465,7 @@ def _read_file(
         f.open()
         try:
             result = call.run(
+                wanted,
                 offsets=offsets,
                 lengths=lengths,
                 fd=f.fd,
@@ -366,6 +541,8 @@ def _index(a: Any, name: str, *, unsigned: bool = False, rows: bool = False) -> 
         raise TypeError(f"samples.{name} must have shape (n + 1, 2); got {array.shape}")
     kept = [np.dtype(np.int32), np.dtype(np.int64)] + ([np.dtype(np.uint32)] if unsigned else [])
     if array.dtype in kept:
+        if array.dtype.isnative and array.flags.c_contiguous and array.flags.aligned:
+            return array  # the caller's own array, as the kernel reads it
         return v.kernel_array(array, array.dtype.newbyteorder("="))
     if array.dtype == np.uint64 and array.size and int(array.max()) > INT64_MAX:
         raise ValueError(f"samples.{name}: {int(array.max())} passes 2^63 - 1")

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from posembed.bench.case import Case
 from posembed.bench.cases import (
     batch_order,
+    batches,
     blend,
     chunk,
     convert,
@@ -47,6 +48,7 @@ BUILDERS: dict[str, Callable[[bool], list[Case]]] = {
     "gpt_batch": gpt_batch.build,
     "blend": blend.build,
     "batch_order": batch_order.build,
+    "batches": batches.build,
 }
 
 # The cases of each kernel, in the order its builder makes them; the bench/
@@ -78,6 +80,7 @@ CASE_NAMES = {
     "gpt_batch": ("all switches",),
     "blend": ("blending indices", "exhaustive"),
     "batch_order": ("resume", "micro-batch indices"),
+    "batches": ("GPT samples", "through a DataLoader"),
 }
 
 
@@ -91,6 +94,9 @@ WITHOUT_REFERENCE = {
     ("blend", "blending indices"): "the twin draws one sample at a time in Python (about "
     "20 us a sample over 1,000 datasets: minutes for 10M); the 'exhaustive' row times it on "
     "200k samples",
+    ("batches", "GPT samples"): "the reading is gpt_batch's (its row times the twin); this "
+    "row times the read-ahead and the order",
+    ("batches", "through a DataLoader"): "the same reads in PyTorch's worker processes",
 }
 
 

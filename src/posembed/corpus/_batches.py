@@ -1,0 +1,516 @@
+"""Batches: the micro-batches of a sample order read from a corpus, read ahead.
+
+A :class:`posembed.BatchOrder` says which samples each rank takes at each
+micro-step; this module reads them (GPT samples and blends through
+``gpt_batch``, a packing plan's rows through ``PackPlan.cut``, windows from
+memory) on a background thread, ``prefetch`` micro-batches ahead of the
+caller, and keeps the order's position at what the caller was given, never at
+what was read ahead, so that its ``state_dict`` resumes exactly.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from posembed.kernels._blend_build import GPTBlendSplit
+from posembed.kernels._gpt_batch import GPTBatch, _BatchMaker
+from posembed.kernels._pack import PackedRows, PackPlan
+from posembed.kernels._samples import GPTSamples
+from posembed.kernels._windows import Windows
+
+# What each kind of source reads with; the options a caller may give.
+GPT_OPTIONS = ("eod", "reset_position_ids", "reset_attention_mask", "eod_mask_loss", "pad_value")
+GPT_OPTIONS_ALL = (*GPT_OPTIONS, "attention_mask")
+PACK_OPTIONS = (
+    "pad_value",
+    "labels",
+    "position_dtype",
+    "columns",
+    "column_pad",
+    "position_start",
+    "separator_id",
+)
+MAX_PREFETCH = 1024
+# How often a blocked reader or caller looks whether it should stop (seconds).
+POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """One micro-batch of one rank, what iterating :class:`Batches` gives.
+
+    Attributes
+    ----------
+    step : int
+        The micro-step it belongs to, counted from the start of the sample
+        stream: its samples follow the ``step * micro_batch_size *
+        world_size`` samples all ranks consumed before it. With ``A =
+        global_batch_size // (micro_batch_size * world_size)`` accumulation
+        steps, it is micro-step ``step % A`` of global batch ``step // A``.
+    consumed_samples : int
+        The samples all ranks have consumed once this micro-step is done:
+        ``(step + 1) * micro_batch_size * world_size``.
+    indices : ndarray of int64, shape (micro_batch_size,)
+        The samples read (indices into the order's source: GPT samples, the
+        blend's samples, the plan's rows or the windows).
+    batch : GPTBatch, PackedRows or Windows
+        What was read: :func:`posembed.gpt_batch`'s batch for GPT samples
+        and blends, :meth:`posembed.PackPlan.cut`'s rows for a packing plan,
+        the windows themselves for :class:`posembed.Windows`.
+    """
+
+    step: int
+    consumed_samples: int
+    indices: np.ndarray
+    batch: GPTBatch | PackedRows | Windows
+
+
+class Batches:
+    """The micro-batches of a sample order, read from a corpus ahead of the caller.
+
+    Iterating gives this rank's micro-batches (:class:`MicroBatch`) from the
+    order's ``consumed_samples`` on, without end (the order's stream runs
+    epoch after epoch) or until ``total_samples``. A background thread reads
+    ``prefetch`` micro-batches ahead while the caller trains (the reading
+    kernels release the GIL). The order's ``consumed_samples`` moves as
+    micro-batches are given to the caller, never as they are read ahead, so
+    :meth:`state_dict` at any point resumes at the next micro-batch the
+    caller has not seen: on the same configuration, or, at a global batch
+    boundary, on any world size and data-loader worker count.
+
+    Parameters
+    ----------
+    order : BatchOrder
+        Which samples each micro-batch of this rank takes. Its source says
+        what is read: :class:`GPTSamples`, a :class:`GPTBlendSplit`, a
+        :class:`PackPlan` or :class:`Windows`.
+    corpus : corpus, sequence of corpora, or None
+        Where the tokens are: for GPT samples, what :func:`gpt_batch` takes
+        (an :class:`IndexedCorpus` on local disk or in an object store, a
+        ``(tokens, offsets)`` pair, or a reader); for a blend, one such
+        corpus per corpus of the blend, in its order; for a packing plan,
+        what :meth:`PackPlan.cut` takes (an :class:`IndexedCorpus`, an Arrow
+        list column, or a ``(tokens, offsets)`` pair); None for windows.
+    prefetch : int
+        Micro-batches read ahead, 0..1024 (0: read when asked for, on the
+        caller's thread).
+    total_samples : int or None
+        Stop once the stream has reached this many samples (counted from its
+        start, every rank together: a training run's ``train_samples``), a
+        multiple of ``micro_batch_size * world_size``; None: never stop.
+    **read_options
+        How the samples are read. GPT samples and blends: ``eod`` (required),
+        ``reset_position_ids``, ``reset_attention_mask``, ``eod_mask_loss``,
+        ``pad_value``, ``attention_mask``, as :func:`gpt_batch` takes them.
+        Packing plans: the options of :meth:`PackPlan.cut` (``labels`` is
+        True unless given). Windows: none.
+
+    Raises
+    ------
+    TypeError
+        An order that is not a :class:`BatchOrder` (or a source it cannot
+        read), an unknown read option, a ``prefetch`` or ``total_samples``
+        that is not an integer, and what the reader refuses of the corpus or
+        the options (checked here, before anything is read).
+    ValueError
+        A ``prefetch`` outside 0..1024, a ``total_samples`` that is negative
+        or not a micro-step boundary, and what the reader refuses.
+
+    Notes
+    -----
+    One iteration runs at a time: starting another, :meth:`load_state_dict`
+    or :meth:`close` ends the one before (its thread stops; its iterator
+    gives nothing more). A reading error on the background thread is raised
+    in the caller, with its type and message, at the micro-batch it hit.
+    """
+
+    def __init__(
+        self,
+        order: Any,
+        corpus: Any = None,
+        *,
+        prefetch: int = 2,
+        total_samples: int | None = None,
+        **read_options: Any,
+    ) -> None:
+        needed = ("sample_at", "state_dict", "load_state_dict", "consumed_samples")
+        if not all(hasattr(order, name) for name in needed):
+            raise TypeError(f"order must be a posembed.BatchOrder; got {type(order).__name__}")
+        self.order = order
+        self.corpus = corpus
+        self.prefetch = _count(prefetch, "prefetch", MAX_PREFETCH)
+        self._stride = int(order.micro_batch_size) * int(order.world_size)
+        if total_samples is not None:
+            total_samples = _count(total_samples, "total_samples", None)
+            if total_samples % self._stride:
+                raise ValueError(
+                    f"total_samples must be a multiple of micro_batch_size * world_size "
+                    f"({self._stride}); got {total_samples}"
+                )
+        self.total_samples = total_samples
+        self._options = read_options
+        self._read = _reader(order.source, corpus, read_options)
+        self._running: _Iteration | None = None
+        self._lock = threading.Lock()
+
+    # -- the position -----------------------------------------------------------------
+
+    @property
+    def consumed_samples(self) -> int:
+        """The samples of the stream every rank has consumed: the order's."""
+        return int(self.order.consumed_samples)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the caller is: the order's state (consumed samples and fingerprint).
+
+        Returns
+        -------
+        dict
+            :meth:`BatchOrder.state_dict`: plain, JSON-able values. It counts
+            the micro-batches given to the caller, never those read ahead.
+        """
+        state: dict[str, Any] = self.order.state_dict()
+        return state
+
+    def load_state_dict(self, state: Any) -> None:
+        """Resume where ``state`` was saved (O(1): nothing is replayed).
+
+        Ends a running iteration; the next one starts at the saved position.
+
+        Parameters
+        ----------
+        state : dict
+            What :meth:`state_dict` (or :meth:`BatchOrder.state_dict`) saved.
+
+        Raises
+        ------
+        ValueError
+            What :meth:`BatchOrder.load_state_dict` refuses: a state whose
+            order differs (it names each part that changed: the blend
+            weights, the lengths, the seed, the batch size, ...), or a
+            position that is not a micro-step boundary here.
+        """
+        self.close()
+        self.order.load_state_dict(state)
+
+    # -- iterating --------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[MicroBatch]:
+        return self._iterate(0, 1, advance=True)
+
+    def worker(self, worker: int, num_workers: int) -> Iterator[MicroBatch]:
+        """One data-loader worker's share: micro-batches worker, worker + n, ...
+
+        A loader that takes one micro-batch from each worker in turn (as
+        PyTorch's ``DataLoader`` does) gives them back in this rank's order.
+        The order's position does not move: the loader that reassembles the
+        shares counts what it gave (see :mod:`posembed.torch`).
+
+        Parameters
+        ----------
+        worker : int
+            This worker, 0..num_workers-1.
+        num_workers : int
+            The workers of this rank, at least 1.
+
+        Returns
+        -------
+        iterator of MicroBatch
+
+        Raises
+        ------
+        TypeError
+            A worker or worker count that is not an integer.
+        ValueError
+            A worker count below 1 or a worker outside 0..num_workers-1.
+        """
+        n = _count(num_workers, "num_workers", None)
+        if n < 1:
+            raise ValueError(f"num_workers must be at least 1; got {n}")
+        w = _count(worker, "worker", None)
+        if w >= n:
+            raise ValueError(f"worker must be 0..{n - 1} (num_workers - 1); got {w}")
+        return self._iterate(w, n, advance=False)
+
+    def _share(self, first: int, every: int) -> Iterator[MicroBatch]:
+        """Micro-batches first, first + every, ... (a worker's share, resumed)."""
+        return self._iterate(first, every, advance=False)
+
+    def _iterate(self, first: int, every: int, *, advance: bool) -> Iterator[MicroBatch]:
+        self.close()
+        start = self.consumed_samples
+        iteration = _Iteration(
+            self._read,
+            self.order,
+            start,
+            self._stride,
+            first,
+            every,
+            self.prefetch,
+            None if self.total_samples is None else (self.total_samples - start) // self._stride,
+        )
+        with self._lock:
+            self._running = iteration
+        return _yielding(iteration, self.order if advance else None)
+
+    def close(self) -> None:
+        """End the running iteration and stop its read-ahead thread (waits for it)."""
+        with self._lock:
+            running, self._running = self._running, None
+        if running is not None:
+            running.close()
+
+    def __enter__(self) -> Batches:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a data-loader worker takes the order, the corpus and the options;
+        # never a running iteration
+        state = self.__dict__.copy()
+        state["_running"] = None
+        del state["_lock"], state["_read"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._read = _reader(self.order.source, self.corpus, self._options)
+
+    def __repr__(self) -> str:
+        source = type(self.order.source).__name__
+        return (
+            f"Batches({source}, rank {self.order.rank} of {self.order.world_size}, "
+            f"{self.order.micro_batch_size} samples a micro-batch, "
+            f"consumed_samples={self.consumed_samples}, prefetch={self.prefetch})"
+        )
+
+
+# -- the read-ahead ---------------------------------------------------------------------
+
+
+class _Iteration:
+    """The micro-batches first, first + every, ... of a rank from position start,
+    read on a thread that holds no reference to what iterates it."""
+
+    def __init__(
+        self,
+        read: Callable[[np.ndarray], Any],
+        order: Any,
+        start: int,
+        stride: int,
+        first: int,
+        every: int,
+        prefetch: int,
+        count: int | None,
+    ) -> None:
+        self.read = read
+        self.order = order
+        self.start, self.stride, self.first, self.every = start, stride, first, every
+        self.count = count  # micro-batches left to the rank (None: no end)
+        self.prefetch = prefetch
+        self.stop = threading.Event()
+        self.items: queue.Queue[Any] = queue.Queue(maxsize=max(prefetch, 1))
+        self.thread: threading.Thread | None = None
+        self.unread = self.numbers()  # for prefetch 0
+
+    def numbers(self) -> Iterator[int]:
+        i = self.first
+        while self.count is None or i < self.count:
+            yield i
+            i += self.every
+
+    def item(self, i: int) -> MicroBatch:
+        """Micro-batch i of the rank from the iteration's start."""
+        m, rank = int(self.order.micro_batch_size), int(self.order.rank)
+        first = self.start + i * self.stride + rank * m
+        positions = np.arange(first, first + m, dtype=np.int64)
+        indices = np.ascontiguousarray(self.order.sample_at(positions), dtype=np.int64)
+        step = (self.start + i * self.stride) // self.stride
+        return MicroBatch(step, (step + 1) * self.stride, indices, self.read(indices))
+
+    def begin(self) -> None:
+        if self.prefetch and self.thread is None:
+            self.thread = threading.Thread(
+                target=_read_ahead,
+                args=(self.item, self.numbers(), self.items, self.stop),
+                name="posembed-batches",
+                daemon=True,
+            )
+            self.thread.start()
+
+    def take(self) -> MicroBatch | None:
+        """The next micro-batch, None at the end; a reading error is raised here."""
+        if self.stop.is_set():
+            return None
+        if not self.prefetch:
+            i = next(self.unread, None)
+            return None if i is None else self.item(i)
+        self.begin()
+        while True:
+            try:
+                kind, value = self.items.get(timeout=POLL_S)
+            except queue.Empty:
+                if self.stop.is_set():
+                    return None
+                continue
+            if kind == "item":
+                return value  # type: ignore[no-any-return]
+            self.stop.set()
+            if kind == "error":
+                raise value
+            return None
+
+    def close(self) -> None:
+        self.stop.set()
+        thread = self.thread
+        if thread is not None:
+            while thread.is_alive():
+                try:  # make room, so that a reader blocked on a full queue sees the stop
+                    while True:
+                        self.items.get_nowait()
+                except queue.Empty:
+                    pass
+                thread.join(POLL_S)
+            self.thread = None
+        try:
+            while True:
+                self.items.get_nowait()
+        except queue.Empty:
+            pass
+
+
+def _read_ahead(
+    item: Callable[[int], MicroBatch],
+    numbers: Iterator[int],
+    items: queue.Queue[Any],
+    stop: threading.Event,
+) -> None:
+    """The thread: read each micro-batch and queue it, until told to stop."""
+
+    def put(entry: tuple[str, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                items.put(entry, timeout=POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    try:
+        for i in numbers:
+            if stop.is_set() or not put(("item", item(i))):
+                return
+        put(("end", None))
+    except BaseException as exc:  # raised in the caller, at the micro-batch it hit
+        put(("error", exc))
+
+
+def _yielding(iteration: _Iteration, order: Any) -> Iterator[MicroBatch]:
+    """Give the micro-batches, moving ``order`` (when given) as each is given."""
+    try:
+        while True:
+            got = iteration.take()
+            if got is None:
+                return
+            if order is not None:
+                order.advance(1)
+            yield got
+    finally:
+        iteration.close()
+
+
+# -- what each source reads with ------------------------------------------------------
+
+
+def _reader(source: Any, corpus: Any, options: dict[str, Any]) -> Callable[[np.ndarray], Any]:
+    """The function that reads a micro-batch's samples, its options checked by
+    reading no sample."""
+    if isinstance(source, (GPTSamples, GPTBlendSplit)):
+        _known(options, GPT_OPTIONS_ALL, type(source).__name__)
+        if "eod" not in options:
+            raise TypeError(
+                "eod (the end-of-document token id) is required to read GPT samples: "
+                "Batches(order, corpus, eod=...)"
+            )
+        if isinstance(source, GPTSamples):
+            # the samples, corpus and options checked once, here; each call
+            # checks only its indices
+            return _BatchMaker(source, corpus, **options)
+        else:
+
+            def read(indices: np.ndarray) -> Any:
+                return source.batch(indices, corpus, **options)
+
+    elif isinstance(source, PackPlan):
+        _known(options, PACK_OPTIONS, "PackPlan")
+        cut = {"labels": True, **options}
+        tokens, offsets = _pair(corpus)
+
+        def read(indices: np.ndarray) -> Any:
+            return source.cut(tokens, offsets, rows=indices, **cut)
+
+    elif isinstance(source, Windows):
+        _known(options, (), "Windows")
+        if corpus is not None:
+            raise TypeError("corpus must be None for windows: they hold their tokens")
+
+        def read(indices: np.ndarray) -> Any:
+            return _windows_rows(source, indices)
+
+    else:
+        raise TypeError(
+            "order's source must be GPTSamples, a GPTBlendSplit, a PackPlan or Windows to be "
+            f"read; got {type(source).__name__}"
+        )
+    read(np.zeros(0, np.int64))  # the corpus and options checked now, nothing read
+    return read
+
+
+def _known(options: dict[str, Any], allowed: tuple[str, ...], kind: str) -> None:
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        listed = ", ".join(allowed) if allowed else "none"
+        raise TypeError(f"unknown read option {unknown[0]!r} for {kind}; the options are: {listed}")
+
+
+def _pair(corpus: Any) -> tuple[Any, Any]:
+    if isinstance(corpus, tuple):
+        if len(corpus) != 2:
+            raise TypeError(
+                f"corpus must be (tokens, offsets), an IndexedCorpus or an Arrow list column; "
+                f"got a tuple of {len(corpus)}"
+            )
+        return corpus[0], corpus[1]
+    return corpus, None
+
+
+def _windows_rows(w: Windows, rows: np.ndarray) -> Windows:
+    return Windows(
+        w.tokens[rows],
+        w.starts[rows],
+        w.lengths[rows],
+        w.documents[rows],
+        w.doc_offsets,
+        w.size,
+        w.step,
+        w.tail,
+    )
+
+
+def _count(value: Any, name: str, high: int | None) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer; got {type(value).__name__} {value!r}")
+    n = int(value)
+    if n < 0 or (high is not None and n > high):
+        allowed = f"0..{high}" if high is not None else "0 or more"
+        raise ValueError(f"{name} must be {allowed}; got {n}")
+    return n

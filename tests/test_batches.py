@@ -1,0 +1,360 @@
+"""Batches: a rank's micro-batches of a BatchOrder, read ahead, resumed exactly.
+
+A run interrupted at random global batches and resumed with another world size
+(4 -> 2 -> 8 ranks, simulated in one process) gives, global batch after global
+batch, the same data as one uninterrupted run, for GPT samples from an indexed
+dataset, a blend of two corpora and a packing plan's rows, across epoch
+boundaries; every epoch reads each sample once. A state whose order changed is
+refused with the change named; the read-ahead thread's errors reach the caller
+and the thread stops; an indexed dataset in an object store (moto's S3 server
+on the loopback address) gives the local batches.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import os
+import pickle
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+import posembed
+
+EOD = 0
+G, M = 16, 2  # global and micro-batch size: 1, 2, 4 and 8 ranks divide it
+STEPS = 7  # global batches a run reads: 112 samples, past two epoch ends
+GPT_FIELDS = ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens_padded")
+PACK_FIELDS = ("input_ids", "position_ids", "labels", "seq_lengths", "documents", "starts")
+
+
+def corpus(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 30, n)
+    tokens = rng.integers(1, 500, int(lengths.sum())).astype(np.int32)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens[offsets[1:] - 1] = EOD
+    return tokens, offsets
+
+
+def take(items: Any, n: int) -> list[Any]:
+    return list(itertools.islice(items, n))
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    return make_sources(tmp_path_factory)
+
+
+def make_sources(tmp_path_factory: Any) -> dict[str, tuple]:
+    """(source, corpus, read options, fields) for GPT samples, a blend and a plan."""
+    folder = tmp_path_factory.mktemp("batches")
+    tokens, offsets = corpus(1, 60)
+    posembed.write_indexed(folder / "a", tokens, offsets, dtype=np.uint16)
+    indexed = posembed.IndexedCorpus(folder / "a", documents="sequences")
+    samples = posembed.gpt_samples(indexed.sequence_lengths, 16, num_samples=40, seed=3)
+    b_tokens, b_offsets = corpus(2, 50)
+    blend = posembed.gpt_blend(
+        [np.diff(offsets), np.diff(b_offsets)],
+        [0.3, 0.7],
+        split="100",
+        sizes=[45, 0, 0],
+        sequence_length=8,
+        seed=5,
+    ).train
+    plan = posembed.pack(np.diff(offsets), 48)
+    options = {"eod": EOD, "reset_position_ids": True, "eod_mask_loss": True}
+    return {
+        "samples": (samples, indexed, options, GPT_FIELDS),
+        "blend": (blend, [(tokens, offsets), (b_tokens, b_offsets)], {"eod": EOD}, GPT_FIELDS),
+        "packed": (plan, indexed, {}, PACK_FIELDS),
+    }
+
+
+def order(source: Any, world_size: int = 1, rank: int = 0, **kw: Any) -> Any:
+    return posembed.BatchOrder(
+        source, global_batch_size=G, micro_batch_size=M, world_size=world_size, rank=rank, **kw
+    )
+
+
+def stacked(parts: list[Any], fields: tuple[str, ...]) -> dict[str, np.ndarray]:
+    return {name: np.concatenate([getattr(p, name) for p in parts]) for name in fields}
+
+
+def global_batches(
+    source: Any, data: Any, options: dict[str, Any], fields: tuple[str, ...], plan: list[tuple]
+) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """Run ``plan``: (world size, prefetch, global batches) segments, each resumed
+    from the state rank 0 saved at the end of the one before. Returns each global
+    batch's samples and data, the ranks' micro-batches put back in order."""
+    out, state = [], None
+    for world_size, prefetch, steps in plan:
+        steps_per_rank = steps * G // (M * world_size)
+        per_rank = []
+        for rank in range(world_size):
+            batches = posembed.Batches(
+                order(source, world_size, rank), data, prefetch=prefetch, **options
+            )
+            if state is not None:
+                batches.load_state_dict(state)
+            with batches:
+                got = take(batches, steps_per_rank)
+            assert [mb.step for mb in got] == list(range(got[0].step, got[0].step + steps_per_rank))
+            per_rank.append(got)
+            if rank == 0:
+                saved = batches.state_dict()
+        state = saved
+        a = G // (M * world_size)
+        for k in range(steps):
+            parts = [per_rank[r][k * a + s] for s in range(a) for r in range(world_size)]
+            indices = np.concatenate([p.indices for p in parts])
+            out.append((indices, stacked([p.batch for p in parts], fields)))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["samples", "blend", "packed"])
+def test_resumed_on_other_world_sizes_gives_the_uninterrupted_batches(sources, kind):
+    source, data, options, fields = sources[kind]
+    whole = global_batches(source, data, options, fields, [(1, 2, STEPS)])
+    rng = np.random.default_rng(len(kind))
+    cut = sorted(rng.choice(np.arange(1, STEPS), 2, replace=False).tolist())
+    plan = [(4, 2, cut[0]), (2, 0, cut[1] - cut[0]), (8, 3, STEPS - cut[1])]
+    resumed = global_batches(source, data, options, fields, plan)
+    assert len(resumed) == len(whole) == STEPS
+    for k, ((i1, d1), (i2, d2)) in enumerate(zip(whole, resumed, strict=True)):
+        np.testing.assert_array_equal(i1, i2, err_msg=f"global batch {k}")
+        for name in fields:
+            np.testing.assert_array_equal(d1[name], d2[name], err_msg=f"{name}, global batch {k}")
+    # each global batch is the order's, read as one batch
+    reference_order = order(source)
+    for k, (indices, _) in enumerate(whole):
+        np.testing.assert_array_equal(indices, reference_order.global_batch(k))
+    # every epoch reads each sample once: none lost, none repeated
+    stream = np.concatenate([i for i, _ in whole])
+    n = reference_order.num_samples
+    assert stream.shape[0] > 2 * n
+    for e in range(stream.shape[0] // n):
+        assert sorted(stream[e * n : (e + 1) * n].tolist()) == list(range(n))
+
+
+def test_the_rows_are_what_the_reader_gives(sources):
+    samples, indexed, options, fields = sources["samples"]
+    batches = posembed.Batches(order(samples, 2, 1), indexed, **options)
+    with batches:
+        first, second = take(batches, 2)
+    assert (first.step, first.consumed_samples, second.step) == (0, 4, 1)
+    np.testing.assert_array_equal(first.indices, [2, 3])
+    want = posembed.gpt_batch(samples, [6, 7], indexed, **options)
+    for name in (*fields, "cu_seqlens"):
+        np.testing.assert_array_equal(getattr(second.batch, name), getattr(want, name))
+    assert batches.state_dict()["consumed_samples"] == 8
+    plan, _, _, _ = sources["packed"]
+    tokens, offsets = corpus(1, 60)
+    windows = posembed.windows(tokens, 12, offsets=offsets)
+    for source in (plan, windows):
+        o = order(source, 4, 3)
+        got = next(iter(posembed.Batches(o, None if source is windows else indexed)))
+        np.testing.assert_array_equal(got.indices, o.sample_at(np.array([6, 7])))
+    np.testing.assert_array_equal(got.batch.tokens, windows.tokens[got.indices])
+
+
+def test_the_state_counts_what_was_given_not_what_was_read_ahead(sources):
+    samples, indexed, options, _ = sources["samples"]
+    o = order(samples, 2, 0)
+    batches = posembed.Batches(o, indexed, prefetch=8, **options)
+    it = iter(batches)
+    for i in range(3):
+        next(it)
+        assert batches.state_dict()["consumed_samples"] == (i + 1) * 4
+    it.close()
+    assert batches.state_dict()["consumed_samples"] == 12
+    # the next iteration goes on from there
+    assert next(iter(batches)).step == 3
+    batches.close()
+
+
+def test_workers_take_turns(sources):
+    samples, indexed, options, _ = sources["samples"]
+    batches = posembed.Batches(order(samples, 2, 1), indexed, **options)
+    whole = posembed.Batches(order(samples, 2, 1), indexed, **options)
+    plain = [mb.step for mb in take(whole, 9)]
+    shares = [[mb.step for mb in take(batches.worker(w, 3), 3)] for w in range(3)]
+    assert [shares[i % 3][i // 3] for i in range(9)] == plain
+    assert batches.consumed_samples == 0  # a worker's share leaves the position alone
+    with pytest.raises(ValueError, match=r"worker must be 0\.\.2"):
+        batches.worker(3, 3)
+
+
+def test_batches_pickle_for_spawned_workers_without_their_thread(sources):
+    samples, indexed, options, _ = sources["samples"]
+    batches = posembed.Batches(order(samples, 2, 1), indexed, prefetch=1, **options)
+    running = iter(batches)
+    first = next(running)
+    copy = pickle.loads(pickle.dumps(batches))
+    assert copy.consumed_samples == batches.consumed_samples == 4
+    got = next(iter(copy))
+    assert got.step == first.step + 1
+    np.testing.assert_array_equal(got.indices, next(running).indices)
+    batches.close()
+    copy.close()
+
+
+def test_total_samples_ends_the_run(sources):
+    samples, indexed, options, _ = sources["samples"]
+    batches = posembed.Batches(order(samples, 2, 0), indexed, total_samples=3 * G, **options)
+    assert len(list(batches)) == 3 * G // 4
+    assert list(batches) == []
+    with pytest.raises(ValueError, match="total_samples must be a multiple of"):
+        posembed.Batches(order(samples, 2, 0), indexed, total_samples=6, **options)
+
+
+class Failing:
+    """A reader whose reads fail from the ``after``-th on."""
+
+    def __init__(self, data: tuple[np.ndarray, np.ndarray], after: int) -> None:
+        self.tokens, self.offsets = data
+        self.calls, self.after = 0, after
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        self.calls += 1
+        if self.calls > self.after:
+            raise OSError(f"the disk went away at token {start}")
+        return self.tokens[start:stop]
+
+
+def _threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "posembed-batches"]
+
+
+@pytest.mark.parametrize("prefetch", [0, 3])
+def test_a_reading_error_reaches_the_caller_and_the_thread_stops(prefetch):
+    tokens, offsets = corpus(1, 60)
+    samples = posembed.gpt_samples(np.diff(offsets), 16, num_samples=40, seed=3)
+    batches = posembed.Batches(
+        order(samples), Failing((tokens, offsets), 6), prefetch=prefetch, eod=EOD
+    )
+    got: list[int] = []
+
+    def read_all() -> None:
+        got.extend(mb.step for mb in batches)
+
+    with pytest.raises(OSError, match=r"the disk went away at token \d+"):
+        read_all()
+    assert got == list(range(len(got)))
+    assert got  # the micro-batches before the failing one were given
+    assert batches.consumed_samples == len(got) * M
+    assert _threads() == []
+
+
+def test_the_thread_stops_on_close_on_exit_and_when_dropped(sources):
+    samples, indexed, options, _ = sources["samples"]
+    batches = posembed.Batches(order(samples), indexed, prefetch=4, **options)
+    it = iter(batches)
+    next(it)
+    assert len(_threads()) == 1
+    batches.close()
+    assert _threads() == []
+    assert list(it) == []  # the closed iteration gives nothing more
+    with batches:
+        held = iter(batches)
+        next(held)
+        assert len(_threads()) == 1
+    assert _threads() == []
+    next(iter(batches))  # an iterator dropped at once stops its thread at once
+    assert _threads() == []
+    it = iter(batches)
+    next(it)
+    del it
+    gc.collect()
+    assert _threads() == []
+    # a new iteration ends the one before
+    first = iter(batches)
+    step = next(first).step
+    second = iter(batches)
+    assert next(second).step == step + 1
+    assert list(first) == []
+    batches.close()
+    assert _threads() == []
+
+
+def test_a_changed_order_is_refused_by_name(sources, tmp_path):
+    samples, indexed, options, _ = sources["samples"]
+    batches = posembed.Batches(order(samples), indexed, **options)
+    with batches:
+        next(iter(batches))
+    state = batches.state_dict()
+    other_seed = posembed.Batches(order(samples, seed=9), indexed, **options)
+    with pytest.raises(ValueError, match="seed"):
+        other_seed.load_state_dict(state)
+    blend, corpora, blend_options, _ = sources["blend"]
+    saved = posembed.Batches(order(blend), corpora, **blend_options).state_dict()
+    reweighted = posembed.gpt_blend(
+        [np.diff(c[1]) for c in corpora],
+        [0.5, 0.5],
+        split="100",
+        sizes=[45, 0, 0],
+        sequence_length=8,
+        seed=5,
+    ).train
+    with pytest.raises(ValueError, match="weights"):
+        posembed.Batches(order(reweighted), corpora, **blend_options).load_state_dict(saved)
+    plan = sources["packed"][0]
+    saved = posembed.Batches(order(plan), indexed).state_dict()
+    lengths = plan.document_lengths.copy()
+    lengths[0] += 1
+    with pytest.raises(ValueError, match="lengths"):
+        posembed.BatchOrder(
+            posembed.pack(lengths, 48), global_batch_size=G, micro_batch_size=M
+        ).load_state_dict(saved)
+
+
+def test_bad_options_are_named_before_anything_is_read(sources):
+    samples, indexed, _, _ = sources["samples"]
+    with pytest.raises(TypeError, match=r"eod .* is required"):
+        posembed.Batches(order(samples), indexed)
+    with pytest.raises(TypeError, match="unknown read option 'eos'"):
+        posembed.Batches(order(samples), indexed, eod=0, eos=1)
+    with pytest.raises(ValueError, match=r"prefetch must be 0\.\.1024"):
+        posembed.Batches(order(samples), indexed, prefetch=-1, eod=0)
+    with pytest.raises(TypeError, match=r"order must be a posembed\.BatchOrder"):
+        posembed.Batches(samples, indexed, eod=0)
+    with pytest.raises(ValueError, match="corpus"):  # another corpus than the samples'
+        posembed.Batches(order(samples), corpus(9, 5), eod=0)
+
+
+def test_packed_rows_carry_their_columns_and_cut_options(sources):
+    plan, indexed, _, _ = sources["packed"]
+    tokens, _ = corpus(1, 60)
+    mask = np.arange(tokens.shape[0]) % 3 == 0  # a completion mask, one value per token
+    options = {"columns": {"mask": mask}, "position_start": 2, "separator_id": -1}
+    with posembed.Batches(order(plan, 2, 1), indexed, **options) as batches:
+        got = take(batches, 3)[-1]
+    want = plan.cut(indexed, rows=got.indices, labels=True, **options)
+    for name in ("input_ids", "position_ids", "labels", "cu_seqlens"):
+        np.testing.assert_array_equal(getattr(got.batch, name), getattr(want, name))
+    np.testing.assert_array_equal(got.batch.columns["mask"], want.columns["mask"])
+    assert got.batch.position_ids.min() == 2
+
+
+def test_gpt_samples_read_from_an_object_store_are_the_local_ones(sources, tmp_path):
+    if os.environ.get("POSEMBED_REQUIRE_STORE") != "1":
+        pytest.importorskip("moto.server")
+        pytest.importorskip("s3fs")
+    from bench.store_server import s3_server
+
+    samples, indexed, options, fields = sources["samples"]
+    with s3_server("batches") as fs:
+        for suffix in (".bin", ".idx"):
+            fs.put(str(indexed.prefix) + suffix, f"batches/a{suffix}")
+        remote = posembed.IndexedCorpus("s3://batches/a", documents="sequences")
+        with posembed.Batches(order(samples, 2, 1), remote, **options) as batches:
+            got = take(batches, 4)
+    with posembed.Batches(order(samples, 2, 1), indexed, **options) as batches:
+        want = take(batches, 4)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a.indices, b.indices)
+        for name in fields:
+            np.testing.assert_array_equal(getattr(a.batch, name), getattr(b.batch, name))
