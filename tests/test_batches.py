@@ -16,6 +16,8 @@ import gc
 import itertools
 import os
 import pickle
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -212,16 +214,17 @@ def test_total_samples_ends_the_run(sources):
 
 
 class Failing:
-    """A reader whose reads fail from the ``after``-th on."""
+    """A reader whose reads of token ``bad`` fail (a bad sector), every time."""
 
-    def __init__(self, data: tuple[np.ndarray, np.ndarray], after: int) -> None:
+    def __init__(self, data: tuple[np.ndarray, np.ndarray], bad: int) -> None:
         self.tokens, self.offsets = data
-        self.calls, self.after = 0, after
+        self.bad = bad
+        self.reads: list[tuple[int, int]] = []
 
     def read(self, start: int, stop: int) -> np.ndarray:
-        self.calls += 1
-        if self.calls > self.after:
-            raise OSError(f"the disk went away at token {start}")
+        self.reads.append((start, stop))
+        if start <= self.bad < stop:
+            raise OSError(f"the disk went away at token {self.bad}")
         return self.tokens[start:stop]
 
 
@@ -233,18 +236,25 @@ def _threads() -> list[threading.Thread]:
 def test_a_reading_error_reaches_the_caller_and_the_thread_stops(prefetch):
     tokens, offsets = corpus(1, 60)
     samples = posembed.gpt_samples(np.diff(offsets), 16, num_samples=40, seed=3)
+    # a token that micro-batch 3 reads and none before it does
+    probe = Failing((tokens, offsets), -1)
+    seen: list[list[tuple[int, int]]] = []
+    for _ in itertools.islice(posembed.Batches(order(samples), probe, prefetch=0, eod=EOD), 4):
+        seen.append(probe.reads[:])
+        probe.reads.clear()
+    before = {t for start, stop in itertools.chain(*seen[:3]) for t in range(start, stop)}
+    bad = next(t for start, stop in seen[3] for t in range(start, stop) if t not in before)
     batches = posembed.Batches(
-        order(samples), Failing((tokens, offsets), 6), prefetch=prefetch, eod=EOD
+        order(samples), Failing((tokens, offsets), bad), prefetch=prefetch, eod=EOD
     )
     got: list[int] = []
 
     def read_all() -> None:
         got.extend(mb.step for mb in batches)
 
-    with pytest.raises(OSError, match=r"the disk went away at token \d+"):
+    with pytest.raises(OSError, match=f"the disk went away at token {bad}"):
         read_all()
-    assert got == list(range(len(got)))
-    assert got  # the micro-batches before the failing one were given
+    assert got == [0, 1, 2]  # the micro-batches before the failing one were given
     assert batches.consumed_samples == len(got) * M
     assert _threads() == []
 
@@ -358,3 +368,66 @@ def test_gpt_samples_read_from_an_object_store_are_the_local_ones(sources, tmp_p
         np.testing.assert_array_equal(a.indices, b.indices)
         for name in fields:
             np.testing.assert_array_equal(getattr(a.batch, name), getattr(b.batch, name))
+
+
+def test_the_interpreter_exits_cleanly_while_batches_are_read_ahead(tmp_path):
+    # the read-ahead thread may be inside a kernel when the script ends: it is
+    # stopped and waited for at exit, never left to die in the kernel
+    script = tmp_path / "exit_while_reading.py"
+    script.write_text(
+        "import numpy as np, posembed\n"
+        "rng = np.random.default_rng(0)\n"
+        "lengths = rng.integers(2, 300, 3000)\n"
+        "tokens = rng.integers(1, 1000, int(lengths.sum())).astype(np.int32)\n"
+        "offsets = np.concatenate([[0], np.cumsum(lengths)])\n"
+        "samples = posembed.gpt_samples(lengths, 512, num_samples=2000, seed=1)\n"
+        "order = posembed.BatchOrder(samples, global_batch_size=8, micro_batch_size=8)\n"
+        f"posembed.write_indexed({str(tmp_path / 'corpus')!r}, tokens, offsets, force=True)\n"
+        f"corpus = posembed.IndexedCorpus({str(tmp_path / 'corpus')!r}, documents='sequences')\n"
+        "batches = posembed.Batches(order, corpus, prefetch=64, eod=0)\n"
+        "it = iter(batches)\n"
+        "print(next(it).step)\n"
+    )
+    for _ in range(4):  # the kernel's threads were alive at exit in about 1 run of 3
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "0"
+        assert done.stderr == ""
+
+
+@pytest.mark.parametrize("kind", ["samples", "blend", "packed", "windows"])
+@pytest.mark.parametrize("reset", [False, True])
+def test_micro_batches_read_in_runs_equal_those_read_alone(sources, kind, reset):
+    # the read-ahead reads several micro-batches in one call and cuts them
+    # apart: each must equal its samples read alone, every field
+    if kind == "windows":
+        tokens, offsets = corpus(1, 60)
+        source, data, options = posembed.windows(tokens, 12, offsets=offsets), None, {}
+    else:
+        source, data, options, _ = sources[kind]
+        options = dict(options)
+        if kind != "packed":
+            options["reset_attention_mask"] = reset
+        elif reset:
+            options.update(columns={"mask": np.arange(int(source.document_lengths.sum())) % 2})
+    with posembed.Batches(order(source, 2, 1), data, prefetch=5, **options) as batches:
+        got = take(batches, 12)
+    for micro in got:
+        if kind in ("samples", "blend"):
+            alone = posembed.Batches(order(source, 2, 1), data, prefetch=0, **options)
+            want = alone._read(micro.indices)
+            for name in (*GPT_FIELDS, "cu_seqlens"):
+                np.testing.assert_array_equal(getattr(micro.batch, name), getattr(want, name))
+            assert micro.batch.max_seqlen == want.max_seqlen
+        elif kind == "packed":
+            want = source.cut(data, rows=micro.indices, labels=True, **options)
+            for name in (*PACK_FIELDS, "row_segments", "cu_seqlens"):
+                np.testing.assert_array_equal(getattr(micro.batch, name), getattr(want, name))
+            assert micro.batch.columns.keys() == want.columns.keys()
+            for name in want.columns:
+                np.testing.assert_array_equal(micro.batch.columns[name], want.columns[name])
+        else:
+            np.testing.assert_array_equal(micro.batch.tokens, source.tokens[micro.indices])
+            np.testing.assert_array_equal(micro.batch.starts, source.starts[micro.indices])

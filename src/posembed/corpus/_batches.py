@@ -10,8 +10,11 @@ what was read ahead, so that its ``state_dict`` resumes exactly.
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import queue
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +40,10 @@ PACK_OPTIONS = (
     "separator_id",
 )
 MAX_PREFETCH = 1024
+# The most tokens the read-ahead reads in one call (several micro-batches at
+# once cost less than one call each; a call's outputs live until all its
+# micro-batches are dropped).
+RUN_TOKENS = 2**20
 # How often a blocked reader or caller looks whether it should stop (seconds).
 POLL_S = 0.05
 
@@ -99,7 +106,10 @@ class Batches:
         list column, or a ``(tokens, offsets)`` pair); None for windows.
     prefetch : int
         Micro-batches read ahead, 0..1024 (0: read when asked for, on the
-        caller's thread).
+        caller's thread). They are read in runs of up to ``prefetch``
+        micro-batches (and at most 2^20 tokens) in one call of the kernel,
+        which costs less than a call each; a run's arrays share one block of
+        memory, reused once all its micro-batches are dropped.
     total_samples : int or None
         Stop once the stream has reached this many samples (counted from its
         start, every rank together: a training run's ``train_samples``), a
@@ -135,7 +145,7 @@ class Batches:
         order: Any,
         corpus: Any = None,
         *,
-        prefetch: int = 2,
+        prefetch: int = 8,
         total_samples: int | None = None,
         **read_options: Any,
     ) -> None:
@@ -296,6 +306,17 @@ class Batches:
 
 # -- the read-ahead ---------------------------------------------------------------------
 
+# Iterations whose read-ahead thread may be running: stopped (and waited for)
+# when the interpreter exits, so that no thread is inside a kernel while the
+# process tears down (a daemon thread killed there would abort the process).
+_RUNNING: weakref.WeakSet[_Iteration] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for iteration in list(_RUNNING):
+        iteration.close()
+
 
 class _Iteration:
     """The micro-batches first, first + every, ... of a rank from position start,
@@ -317,6 +338,9 @@ class _Iteration:
         self.start, self.stride, self.first, self.every = start, stride, first, every
         self.count = count  # micro-batches left to the rank (None: no end)
         self.prefetch = prefetch
+        # micro-batches read in one call: up to prefetch, at most RUN_TOKENS tokens
+        tokens = _sample_tokens(order.source) * int(order.micro_batch_size)
+        self.run_length = max(1, min(prefetch, RUN_TOKENS // max(tokens, 1)))
         self.stop = threading.Event()
         self.items: queue.Queue[Any] = queue.Queue(maxsize=max(prefetch, 1))
         self.thread: threading.Thread | None = None
@@ -330,21 +354,53 @@ class _Iteration:
 
     def item(self, i: int) -> MicroBatch:
         """Micro-batch i of the rank from the iteration's start."""
+        given, error = self.run([i])
+        if error is not None:
+            raise error
+        return given[0]
+
+    def run(self, numbers: list[int]) -> tuple[list[MicroBatch], BaseException | None]:
+        """Micro-batches ``numbers`` of the rank, read in one call of the kernel
+        where the source allows it (one call costs less than several), and the
+        error that stopped the reading, if any. A failing run is read again
+        one micro-batch at a time, so that those before the one that fails are
+        given and the error is raised at the micro-batch it hit."""
         m, rank = int(self.order.micro_batch_size), int(self.order.rank)
-        first = self.start + i * self.stride + rank * m
-        positions = np.arange(first, first + m, dtype=np.int64)
-        indices = np.ascontiguousarray(self.order.sample_at(positions), dtype=np.int64)
-        step = (self.start + i * self.stride) // self.stride
-        return MicroBatch(step, (step + 1) * self.stride, indices, self.read(indices))
+        steps = [(self.start + i * self.stride) // self.stride for i in numbers]
+        firsts = np.array([step * self.stride + rank * m for step in steps], dtype=np.int64)
+        positions = firsts[:, None] + np.arange(m, dtype=np.int64)
+        try:
+            indices = np.ascontiguousarray(self.order.sample_at(positions), dtype=np.int64)
+        except Exception as exc:
+            return [], exc
+        split = _splitter(self.read) if len(numbers) > 1 else None
+        if split is not None:
+            try:
+                parts = split(self.read(indices.reshape(-1)), len(numbers), m)
+            except Exception:
+                pass  # read again one by one, below, to give those before the failure
+            else:
+                return [
+                    MicroBatch(step, (step + 1) * self.stride, row, part)
+                    for step, row, part in zip(steps, indices, parts, strict=True)
+                ], None
+        given: list[MicroBatch] = []
+        for step, row in zip(steps, indices, strict=True):
+            try:
+                given.append(MicroBatch(step, (step + 1) * self.stride, row, self.read(row)))
+            except Exception as exc:
+                return given, exc
+        return given, None
 
     def begin(self) -> None:
         if self.prefetch and self.thread is None:
             self.thread = threading.Thread(
                 target=_read_ahead,
-                args=(self.item, self.numbers(), self.items, self.stop),
+                args=(self.run, self.numbers(), self.items, self.stop, self.run_length),
                 name="posembed-batches",
                 daemon=True,
             )
+            _RUNNING.add(self)
             self.thread.start()
 
     def take(self) -> MicroBatch | None:
@@ -389,12 +445,14 @@ class _Iteration:
 
 
 def _read_ahead(
-    item: Callable[[int], MicroBatch],
+    run: Callable[[list[int]], tuple[list[MicroBatch], BaseException | None]],
     numbers: Iterator[int],
     items: queue.Queue[Any],
     stop: threading.Event,
+    length: int,
 ) -> None:
-    """The thread: read each micro-batch and queue it, until told to stop."""
+    """The thread: read runs of ``length`` micro-batches and queue each, until
+    told to stop."""
 
     def put(entry: tuple[str, Any]) -> bool:
         while not stop.is_set():
@@ -406,10 +464,18 @@ def _read_ahead(
         return False
 
     try:
-        for i in numbers:
-            if stop.is_set() or not put(("item", item(i))):
+        while not stop.is_set():
+            wanted = list(itertools.islice(numbers, length))
+            if not wanted:
+                put(("end", None))
                 return
-        put(("end", None))
+            given, error = run(wanted)
+            for got in given:
+                if not put(("item", got)):
+                    return
+            if error is not None:
+                put(("error", error))
+                return
     except BaseException as exc:  # raised in the caller, at the micro-batch it hit
         put(("error", exc))
 
@@ -473,6 +539,90 @@ def _reader(source: Any, corpus: Any, options: dict[str, Any]) -> Callable[[np.n
         )
     read(np.zeros(0, np.int64))  # the corpus and options checked now, nothing read
     return read
+
+
+def _sample_tokens(source: Any) -> int:
+    """Tokens a sample of the source holds (a bound, for the run length)."""
+    if isinstance(source, GPTBlendSplit):
+        return max((int(s.sequence_length) + 1 for s in source.datasets), default=1)
+    if isinstance(source, GPTSamples):
+        return int(source.sequence_length) + 1
+    if isinstance(source, PackPlan):
+        return int(source.capacity)
+    if isinstance(source, Windows):
+        return int(source.size)
+    return 1
+
+
+def _splitter(read: Callable[[np.ndarray], Any]) -> Callable[[Any, int, int], list[Any]] | None:
+    """How a run's batch (k micro-batches of m samples read in one call) is
+    cut into the k micro-batches' own, each equal to what reading its samples
+    alone gives; None where a source is read one micro-batch at a time."""
+    return _split
+
+
+def _split(batch: Any, k: int, m: int) -> list[Any]:
+    if isinstance(batch, GPTBatch):
+        return _split_gpt(batch, k, m)
+    if isinstance(batch, PackedRows):
+        return _split_packed(batch, k, m)
+    if isinstance(batch, Windows):
+        return [_windows_rows(batch, np.arange(j * m, (j + 1) * m)) for j in range(k)]
+    raise TypeError(f"cannot split a {type(batch).__name__}")  # no source reads one
+
+
+def _split_gpt(batch: GPTBatch, k: int, m: int) -> list[GPTBatch]:
+    """Rows j*m..(j+1)*m of each field; the flat cu_seqlens of each part are
+    the run's between the part's first and last token, shifted to start at 0
+    (each document lies in one sample, so in one part)."""
+    seq = batch.tokens.shape[1]
+    span = m * seq
+    flat = batch.cu_seqlens
+    cuts = np.searchsorted(flat, np.arange(k + 1, dtype=np.int64) * span)
+    parts = []
+    for j in range(k):
+        rows = slice(j * m, (j + 1) * m)
+        own = np.empty(int(cuts[j + 1] - cuts[j]) + 1, dtype=flat.dtype)
+        np.subtract(flat[cuts[j] : cuts[j + 1]], j * span, out=own[:-1])
+        own[-1] = span
+        longest = int(np.diff(own).max()) if own.shape[0] > 1 else 0
+        mask = None if batch.attention_mask is None else batch.attention_mask[rows]
+        parts.append(
+            GPTBatch(
+                batch.tokens[rows],
+                batch.labels[rows],
+                batch.loss_mask[rows],
+                batch.position_ids[rows],
+                own,
+                batch.cu_seqlens_padded[rows],
+                longest,
+                mask,
+            )
+        )
+    return parts
+
+
+def _split_packed(rows: PackedRows, k: int, m: int) -> list[PackedRows]:
+    """Rows j*m..(j+1)*m, their sequences (``row_segments``) and their
+    ``cu_seqlens`` shifted to start at 0, as a cut of those rows alone gives."""
+    parts = []
+    for j in range(k):
+        r = slice(j * m, (j + 1) * m)
+        a, b = int(rows.row_segments[j * m]), int(rows.row_segments[(j + 1) * m])
+        parts.append(
+            PackedRows(
+                rows.input_ids[r],
+                rows.position_ids[r],
+                None if rows.labels is None else rows.labels[r],
+                rows.seq_lengths[a:b],
+                rows.row_segments[j * m : (j + 1) * m + 1] - a,
+                rows.cu_seqlens[a : b + 1] - rows.cu_seqlens[a],
+                rows.documents[a:b],
+                rows.starts[a:b],
+                {name: column[r] for name, column in rows.columns.items()},
+            )
+        )
+    return parts
 
 
 def _known(options: dict[str, Any], allowed: tuple[str, ...], kind: str) -> None:

@@ -105,9 +105,7 @@ def build(quick: bool = False) -> list[Case]:
     def order() -> Any:
         return posembed.BatchOrder(samples, global_batch_size=MICRO, micro_batch_size=MICRO)
 
-    ours = _endless(
-        lambda: iter(posembed.Batches(order(), corpus, prefetch=2, eod=EOD, **SWITCHES))
-    )
+    ours = _endless(lambda: iter(posembed.Batches(order(), corpus, eod=EOD, **SWITCHES)))
 
     def through_loader() -> Iterator[Any]:
         from posembed.torch import BatchLoader
