@@ -94,8 +94,10 @@ def test_the_whole_run_without_any_optional_package(tmp_path):
     data = json.loads(out_json.read_text())
     _check_rows(data["results"], list(bench.BUILDERS), blocked)
     unmeasured = [r for r in data["results"] if r["not_measured"]]
-    # the cases that cannot run without pyarrow (Parquet, Arrow columns)
+    # the cases that cannot run without pyarrow (Parquet, Arrow columns) or
+    # PyTorch (its DataLoader)
     assert {(r["kernel"], r["case"]) for r in unmeasured} == {
+        ("batches", "through a DataLoader"),
         ("windows", "Arrow column"),
         ("windows", "group_texts"),
         ("chunk", "Parquet file"),

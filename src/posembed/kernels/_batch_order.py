@@ -33,7 +33,10 @@ _PART_NAMES = {
     "add_extra_token": "add_extra_token_to_sequence",
     "num_epochs": "the number of epochs of the samples",
     "lengths": "the document lengths",
-    "indices": "the samples' indices (document, sample and shuffle index)",
+    "indices": (
+        "the samples' indices (document, sample and shuffle index: built with another "
+        "seed, split or number of samples)"
+    ),
     "split": "the split",
     "weights": "the blend weights",
     "size": "the blend's size",
