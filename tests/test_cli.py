@@ -66,7 +66,8 @@ def test_bench_quick_prints_every_case_scaling_caches_json_and_plot(quick_bench)
     sizes = {(row["kernel"], row["size"]) for row in data["scaling"]}
     for kernel in kernels:
         assert (kernel, "in cache") in sizes
-        assert (kernel, "in memory") in sizes
+        # the order's indices: the shuffle's arithmetic binds at any size
+        assert (kernel, "in memory") in sizes or kernel == "batch_order"
     assert quick_bench.png.read_bytes().startswith(b"\x89PNG")
 
 

@@ -68,6 +68,8 @@ TAKES_FLOAT_TABLES = {
 }
 NO_FLOAT_TABLES = {
     "BatchOrder",
+    "Batches",
+    "MicroBatch",
     "GPTBatch",
     "GPTBlend",
     "GPTBlendSplit",

@@ -96,6 +96,7 @@ SCALING_NAMES = {
     "samples": ("sample index (in cache)", "sample index (in memory)"),
     "pack": ("cut (in cache)", "cut (in memory)"),
     "gpt_batch": ("all switches (in cache)", "all switches (in memory)"),
+    "batch_order": ("micro-batch indices (in cache)",),
 }
 
 
@@ -326,6 +327,30 @@ def _gpt_batch(s: Sizes) -> list[ScalingCase]:
     return cases
 
 
+def _batch_order(s: Sizes) -> list[ScalingCase]:
+    def indices(count: int) -> Callable[[], object]:
+        # rank 3 of 64's micro-batches of 8 from sample 10^9 of a stream of
+        # 10M samples an epoch, each epoch shuffled
+        order = posembed.BatchOrder(
+            10_000_000,
+            global_batch_size=512,
+            micro_batch_size=8,
+            world_size=64,
+            rank=3,
+            seed=1,
+            consumed_samples=10**9,
+        )
+        return partial(order.micro_batches, 0, count // 8)
+
+    # 8 bytes written an index; the shuffle's arithmetic bounds it, not memory
+    count = s.in_cache // 16
+    return [
+        ScalingCase(
+            "batch_order", "micro-batch indices", "in cache", count * 8, partial(indices, count)
+        )
+    ]
+
+
 SCALING_BUILDERS: dict[str, Callable[[Sizes], list[ScalingCase]]] = {
     "roofline": _roofline,
     "gather": _gather,
@@ -337,6 +362,7 @@ SCALING_BUILDERS: dict[str, Callable[[Sizes], list[ScalingCase]]] = {
     "samples": _samples,
     "pack": _pack,
     "gpt_batch": _gpt_batch,
+    "batch_order": _batch_order,
 }
 
 
