@@ -219,6 +219,23 @@ def quick_bench(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
     return BenchRun(out.getvalue(), json.loads(path.read_text()), path, png)
 
 
+def transformers_or_skip() -> Any:
+    """transformers, or a skip; with POSEMBED_REQUIRE_TRANSFORMERS=1 set (CI's
+    step that installs it), a missing transformers fails instead of skipping
+    the comparisons. Its import warns, which this suite would turn into
+    errors: the warnings are ignored while it imports."""
+    import os
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if os.environ.get("POSEMBED_REQUIRE_TRANSFORMERS") == "1":
+            import transformers
+        else:
+            transformers = pytest.importorskip("transformers")
+    return transformers
+
+
 def trl_or_skip() -> Any:
     """TRL's ``pack_dataset``, or a skip; with POSEMBED_REQUIRE_TRL=1 set, a
     missing TRL fails instead of skipping (it needs PyTorch, so .ci/run installs

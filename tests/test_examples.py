@@ -12,7 +12,7 @@ import pytest
 
 import posembed
 
-from .conftest import torch_or_skip
+from .conftest import torch_or_skip, transformers_or_skip
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "finetune_extended.py"
 
@@ -118,7 +118,7 @@ def test_pytorch_train_resume_example_gives_the_same_batches(capsys):
     # resuming on another world size and worker count are the uninterrupted
     # run's, and the losses follow the same course
     torch_or_skip()
-    pytest.importorskip("transformers")
+    transformers_or_skip()
     path = EXAMPLE.parent / "train_resume.py"
     spec = importlib.util.spec_from_file_location("train_resume", path)
     assert spec is not None

@@ -23,7 +23,7 @@ from posembed.corpus._source import MEMORY_BYTES
 from posembed.io._tokens import ChunkError
 from posembed.reference.pack import PackPlan as TwinPlan
 
-from .conftest import run_peak_rss, skip_if_sanitized, trl_or_skip
+from .conftest import run_peak_rss, skip_if_sanitized, transformers_or_skip, trl_or_skip
 
 STRATEGIES = ["bfd", "ffd", "wrapped"]
 SPLITS = ["pieces", "truncate"]
@@ -232,7 +232,7 @@ def test_packed_positions_feed_embed_as_each_document_alone(rng):
 
 
 def test_position_ids_labels_and_cu_seqlens_equal_data_collator_with_flattening(rng):
-    transformers = pytest.importorskip("transformers")
+    transformers = transformers_or_skip()
     lengths = rng.integers(1, 200, 80)
     tokens, offsets = corpus(lengths)
     plan = posembed.pack(lengths, 256)

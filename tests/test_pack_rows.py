@@ -15,6 +15,8 @@ import pytest
 import posembed
 from posembed import reference
 
+from .conftest import transformers_or_skip
+
 FIELDS = ("input_ids", "position_ids", "labels", "seq_lengths", "row_segments", "cu_seqlens")
 FIELDS += ("documents", "starts")
 
@@ -115,7 +117,7 @@ def test_on_the_fly_rows_of_a_corpus_with_columns_equal_the_twin_on_any_thread_c
 
 
 def test_a_row_equals_data_collator_with_flattening_with_its_start_and_separator(rng):
-    transformers = pytest.importorskip("transformers")
+    transformers = transformers_or_skip()
     lengths = rng.integers(1, 200, 80)
     tokens, offsets = corpus(lengths)
     plan = posembed.pack(lengths, 256)
