@@ -7,23 +7,9 @@
 #include "simd.hpp"
 
 // One copy of the block rounds per SIMD level (see simd.hpp).
-namespace posembed::simd_baseline {
-#include "batch_order.simd.inc"
-}
-
-#if POSEMBED_SIMD_DISPATCH
-POSEMBED_TARGET_AVX2
-namespace posembed::simd_avx2 {
-#include "batch_order.simd.inc"
-}
-POSEMBED_TARGET_END
-
-POSEMBED_TARGET_AVX512
-namespace posembed::simd_avx512 {
-#include "batch_order.simd.inc"
-}
-POSEMBED_TARGET_END
-#endif
+#define POSEMBED_SIMD_SOURCE "batch_order.simd.inc"
+#include "simd_levels.inc"
+#undef POSEMBED_SIMD_SOURCE
 
 namespace posembed {
 namespace {

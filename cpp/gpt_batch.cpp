@@ -14,29 +14,9 @@
 #include "simd.hpp"
 
 // The outputs of a row from its tokens, one copy per SIMD level (see simd.hpp).
-#define POSEMBED_LEVEL 0
-namespace posembed::simd_baseline {
-#include "gpt_batch.simd.inc"
-}
-#undef POSEMBED_LEVEL
-
-#if POSEMBED_SIMD_DISPATCH
-#define POSEMBED_LEVEL 1
-POSEMBED_TARGET_AVX2
-namespace posembed::simd_avx2 {
-#include "gpt_batch.simd.inc"
-}
-POSEMBED_TARGET_END
-#undef POSEMBED_LEVEL
-
-#define POSEMBED_LEVEL 2
-POSEMBED_TARGET_AVX512
-namespace posembed::simd_avx512 {
-#include "gpt_batch.simd.inc"
-}
-POSEMBED_TARGET_END
-#undef POSEMBED_LEVEL
-#endif
+#define POSEMBED_SIMD_SOURCE "gpt_batch.simd.inc"
+#include "simd_levels.inc"
+#undef POSEMBED_SIMD_SOURCE
 
 namespace posembed {
 namespace {

@@ -15,29 +15,9 @@
 #endif
 
 // One copy of the row operations per SIMD level (see simd.hpp).
-#define POSEMBED_LEVEL 0
-namespace posembed::simd_baseline {
-#include "rowops.simd.inc"
-}
-#undef POSEMBED_LEVEL
-
-#if POSEMBED_SIMD_DISPATCH
-#define POSEMBED_LEVEL 1
-POSEMBED_TARGET_AVX2
-namespace posembed::simd_avx2 {
-#include "rowops.simd.inc"
-}
-POSEMBED_TARGET_END
-#undef POSEMBED_LEVEL
-
-#define POSEMBED_LEVEL 2
-POSEMBED_TARGET_AVX512
-namespace posembed::simd_avx512 {
-#include "rowops.simd.inc"
-}
-POSEMBED_TARGET_END
-#undef POSEMBED_LEVEL
-#endif
+#define POSEMBED_SIMD_SOURCE "rowops.simd.inc"
+#include "simd_levels.inc"
+#undef POSEMBED_SIMD_SOURCE
 
 namespace posembed {
 
