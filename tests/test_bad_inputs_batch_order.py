@@ -143,6 +143,7 @@ add("source", "type", "100", TypeError, r"source must be a number of samples .*;
 add("source", "type", True, TypeError, r"source must be a number of samples .*; got bool")
 add("source", "type", np.arange(5), TypeError, r"source must be .*PackPlan or Windows; got ndarray")
 add("source", "size", 0, ValueError, r"source must hold at least one sample; got 0")
+add("source", "size", 2**64, ValueError, r"source: 18446744073709551616 samples an epoch reach")
 add(
     "source",
     "empty",

@@ -40,7 +40,7 @@ import posembed
 from posembed import _core, reference
 
 # the window functions' targets register themselves in TARGETS on import
-from . import calls_windows  # noqa: F401
+from . import calls_order, calls_windows  # noqa: F401
 from .calls_builders import TARGETS, Builder
 from .calls_compare import same_array, same_result
 from .calls_values import DLPackBox, OutSpec

@@ -228,6 +228,8 @@ class BatchOrder:
         if n < 1:
             what = "source" if kind == "count" else f"source ({kind})"
             raise ValueError(f"{what} must hold at least one sample; got {n}")
+        if n >= MAX_POSITION:
+            raise ValueError(f"source: {n} samples an epoch reach 2^62; at most 2^62 - 1")
         g = v.positive_int(global_batch_size, "global_batch_size")
         m = v.positive_int(micro_batch_size, "micro_batch_size")
         w = v.positive_int(world_size, "world_size")

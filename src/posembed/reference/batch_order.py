@@ -203,6 +203,8 @@ class BatchOrder:
         kind, n, parts = describe(source)
         if n < 1:
             raise ValueError("source has no samples")
+        if n >= 2**62:
+            raise ValueError("source has 2**62 samples or more")
         g = _int(global_batch_size, "global_batch_size", 1)
         m = _int(micro_batch_size, "micro_batch_size", 1)
         w = _int(world_size, "world_size", 1)
