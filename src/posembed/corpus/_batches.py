@@ -574,29 +574,34 @@ def _split(batch: Any, k: int, m: int) -> list[Any]:
 def _split_gpt(batch: GPTBatch, k: int, m: int) -> list[GPTBatch]:
     """Rows j*m..(j+1)*m of each field; the flat cu_seqlens of each part are
     the run's between the part's first and last token, shifted to start at 0
-    (each document lies in one sample, so in one part)."""
+    (each document lies in one sample, so in one part), and its own end.
+    Computed for all parts at once: one array holds every part's, each
+    followed by its end."""
     seq = batch.tokens.shape[1]
     span = m * seq
     flat = batch.cu_seqlens
     cuts = np.searchsorted(flat, np.arange(k + 1, dtype=np.int64) * span)
+    counts = np.diff(cuts)  # documents a part (at least one a sample)
+    longest = np.maximum.reduceat(np.diff(flat), cuts[:-1])
+    part = np.repeat(np.arange(k, dtype=np.int64), counts)
+    own = np.empty(int(cuts[-1]) + k, dtype=flat.dtype)
+    starts = cuts[:-1] + np.arange(k)  # where part j's entries begin in own
+    within = np.arange(int(cuts[-1])) - cuts[part]
+    own[starts[part] + within] = flat[:-1] - part * span
+    own[starts + counts] = span
     parts = []
     for j in range(k):
         rows = slice(j * m, (j + 1) * m)
-        own = np.empty(int(cuts[j + 1] - cuts[j]) + 1, dtype=flat.dtype)
-        np.subtract(flat[cuts[j] : cuts[j + 1]], j * span, out=own[:-1])
-        own[-1] = span
-        longest = int(np.diff(own).max()) if own.shape[0] > 1 else 0
-        mask = None if batch.attention_mask is None else batch.attention_mask[rows]
         parts.append(
             GPTBatch(
                 batch.tokens[rows],
                 batch.labels[rows],
                 batch.loss_mask[rows],
                 batch.position_ids[rows],
-                own,
+                own[starts[j] : starts[j] + counts[j] + 1],
                 batch.cu_seqlens_padded[rows],
-                longest,
-                mask,
+                int(longest[j]),
+                None if batch.attention_mask is None else batch.attention_mask[rows],
             )
         )
     return parts
