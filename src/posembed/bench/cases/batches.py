@@ -17,7 +17,6 @@ does.
 from __future__ import annotations
 
 import itertools
-import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,8 +25,7 @@ import numpy as np
 import posembed
 from posembed.bench.case import Case, unmeasured
 from posembed.bench.cases._shared import absent, optional_torch
-from posembed.bench.cases.gpt_batch import EOD, SWITCHES, _reads
-from posembed.bench.cases.samples import _megatron, _quiet_megatron
+from posembed.bench.cases.gpt_batch import EOD, SWITCHES, _reads, megatron_dataset
 from posembed.bench.scratch import scratch_dir
 
 MICRO = 8
@@ -52,26 +50,10 @@ def _endless(make: Callable[[], Iterator[Any]]) -> Callable[[int], object]:
 
 
 def _megatron_loader(prefix: Any, split: np.ndarray, seq: int, wanted: int) -> Any:
-    megatron = _megatron()
-    if megatron is None:
+    dataset = megatron_dataset(prefix, split, seq, wanted)
+    if dataset is None:
         return None
-    try:
-        import torch
-        from megatron.core.datasets.indexed_dataset import IndexedDataset
-    except ImportError:
-        return None
-    tokenizer = types.SimpleNamespace(vocab_size=None, eod=EOD, unique_identifiers={})
-    with _quiet_megatron():
-        config = megatron.GPTDatasetConfig(
-            random_seed=1234,
-            sequence_length=seq,
-            tokenizer=tokenizer,
-            create_attention_mask=False,
-            **SWITCHES,
-        )  # no blend: "mock", so the indices stay in memory, no cache files
-        dataset = megatron.GPTDataset(
-            IndexedDataset(str(prefix)), None, split, wanted, megatron.Split.train, config
-        )
+    import torch
 
     class Cycle(torch.utils.data.Sampler):  # type: ignore[type-arg]
         def __iter__(self) -> Iterator[int]:

@@ -52,6 +52,29 @@ def _reads(samples: posembed.GPTSamples, wanted: np.ndarray, corpus: Any) -> np.
     return np.array(ranges, dtype=np.int64)
 
 
+def megatron_dataset(prefix: Any, split: np.ndarray, seq: int, wanted: int) -> Any:
+    """megatron-core's GPTDataset over the indexed dataset at ``prefix`` with
+    this case's switches (the dense attention mask off), or None where
+    megatron-core is not installed."""
+    megatron = _megatron()
+    if megatron is None:
+        return None
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    tokenizer = types.SimpleNamespace(vocab_size=None, eod=EOD, unique_identifiers={})
+    with _quiet_megatron():
+        config = megatron.GPTDatasetConfig(
+            random_seed=1234,
+            sequence_length=seq,
+            tokenizer=tokenizer,
+            create_attention_mask=False,
+            **SWITCHES,
+        )  # no blend: "mock", so the indices stay in memory, no cache files
+        return megatron.GPTDataset(
+            IndexedDataset(str(prefix)), None, split, wanted, megatron.Split.train, config
+        )
+
+
 def build(quick: bool = False) -> list[Case]:
     # A batch of 64 samples of 4,096 tokens from a corpus of documents of
     # about 500 tokens, each ending with EOD, in a uint16 .bin (Megatron's
@@ -76,28 +99,8 @@ def build(quick: bool = False) -> list[Case]:
         "reference": partial(reference.gpt_batch, samples, wanted, corpus, eod=EOD, **SWITCHES),
         "posembed": run,
     }
-    megatron = _megatron()
-    dataset: Any = None
-    if megatron is not None:
-        from megatron.core.datasets.indexed_dataset import IndexedDataset
-
-        tokenizer = types.SimpleNamespace(vocab_size=None, eod=EOD, unique_identifiers={})
-        with _quiet_megatron():
-            config = megatron.GPTDatasetConfig(
-                random_seed=1234,
-                sequence_length=seq,
-                tokenizer=tokenizer,
-                create_attention_mask=False,
-                **SWITCHES,
-            )  # no blend: "mock", so the indices stay in memory, no cache files
-            dataset = megatron.GPTDataset(
-                IndexedDataset(str(prefix)),
-                None,
-                split,
-                wanted_samples,
-                megatron.Split.train,
-                config,
-            )
+    dataset = megatron_dataset(prefix, split, seq, wanted_samples)
+    if dataset is not None:
 
         def loop() -> list[Any]:
             return [dataset[i] for i in wanted.tolist()]
