@@ -79,7 +79,7 @@ def _tensor(a: np.ndarray) -> Any:
     return torch.from_numpy(a)
 
 
-class BatchDataset(IterableDataset):  # type: ignore[type-arg]
+class BatchDataset(IterableDataset):  # type: ignore[type-arg,misc,unused-ignore]
     """The micro-batches of :class:`posembed.Batches` as a PyTorch ``IterableDataset``.
 
     In a ``DataLoader(dataset, batch_size=None, num_workers=n)`` each worker

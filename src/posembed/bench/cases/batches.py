@@ -55,7 +55,7 @@ def _megatron_loader(prefix: Any, split: np.ndarray, seq: int, wanted: int) -> A
         return None
     import torch
 
-    class Cycle(torch.utils.data.Sampler):  # type: ignore[type-arg]
+    class Cycle(torch.utils.data.Sampler):  # type: ignore[type-arg,misc,unused-ignore]
         def __iter__(self) -> Iterator[int]:
             return itertools.cycle(range(len(dataset)))
 
