@@ -1,6 +1,11 @@
 // The helpers every binding file shares (declared in bind.hpp).
 #include "bind.hpp"
 
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+
 namespace posembed::bind {
 
 namespace {
@@ -158,6 +163,62 @@ void raise_out_of_range(const py::array& indices, const IndexArg& arg, int64_t r
            arg.noun + "s are out of range";
   }
   throw py::index_error(msg);
+}
+
+// Blocks whose arrays were all freed, kept for the next batches of their
+// size: at most kCachedBlocks of them, kCachedBytes in all, none larger than
+// kCachedBlockBytes (a training batch is a few MiB; a whole plan cut at once
+// is not kept once freed).
+constexpr size_t kCachedBlocks = 8;
+constexpr size_t kCachedBytes = size_t{256} << 20;
+constexpr size_t kCachedBlockBytes = size_t{64} << 20;
+
+namespace {
+
+std::mutex cache_lock;
+std::vector<OutputBlock>& cached_blocks() {
+  static auto* blocks = new std::vector<OutputBlock>();  // never destroyed: no exit-order issue
+  return *blocks;
+}
+
+void return_block(void* pointer) {
+  auto* block = static_cast<OutputBlock*>(pointer);
+  {
+    const std::lock_guard<std::mutex> lock(cache_lock);
+    std::vector<OutputBlock>& blocks = cached_blocks();
+    size_t held = 0;
+    for (const OutputBlock& b : blocks) held += b.size;
+    if (block->size <= kCachedBlockBytes && blocks.size() < kCachedBlocks &&
+        held + block->size <= kCachedBytes) {
+      blocks.push_back(*block);
+      delete block;
+      return;
+    }
+  }
+  std::free(block->data);
+  delete block;
+}
+
+}  // namespace
+
+py::capsule output_block(int64_t size) {
+  const auto bytes = static_cast<size_t>((std::max<int64_t>(size, 64) + 63) / 64 * 64);
+  void* data = nullptr;
+  {
+    const std::lock_guard<std::mutex> lock(cache_lock);
+    std::vector<OutputBlock>& blocks = cached_blocks();
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (blocks[i].size == bytes) {
+        data = blocks[i].data;
+        blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+    }
+  }
+  if (data == nullptr) data = std::aligned_alloc(64, bytes);
+  if (data == nullptr) throw std::bad_alloc();
+  auto* block = new OutputBlock{data, bytes};
+  return py::capsule(block, &return_block);
 }
 
 void bind_shared(py::module_& m) {

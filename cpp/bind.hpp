@@ -103,6 +103,19 @@ struct IndexArg {
 [[noreturn]] void raise_out_of_range(const py::array& indices, const IndexArg& arg, int64_t rows,
                                      const OutOfRange& bad);
 
+// The memory of a call's outputs, 64-byte aligned, shared by the arrays made
+// on it (py::array(..., capsule)).
+struct OutputBlock {
+  void* data;
+  size_t size;
+};
+
+// A block of `size` bytes (rounded up to 64), from a small cache of blocks
+// whose arrays were all freed where one of that size waits: a loop that asks
+// for outputs of the same shape each step gets memory written before, not
+// fresh pages to fault in. Owned by the capsule returned.
+py::capsule output_block(int64_t size);
+
 // The enums shared by several families (float element types, index
 // conventions) and check_in_range (the range check of indices that no kernel
 // call will read), bound once.

@@ -2,11 +2,13 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "bind.hpp"
 #include "indexed.hpp"
+#include "mapped.hpp"
 #include "runtime.hpp"
 
 namespace posembed::bind {
@@ -107,6 +109,13 @@ std::pair<int64_t, int64_t> copy_marked(int in_fd, int64_t in_offset, const py::
 }  // namespace
 
 void bind_indexed(py::module_& m) {
+  py::class_<FileMap, std::shared_ptr<FileMap>>(m, "FileMap")
+      .def(py::init([](int fd, int64_t size) {
+             if (fd < 0 || size < 0) throw py::value_error("FileMap: fd and size must be >= 0");
+             return std::make_shared<FileMap>(fd, size);
+           }),
+           "fd"_a, "size"_a)
+      .def_property_readonly("size", &FileMap::size);
   m.def("write_marked", &write_marked, "fd"_a, "data"_a, "cuts"_a, "mark"_a, "offset"_a);
   m.def("copy_marked", &copy_marked, "in_fd"_a, "in_offset"_a, "in_dtype"_a, "swap"_a, "first"_a,
         "last"_a, "block"_a, "cuts"_a, "out_fd"_a, "out_dtype"_a, "mark"_a, "out_offset"_a,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bind.hpp"
+#include "mapped.hpp"
 #include "pack.hpp"
 
 namespace posembed::bind {
@@ -44,7 +45,8 @@ py::tuple pack_plan(const I64& lengths, int64_t capacity, int strategy, int spli
 }
 
 // One per-token source as Python gives it: (array or None, (fd, file
-// offset, swap) or None, doc_offsets, pad bytes, dtype, item count). The
+// offset, swap[, FileMap or None]) or None, doc_offsets, pad bytes, dtype,
+// item count). The
 // array, the offsets and the pad bytes stay alive in `keep` for the call.
 struct Source {
   PackSource view;
@@ -91,6 +93,13 @@ Source source_of(const py::tuple& t, std::vector<py::object>* keep) {
     if (out.view.fd < 0 || out.view.file_offset < 0) {
       throw py::value_error("pack_cut: a file source needs fd and file_offset >= 0");
     }
+    if (file.size() > 3 && !file[3].is_none()) {  // the file's mapping (kept alive in keep)
+      keep->push_back(file[3]);
+      const auto& map = file[3].cast<const FileMap&>();
+      out.view.map = map.data();
+      out.view.map_size = map.size();
+      arm_mapped_reads();
+    }
   }
   if (out.view.nitems < 0) throw py::value_error("pack_cut: a source's count must be >= 0");
   return out;
@@ -130,7 +139,7 @@ PackRowsResult rows_for(bool wide, const PackSource& tokens, const std::vector<P
 py::tuple pack_cut(const py::tuple& tokens, const py::list& columns, const I64& wanted,
                    const I64& row_offsets, const I64& document, const I64& start,
                    const I64& length, const I64& document_lengths, int64_t capacity, bool wide,
-                   bool with_labels, int64_t position_start, int64_t separator) {
+                   bool with_labels, int64_t position_start, int64_t separator, bool reuse) {
   std::vector<py::object> keep;
   const Source tok = source_of(tokens, &keep);
   if (tok.dtype.kind() != 'i' && tok.dtype.kind() != 'u') {
@@ -148,19 +157,37 @@ py::tuple pack_cut(const py::tuple& tokens, const py::list& columns, const I64& 
   }
   const auto nwanted = static_cast<py::ssize_t>(wanted.size());
   const Shape shape{nwanted, capacity};
-  py::array ids(tok.dtype, shape);
   const py::dtype pdt = wide ? py::dtype::of<int64_t>() : py::dtype::of<int32_t>();
-  py::array positions(pdt, shape);
+  // the outputs share one block (each at a 64-byte boundary), reused by the
+  // next call of the same shape once they are freed (see output_block)
+  const auto cells = static_cast<int64_t>(nwanted) * capacity;
+  const auto room = [&](const py::dtype& dt) {
+    return (cells * static_cast<int64_t>(dt.itemsize()) + 63) / 64 * 64;
+  };
+  int64_t total = room(tok.dtype) + room(pdt) * (with_labels ? 2 : 1);
+  for (const Source& c : cols) total += room(c.dtype);
+  // (a batch of rows picked one by one: `reuse`; else arrays of their own)
+  const py::capsule block = reuse ? output_block(total) : py::capsule();
+  auto* next =
+      reuse ? static_cast<uint8_t*>(static_cast<OutputBlock*>(block.get_pointer())->data) : nullptr;
+  const auto carve = [&](const py::dtype& dt) {
+    if (!reuse) return py::array(dt, shape);
+    py::array a(dt, shape, {}, next, block);
+    next += room(dt);
+    return a;
+  };
+  py::array ids = carve(tok.dtype);
+  py::array positions = carve(pdt);
   py::object labels_obj = py::none();
   py::array labels;
   if (with_labels) {
-    labels = py::array(pdt, shape);
+    labels = carve(pdt);
     labels_obj = labels;
   }
   py::list column_arrays;
   std::vector<uint8_t*> column_out;
   for (const Source& c : cols) {
-    py::array out(c.dtype, shape);
+    py::array out = carve(c.dtype);
     column_out.push_back(static_cast<uint8_t*>(out.mutable_data()));
     column_arrays.append(out);
   }
@@ -240,7 +267,7 @@ void bind_pack(py::module_& m) {
   m.def("pack_plan", &pack_plan, "lengths"_a, "capacity"_a, "strategy"_a, "split"_a);
   m.def("pack_cut", &pack_cut, "tokens"_a, "columns"_a, "wanted"_a, "row_offsets"_a,
         "document"_a, "start"_a, "length"_a, "document_lengths"_a, "capacity"_a, "wide"_a,
-        "labels"_a, "position_start"_a, "separator"_a);
+        "labels"_a, "position_start"_a, "separator"_a, "reuse"_a = false);
   m.def("pack_unpack", &pack_unpack, "values"_a, "row_offsets"_a, "document"_a, "start"_a,
         "length"_a, "offset"_a, "placed"_a);
 }

@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "bind.hpp"
+#include "mapped.hpp"
 #include "parallel.hpp"
 #include "roofline.hpp"
 #include "rowops.hpp"
@@ -51,8 +52,10 @@ uint64_t roofline_random_bits(int64_t n, int threads) {
   return posembed::roofline_random_bits(n, threads_or_all(threads));
 }
 
-// Ranges (byte offset, length) of the file `fd` read into dst back to back.
-void roofline_pread(int fd, const I64& ranges, py::array dst, int threads) {
+// Ranges (byte offset, length) of the file `fd` read into dst back to back,
+// with pread, or copied out of `mapping` (a FileMap of that file) where given.
+void roofline_pread(int fd, const I64& ranges, py::array dst, int threads,
+                    const py::object& mapping) {
   char* d = writeable_bytes(dst, "dst");
   if (ranges.ndim() != 2 || ranges.shape(1) != 2) throw py::value_error("ranges: (n, 2)");
   const auto n = static_cast<int64_t>(ranges.shape(0));
@@ -64,10 +67,16 @@ void roofline_pread(int fd, const I64& ranges, py::array dst, int threads) {
     total += ranges.data()[2 * i + 1];
   }
   if (total > static_cast<int64_t>(dst.nbytes())) throw py::value_error("dst is too small");
+  const posembed::FileMap* map = mapping.is_none() ? nullptr : &mapping.cast<const posembed::FileMap&>();
   int err = 0;
   {
     py::gil_scoped_release nogil;
-    err = posembed::roofline_pread(fd, ranges.data(), n, d, threads_or_all(threads));
+    if (map != nullptr) {
+      err = posembed::roofline_mapped(map->data(), map->size(), ranges.data(), n, d,
+                                      threads_or_all(threads));
+    } else {
+      err = posembed::roofline_pread(fd, ranges.data(), n, d, threads_or_all(threads));
+    }
   }
   if (err != 0) throw py::value_error("roofline_pread: the file could not be read whole");
 }
@@ -152,7 +161,9 @@ void bind_probes(py::module_& m) {
   m.def("roofline_random_bits", &roofline_random_bits, "n"_a, "threads"_a = 0,
         "The random bits of n dropout elements, drawn as the dropout kernels draw them "
         "(AES rounds at the level in use) into a buffer that stays in cache.");
-  m.def("roofline_pread", &roofline_pread, "fd"_a, "ranges"_a, "dst"_a, "threads"_a = 0);
+  m.def("roofline_pread", &roofline_pread, "fd"_a, "ranges"_a, "dst"_a, "threads"_a = 0,
+        "mapping"_a = py::none());
+  m.def("mapped_faults", &posembed::mapped_faults);
   m.def("roofline_copy", &roofline_copy, "dst"_a, "src"_a, "stream"_a = false, "threads"_a = 0);
 }
 

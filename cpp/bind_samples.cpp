@@ -14,6 +14,7 @@
 
 #include "bind.hpp"
 #include "gpt_batch.hpp"
+#include "mapped.hpp"
 #include "runtime.hpp"
 #include "samples.hpp"
 
@@ -331,61 +332,6 @@ IndexView index_view(const py::array& a, const char* name, bool unsigned_ok) {
   throw py::error_already_set();
 }
 
-// The memory of a batch's outputs, 64-byte aligned.
-struct OutputBlock {
-  void* data;
-  size_t size;
-};
-
-// Blocks whose arrays were all freed, kept for the next batches of their
-// size: at most kCachedBlocks of them, kCachedBytes in all.
-constexpr size_t kCachedBlocks = 4;
-constexpr size_t kCachedBytes = size_t{1} << 30;
-std::mutex cache_lock;
-std::vector<OutputBlock>& cached_blocks() {
-  static auto* blocks = new std::vector<OutputBlock>();  // never destroyed: no exit-order issue
-  return *blocks;
-}
-
-void return_block(void* pointer) {
-  auto* block = static_cast<OutputBlock*>(pointer);
-  {
-    const std::lock_guard<std::mutex> lock(cache_lock);
-    std::vector<OutputBlock>& blocks = cached_blocks();
-    size_t held = 0;
-    for (const OutputBlock& b : blocks) held += b.size;
-    if (blocks.size() < kCachedBlocks && held + block->size <= kCachedBytes) {
-      blocks.push_back(*block);
-      delete block;
-      return;
-    }
-  }
-  std::free(block->data);
-  delete block;
-}
-
-// A block of `size` bytes (a multiple of 64), from the cache where one of
-// that size waits, owned by the capsule returned.
-py::capsule output_block(int64_t size) {
-  const auto bytes = static_cast<size_t>(std::max<int64_t>(size, 64));
-  void* data = nullptr;
-  {
-    const std::lock_guard<std::mutex> lock(cache_lock);
-    std::vector<OutputBlock>& blocks = cached_blocks();
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      if (blocks[i].size == bytes) {
-        data = blocks[i].data;
-        blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
-        break;
-      }
-    }
-  }
-  if (data == nullptr) data = std::aligned_alloc(64, bytes);
-  if (data == nullptr) throw std::bad_alloc();
-  auto* block = new OutputBlock{data, bytes};
-  return py::capsule(block, &return_block);
-}
-
 // A batch of GPT samples (see gpt_batch.hpp). The tokens come from `text`
 // (rows read by the caller), else `tokens` (in memory), else the file `fd`
 // of `file_dtype`. Returns (tokens, labels, loss_mask, position_ids,
@@ -397,7 +343,7 @@ py::tuple gpt_batch(const py::array& document_index, const py::array& sample_ind
                     const py::object& offsets_obj, const py::object& lengths_obj,
                     const py::object& tokens_obj, int fd, const py::object& file_dtype,
                     int64_t file_offset, bool swap, int64_t ntokens, const std::string& bin,
-                    const py::object& text_obj) {
+                    const py::object& text_obj, const py::object& mapping) {
   const int64_t S = sequence_length;
   if (S < 1 || (extra != 0 && extra != 1) || wanted.ndim() != 1 || S >= (int64_t{1} << 31) - 1) {
     throw py::value_error("gpt_batch: inconsistent arguments");
@@ -454,6 +400,12 @@ py::tuple gpt_batch(const py::array& document_index, const py::array& sample_ind
       source.file_offset = file_offset;
       source.swap = swap;
       source.ntokens = ntokens;
+      if (!mapping.is_none()) {
+        const auto& map = mapping.cast<const FileMap&>();
+        source.map = map.data();
+        source.map_size = map.size();
+        arm_mapped_reads();
+      }
     }
   }
   // The five outputs share one block (each at a 64-byte boundary), which
@@ -516,7 +468,7 @@ void bind_samples(py::module_& m) {
         "wanted"_a, "sequence_length"_a, "extra"_a, "eod"_a, "pad"_a, "reset_position_ids"_a,
         "reset_attention_mask"_a, "eod_mask_loss"_a, "attention_mask"_a, "offsets"_a,
         "lengths"_a, "tokens"_a, "fd"_a, "file_dtype"_a, "file_offset"_a, "swap"_a, "ntokens"_a,
-        "bin"_a, "text"_a);
+        "bin"_a, "text"_a, "mapping"_a = py::none());
   m.def("document_tokens", &document_tokens, "lengths"_a, "documents"_a = py::none());
   m.def("sample_index", &sample_index, "lengths"_a, "document_index"_a, "sequence_length"_a,
         "extra"_a, "num_samples"_a, "wide"_a);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fileio.hpp"
+#include "mapped.hpp"
 #include "parallel.hpp"
 #include "simd.hpp"
 
@@ -81,7 +82,8 @@ bool read_tokens(const TokenSource& src, int64_t sequence, int64_t at, int64_t f
                 static_cast<size_t>(n * item));
   } else {
     int64_t ended = 0;
-    const int err = pread_all(src.fd, dst, n * item, src.file_offset + first * item, &ended);
+    const int err = read_mapped(src.fd, src.map, src.map_size, dst, n * item,
+                                src.file_offset + first * item, &ended);
     if (err == -1) return fail(f, BatchFault::ended, ended);
     if (err != 0) return fail(f, BatchFault::io, err);
     if (src.swap) byteswap_items(dst, n, item);

@@ -35,6 +35,8 @@ struct TokenSource {
   const int64_t* text = nullptr;
   const void* memory = nullptr;
   int fd = -1;
+  const uint8_t* map = nullptr;  // the file's first map_size bytes mapped (mapped.hpp), or null
+  int64_t map_size = 0;
   IntKind kind = IntKind::i64;
   int64_t ntokens = 0;
   int64_t file_offset = 0;

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "fileio.hpp"
+#include "mapped.hpp"
 #include "parallel.hpp"
 #include "runtime.hpp"
 
@@ -355,7 +356,8 @@ Copied copy_items(const PackSource& src, int64_t source, int64_t d, int64_t want
     return c;
   }
   int64_t ended = 0;
-  const int err = pread_all(src.fd, to, bytes, src.file_offset + (a + s) * src.item, &ended);
+  const int err = read_mapped(src.fd, src.map, src.map_size, to, bytes,
+                              src.file_offset + (a + s) * src.item, &ended);
   if (err == -1) {
     c.fault = PackRowsFault::ended;
     c.a = source;

@@ -42,12 +42,15 @@ struct PackCutFault {
 
 // Where one per-token stream of the documents comes from: `memory` (items of
 // `item` bytes, `nitems` of them), else the file `fd` (item t at byte
-// file_offset + t * item, byte-swapped when `swap`; `nitems` of them). The
+// file_offset + t * item, byte-swapped when `swap`; `nitems` of them), copied
+// out of `map` (the file's first map_size bytes, see mapped.hpp) where given. The
 // documents are at doc_offsets[0..ndocs] (in items; each value read once and
 // checked against the source); `pad` (item bytes) fills a row's end.
 struct PackSource {
   const uint8_t* memory = nullptr;
   int fd = -1;
+  const uint8_t* map = nullptr;
+  int64_t map_size = 0;
   int64_t file_offset = 0;
   bool swap = false;
   int64_t item = 1;

@@ -107,4 +107,22 @@ int roofline_pread(int fd, const int64_t* ranges, int64_t n, char* dst, int thre
   return failed.load();
 }
 
+int roofline_mapped(const uint8_t* map, int64_t map_size, const int64_t* ranges, int64_t n,
+                    char* dst, int threads) {
+  std::vector<int64_t> at(static_cast<size_t>(n) + 1, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    if (ranges[2 * i] < 0 || ranges[2 * i + 1] < 0 || ranges[2 * i] > map_size - ranges[2 * i + 1]) {
+      return -1;
+    }
+    at[static_cast<size_t>(i) + 1] = at[static_cast<size_t>(i)] + ranges[2 * i + 1];
+  }
+  parallel_for(n, threads, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      std::memcpy(dst + at[static_cast<size_t>(i)], map + ranges[2 * i],
+                  static_cast<size_t>(ranges[2 * i + 1]));
+    }
+  });
+  return 0;
+}
+
 }  // namespace posembed

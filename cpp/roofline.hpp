@@ -32,5 +32,10 @@ uint64_t roofline_random_bits(int64_t n, int threads);
 // to back, split over `threads` threads as a kernel's work is, and nothing
 // else. Returns 0, an errno, or -1 where the file ended first.
 int roofline_pread(int fd, const int64_t* ranges, int64_t n, char* dst, int threads);
+// The same ranges copied out of a mapping of the whole file (`map`, map_size
+// bytes), the other way to read the page cache. Returns 0, or -1 where a
+// range lies outside the mapping.
+int roofline_mapped(const uint8_t* map, int64_t map_size, const int64_t* ranges, int64_t n,
+                    char* dst, int threads);
 
 }  // namespace posembed

@@ -13,6 +13,11 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
 import threading
 import types
 import warnings
@@ -23,7 +28,7 @@ import numpy as np
 import pytest
 
 import posembed
-from posembed import reference
+from posembed import _core, reference
 
 from .conftest import megatron_or_skip
 
@@ -303,6 +308,91 @@ def test_a_bin_that_shrinks_is_an_error_not_a_crash(tmp_path: Path):
         f.truncate(10)
     with pytest.raises(ValueError, match=r"c\.bin: input changed while reading"):
         posembed.gpt_batch(samples, [0, 1], indexed, eod=EOD)
+
+
+def test_a_bin_cut_short_during_the_reads_is_an_error_not_a_crash(tmp_path: Path, monkeypatch):
+    """The .bin shrinks after it was opened and checked: the kernel's copies
+    out of its mapping meet pages that are gone (a SIGBUS, caught) and read
+    them again with positional reads, which report the end; the rows read
+    before the end are the file's own."""
+    from posembed.io._tokens import TokenFile
+
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(100, 400, 400)
+    tokens = rng.integers(1, 1000, int(lengths.sum())).astype(np.uint16)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens[offsets[1:] - 1] = EOD
+    prefix = tmp_path / "c"
+    posembed.write_indexed(prefix, tokens, offsets, dtype=np.uint16)
+    corpus = posembed.IndexedCorpus(prefix)
+    samples = posembed.gpt_samples(lengths, 128, num_epochs=1, seed=0)
+    wanted = np.arange(len(samples))
+    options = {"eod": EOD, **switches(True, True, True)}
+    whole = posembed.gpt_batch(samples, wanted, corpus, **options)  # the mapping made, kept
+    same_batch(whole, posembed.gpt_batch(samples, wanted, (tokens, offsets), **options))
+    assert len(corpus.tokens._maps) == 2  # (the file's identity, its mapping)
+    # a worker's pickled copy carries no mapping and no descriptor
+    worker = pickle.loads(pickle.dumps(corpus.tokens))
+    assert worker.fd == -1
+    assert worker._maps == []
+    real_open = TokenFile.open
+
+    def open_then_shrink(self: Any) -> None:
+        real_open(self)
+        os.truncate(corpus.bin_path, 8192)  # after the open's checks
+
+    monkeypatch.setattr(TokenFile, "open", open_then_shrink)
+    faults = _core._probes.mapped_faults()
+    with pytest.raises(ValueError, match=r"c\.bin: input changed while reading \(it ended at byte"):
+        posembed.gpt_batch(samples, wanted, corpus, **options)
+    assert _core._probes.mapped_faults() > faults  # the lost pages met in the mapping
+    monkeypatch.setattr(TokenFile, "open", real_open)
+    with pytest.raises(ValueError, match=r"c\.bin: input changed while reading"):
+        posembed.gpt_batch(samples, wanted[:1], corpus, **options)
+
+
+# A bus error that is not a guarded copy's still ends the process as it would
+# without posembed (its handler passes it on), here with faulthandler's report.
+FOREIGN_SIGBUS = textwrap.dedent(
+    """
+    import faulthandler, mmap, os, sys
+    import numpy as np
+    import posembed
+    prefix = sys.argv[1]
+    corpus = posembed.IndexedCorpus(prefix)
+    samples = posembed.gpt_samples(corpus.sequence_lengths, 16, num_epochs=1, seed=0)
+    posembed.gpt_batch(samples, [0, 1], corpus, eod=0)  # posembed's handler armed
+    path = prefix + ".scratch"
+    with open(path, "wb") as f:
+        f.write(bytes(3 * mmap.PAGESIZE))
+    faulthandler.enable()
+    with open(path, "r+b") as f:
+        m = mmap.mmap(f.fileno(), 3 * mmap.PAGESIZE)
+        os.truncate(path, 0)
+        print("touching", flush=True)
+        m[2 * mmap.PAGESIZE]  # a page past the end: SIGBUS, not posembed's
+    print("survived", flush=True)
+    """
+)
+
+
+def test_a_bus_error_of_someone_else_is_not_swallowed(tmp_path: Path):
+    rng = np.random.default_rng(4)
+    lengths = rng.integers(20, 60, 40)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    posembed.write_indexed(
+        tmp_path / "c", rng.integers(1, 100, int(offsets[-1])), offsets, dtype=np.uint16
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", FOREIGN_SIGBUS, str(tmp_path / "c")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "touching" in done.stdout, done.stdout
+    assert "survived" not in done.stdout
+    assert done.returncode == -7, (done.returncode, done.stderr)  # SIGBUS
+    assert "Bus error" in done.stderr
 
 
 def test_indices_changed_meanwhile_cannot_reach_the_kernel():

@@ -216,7 +216,11 @@ def test_a_corpus_that_shrinks_while_read_is_refused(tmp_path, rng, monkeypatch)
 
         monkeypatch.setattr(TokenFile, "open", open_then_shrink)
         try:
-            with pytest.raises(ValueError, match=r"input changed while reading \(it ended at"):
+            # a read past the new end says so; one inside the last page left
+            # (copied out of the mapping: zeros) is caught by the size checked after
+            with pytest.raises(
+                ValueError, match=r"input changed while reading \((it ended at|\d+ bytes became 8)"
+            ):
                 plan.cut(tokens_c, rows=wanted, columns={"mask": mask_c})
         finally:
             monkeypatch.setattr(TokenFile, "open", real_open)

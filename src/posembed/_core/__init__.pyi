@@ -280,9 +280,16 @@ def gpt_batch(
     ntokens: SupportsIndex,
     bin: str,
     text: np.ndarray | None,
+    mapping: FileMap | None = None,
 ) -> tuple[
     np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray | None
 ]: ...
+
+class FileMap:
+    def __init__(self, fd: SupportsIndex, size: SupportsIndex) -> None: ...
+    @property
+    def size(self) -> int: ...
+
 def write_marked(
     fd: SupportsIndex,
     data: np.ndarray,
@@ -343,6 +350,7 @@ def pack_cut(
     labels: bool,
     position_start: SupportsIndex,
     separator: SupportsIndex,
+    reuse: bool = False,
 ) -> tuple[Any, Any, Any, Any, Any]: ...
 def pack_unpack(
     values: np.ndarray,

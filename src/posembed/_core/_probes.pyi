@@ -6,6 +6,8 @@ from typing import SupportsIndex
 import numpy as np
 import numpy.typing as npt
 
+from posembed._core import FileMap
+
 def set_thresholds(parallel_min_bytes: SupportsIndex, stream_min_bytes: SupportsIndex) -> None:
     """Override the work thresholds (-1 restores a default)."""
 
@@ -31,8 +33,15 @@ def roofline_spin(n: SupportsIndex, threads: SupportsIndex = 0) -> int: ...
 def roofline_flops(n: SupportsIndex, fused: bool = False, threads: SupportsIndex = 0) -> float: ...
 def flops_per_step(fused: bool = False) -> int: ...
 def roofline_random_bits(n: SupportsIndex, threads: SupportsIndex = 0) -> int: ...
+def mapped_faults() -> int:
+    """Copies out of a file's mapping that met a page lost (the file shrank)."""
+
 def roofline_pread(
-    fd: SupportsIndex, ranges: npt.ArrayLike, dst: np.ndarray, threads: SupportsIndex = 0
+    fd: SupportsIndex,
+    ranges: npt.ArrayLike,
+    dst: np.ndarray,
+    threads: SupportsIndex = 0,
+    mapping: FileMap | None = None,
 ) -> None: ...
 def roofline_copy(
     dst: np.ndarray, src: np.ndarray, stream: bool = False, threads: SupportsIndex = 0

@@ -25,7 +25,7 @@ class Case:
     check: Callable[[], bool] | None = None  # posembed agrees with numpy
     in_bytes: int = 0  # input bytes, where throughput is counted on the input (chunk)
     source: Path | None = None  # the input file of a "file copy" roofline
-    # the byte ranges (offset, length) of source that a "file pread" roofline reads
+    # the byte ranges (offset, length) of source that a "page cache read" roofline reads
     reads: Any = None
     # float multiplies and adds the kernel does (0: not a kernel that computes),
     # and whether they are fused multiply-adds (a BLAS product), for the

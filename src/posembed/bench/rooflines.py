@@ -25,13 +25,15 @@ on Parquet input): pyarrow reading and decoding the source file's list column
 into one flat array on its own threads, the rate no pipeline that starts from
 that file can pass.
 
-*file pread* (``gpt_batch``'s roofline): the byte ranges of the source file
-that the kernel reads (each sample's pieces of the ``.bin``), read with the
-same positional reads on all threads from the warm page cache into a buffer
-written before, then the kernel's output bytes written as the *write warm*
-roofline writes them (the kernel's outputs reuse the memory of a batch of
-the same shape that was freed): the least any implementation that reads
-those tokens and writes those outputs must do.
+*page cache read* (``gpt_batch``'s and ``batches``' roofline): the byte
+ranges of the source file that the kernel reads (each sample's pieces of the
+``.bin``), taken from the warm page cache on all threads into a buffer written
+before, whichever way is faster here (positional reads, one per range, or
+copies out of a mapping of the file kept across calls), then the kernel's
+output bytes written as the *write warm* roofline writes them (the kernel's
+outputs reuse the memory of a batch of the same shape that was freed): the
+least any implementation that reads those tokens and writes those outputs
+must do.
 
 *compute* (for the kernels that compute): the case's float multiplies and
 adds done by a loop of independent vector chains on every thread, at the SIMD
@@ -101,31 +103,36 @@ def _parquet_decoder(src: Path) -> Callable[[], object]:
     return decode
 
 
-def _file_preader(src: Path, reads: np.ndarray, nbytes: int) -> Callable[[], object]:
+def _page_cache_reader(src: Path, reads: np.ndarray, nbytes: int) -> Callable[[], object]:
     ranges = np.ascontiguousarray(reads, dtype=np.int64).reshape(-1, 2)
     buffer = np.empty(int(ranges[:, 1].sum()), np.uint8)
     _core._probes.roofline_fill(buffer, FILL_BYTE)
     fd = os.open(src, os.O_RDONLY)
+    mapping = _core.FileMap(fd, os.fstat(fd).st_size)
     write = roofline("write warm", nbytes)
 
-    def read() -> None:
+    def pread() -> None:
         _core._probes.roofline_pread(fd, ranges, buffer)
         write()
 
-    read()  # the page cache warm
-    return read
+    def copy() -> None:
+        _core._probes.roofline_pread(fd, ranges, buffer, mapping=mapping)
+        write()
+
+    copy()  # the page cache warm, and the mapping's pages in place
+    return _faster(pread, copy)
 
 
 def roofline(
     kind: str, nbytes: int, source: Path | None = None, reads: np.ndarray | None = None
 ) -> Callable[[], object]:
     """The roofline callable for ``kind`` ("write warm", "copy fresh", "file write",
-    "file copy" or "parquet decode" of ``source``, "file pread" of ``reads`` of
+    "file copy" or "parquet decode" of ``source``, "page cache read" of ``reads`` of
     ``source``, ...) over nbytes."""
-    if kind == "file pread":
+    if kind == "page cache read":
         if source is None or reads is None:
-            raise ValueError("the file pread roofline needs the source file and its reads")
-        return _file_preader(source, reads, nbytes)
+            raise ValueError("the page cache read roofline needs the source file and its reads")
+        return _page_cache_reader(source, reads, nbytes)
     if kind == "file write":
         return _file_writer(nbytes)
     if kind == "parquet decode":

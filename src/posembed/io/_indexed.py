@@ -12,8 +12,9 @@ only, one int8 mode per sequence. The ``.bin`` holds the tokens back to back.
 
 :class:`IndexedCorpus` reads such a pair without trusting it: every field is
 checked against the others and against the files' sizes before anything else
-is read, and the tokens are read with positional reads, never memory-mapped,
-so a ``.bin`` that shrinks or is rewritten gives a ValueError, not a crash.
+is read, and the tokens are read with positional reads (the batch kernels
+copy them out of a mapping whose every copy is guarded), so a ``.bin`` that
+shrinks or is rewritten gives a ValueError, not a crash.
 A pair replaced while it is opened (``write_indexed(..., force=True)``, a
 ``--force`` run) is never read as the old ``.idx`` with the new ``.bin``: the
 reader checks that the ``.idx`` it read is still the one at its path once the
@@ -318,7 +319,8 @@ class IndexedCorpus:
 
     The index is read into memory and checked field by field, against the
     other fields and against both files' sizes; the tokens are read when
-    asked for, with positional reads (never memory-mapped), so that a
+    asked for, with positional reads (the batch kernels copy them out of
+    a mapping of the ``.bin``, every copy guarded), so that a
     ``.bin`` that shrinks or is rewritten while it is read gives a
     ValueError, not a crash or a mix of old and new tokens. posembed needs
     the sequences back to back in the ``.bin``, in order, as Megatron's

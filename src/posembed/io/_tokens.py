@@ -1,8 +1,9 @@
 """Token files as posembed reads them, and the error every reader of a
 corpus file raises: :class:`TokenFile` (a 1-D token file read a slice at a
-time with positional reads, never mapped, so that a file that shrinks gives
-an error, not a crash), regular files opened without waiting, and
-:class:`ChunkError`, the one-line problem with an input."""
+time with positional reads, or by the kernels through a mapping whose every
+copy is guarded, so that a file that shrinks gives an error, not a crash),
+regular files opened without waiting, and :class:`ChunkError`, the one-line
+problem with an input."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from posembed import _core
 
 
 class ChunkError(ValueError):
@@ -41,9 +44,12 @@ def _changed(path: Path, how: str) -> ChunkError:
 class TokenFile:
     """A 1-D token file on disk, read a slice at a time.
 
-    Slices are read with positional reads into arrays, never memory-
-    mapped: a file that shrinks while it is read gives a :class:`ChunkError`,
-    not a crash. The file's size, modification time and inode, as
+    Slices are read with positional reads into arrays; the kernels that
+    read many small ranges copy them out of :meth:`mapping`, a mapping of
+    the file whose copies are guarded (a page lost because the file shrank
+    is read again with a positional read, which reports it): a file that
+    shrinks while it is read gives a :class:`ChunkError`, not a crash. The
+    file's size, modification time and inode, as
     :func:`prepare_chunk` saw them, are checked when it is opened and by
     :meth:`check`, so that a file rewritten in place (old and new tokens
     mixed) is refused too. A closed ``TokenFile`` pickles small (a path and a
@@ -80,6 +86,13 @@ class TokenFile:
         self.path, self.dtype, self.offset, self.count = path, np.dtype(dtype), offset, count
         self.swap, self.stamp = swap, stamp
         self.fd = -1
+        self._seen: os.stat_result | None = None
+        # [identity, mapping]: shared with the copies, kept across calls
+        self._maps: list[Any] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__, fd=-1, _seen=None, _maps=[])  # closed, unmapped
+        return state
 
     @property
     def shape(self) -> tuple[int]:
@@ -88,8 +101,9 @@ class TokenFile:
 
     def copy(self, path: Path | None = None) -> TokenFile:
         """A closed twin (the same file unless ``path`` names it anew), for a
-        thread or worker that must read with a descriptor of its own."""
-        return TokenFile(
+        thread or worker that must read with a descriptor of its own; a twin
+        of the same file shares its :meth:`mapping`."""
+        twin = TokenFile(
             self.path if path is None else path,
             self.dtype,
             self.offset,
@@ -97,6 +111,31 @@ class TokenFile:
             swap=self.swap,
             stamp=self.stamp,
         )
+        if path is None:
+            twin._maps = self._maps
+        return twin
+
+    def mapping(self) -> Any:
+        """A read-only mapping of the open file for the kernels
+        (``posembed._core.FileMap``), or None (an empty file, or one the
+        system cannot map). It is made once and shared with this file's
+        copies while the file opened is the same one (device, inode, size
+        and modification time); the kernels copy out of it with every copy
+        guarded, and read a range whose pages are gone with a positional
+        read instead, which reports the file's end or the error."""
+        info = self._seen
+        if self.fd < 0 or info is None or info.st_size <= 0:
+            return None
+        identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        held = self._maps
+        if held and held[0] == identity:
+            return held[1]
+        try:
+            mapped = _core.FileMap(self.fd, info.st_size)
+        except (OSError, RuntimeError, ValueError):
+            return None
+        held[:] = [identity, mapped]
+        return mapped
 
     def open(self) -> None:
         """Open the file for :meth:`read` (:meth:`close` closes it).
@@ -124,6 +163,7 @@ class TokenFile:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+            self._seen = None
 
     def check(self) -> None:
         """Raise :class:`ChunkError` unless the open file is still a regular
@@ -132,6 +172,7 @@ class TokenFile:
         info = os.fstat(self.fd)
         if not stat.S_ISREG(info.st_mode):
             raise _changed(self.path, "it is no longer a regular file")
+        self._seen = info
         if self.stamp is not None:
             size, mtime, inode = self.stamp
             if info.st_size != size:

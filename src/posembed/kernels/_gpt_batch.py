@@ -121,8 +121,10 @@ def gpt_batch(
     corpus : tuple (tokens, offsets) or reader
         The corpus the samples were built from, as :meth:`GPTSamples.sample`
         takes it. Tokens in memory and an :class:`IndexedCorpus` on local
-        disk are read by the kernel (the ``.bin`` with positional reads on
-        worker threads); other readers through their ``.read``.
+        disk are read by the kernel on worker threads (the ``.bin`` copied
+        out of a read-only mapping kept across calls, every copy guarded: a
+        page lost because the file shrank is read again with a positional
+        read, which reports it); other readers through their ``.read``.
     eod : int
         The end-of-document token id (``tokenizer.eod``); it must fit the
         corpus's token dtype.
@@ -427,6 +429,7 @@ class _Call:
         ntokens: int = 0,
         bin: str = "",
         text: np.ndarray | None = None,
+        mapping: Any = None,
     ) -> tuple[Any, ...]:
         return _core.gpt_batch(
             self.document_index,
@@ -451,6 +454,7 @@ class _Call:
             ntokens,
             bin,
             text,
+            mapping,
         )
 
 
@@ -474,6 +478,7 @@ def _read_file(
                 swap=bool(f.swap),
                 ntokens=int(f.count),
                 bin=path,
+                mapping=_mapping(f),
             )
             f.check()  # rewritten during the reads: old and new tokens would mix
         finally:
@@ -483,6 +488,13 @@ def _read_file(
     except OSError as exc:
         raise ValueError(f"{path}: cannot be read ({exc.strerror})") from None
     return result
+
+
+def _mapping(file: Any) -> Any:
+    """The open token file's mapping for the kernel to copy from
+    (``mapping()``, see posembed.io's TokenFile), or None: read with pread."""
+    get = getattr(file, "mapping", None)
+    return get() if callable(get) else None
 
 
 def _token_file(corpus: Any) -> Any:

@@ -16,7 +16,7 @@ import numpy as np
 from posembed import _core
 from posembed.kernels import _arrow
 from posembed.kernels import _validate as v
-from posembed.kernels._gpt_batch import _token_file
+from posembed.kernels._gpt_batch import _mapping, _token_file
 
 STRATEGIES = {"bfd": 0, "ffd": 1, "wrapped": 2}
 SPLITS = {"pieces": 0, "truncate": 1, "refuse": 0}
@@ -464,8 +464,14 @@ class PackPlan:
 
         Packing on the fly: given an :class:`posembed.IndexedCorpus` and the
         rows of a batch (``rows=`` an array of row numbers, say a shuffled
-        order's), only the documents of those rows are read, with positional
-        reads on the kernel's threads.
+        order's), only the documents of those rows are read, on the kernel's
+        threads: copied out of a read-only mapping of the ``.bin`` kept
+        across calls (no system call per document; a page lost because the
+        file shrank is read again with a positional read, which reports it,
+        never a crash). A range of rows is read with positional reads and
+        read-ahead. Pages of the ``.bin`` copied from count in the process's
+        resident memory as page cache shared with the system, as with
+        Megatron's memory-mapped reader.
 
         Parameters
         ----------
@@ -531,6 +537,12 @@ class PackPlan:
             changed while it was read.
         """
         wanted = self._wanted(rows)
+        # rows picked one by one (a shuffled batch): a file's documents are
+        # copied out of its mapping, kept across calls, and the outputs reuse
+        # the memory of a freed batch of the same shape; a range of rows (a
+        # pass over the plan) reads with positional reads and read-ahead into
+        # arrays of its own
+        mapped = not (rows is None or isinstance(rows, (slice, range)))
         try:
             pdt = np.dtype(position_dtype)
         except TypeError:
@@ -570,7 +582,7 @@ class PackPlan:
                         "its .idx holds its documents"
                     )
                 token_source, doc_offsets, count = self._source(
-                    tokens, "", None, 0, wanted, opened, files, pad_value, False
+                    tokens, "", None, 0, wanted, opened, files, pad_value, False, mapped
                 )
             elif (column := _arrow.corpus_column(tokens, offsets)) is not None:
                 flat, given = column  # an Arrow list column: one document per row
@@ -599,7 +611,7 @@ class PackPlan:
             sources = []
             for name, col in given_columns.items():
                 src, _, _ = self._source(
-                    col, name, doc_offsets, count, wanted, opened, files, pads[name], True
+                    col, name, doc_offsets, count, wanted, opened, files, pads[name], True, mapped
                 )
                 sources.append(src)
             try:
@@ -617,6 +629,7 @@ class PackPlan:
                     with_labels,
                     start,
                     separator,
+                    mapped,  # a batch: its outputs on memory freed by an earlier one
                 )
                 if isinstance(ids, tuple):
                     names = ["tokens", *given_columns]
@@ -731,10 +744,12 @@ class PackPlan:
         files: list[Any],
         pad: Any,
         numbers: bool,
+        mapped: bool,
     ) -> tuple[tuple[Any, ...], np.ndarray, int]:
         """One per-token source as the kernel takes it, its documents'
         offsets and its item count. ``flat_offsets`` and ``flat_count`` are
-        the tokens' (for a 1-D column), None and 0 for the tokens themselves."""
+        the tokens' (for a 1-D column), None and 0 for the tokens themselves;
+        with ``mapped``, a file's documents are copied out of its mapping."""
         what = "tokens" if not numbers else f"columns[{name!r}]"
         if v.is_corpus(given):
             own = self._corpus_offsets(given.offsets, what)
@@ -746,7 +761,7 @@ class PackPlan:
                 f.open()
                 opened.callback(f.close)
                 files.append(f)
-                where = (int(f.fd), int(f.offset), bool(f.swap))
+                where = (int(f.fd), int(f.offset), bool(f.swap), _mapping(f) if mapped else None)
                 return (None, where, own, pad_b, dtype, int(f.count)), own, int(own[-1])
             files.append(None)
             # a corpus in a store: the documents of these rows read here

@@ -9,9 +9,9 @@ thread) on one process; in the "through a DataLoader" case it is
 megatron-core where it is installed (never a dependency): its ``GPTDataset``
 over the same indexed dataset, with the same switches, through a PyTorch
 ``DataLoader`` with 2 workers and the same micro-batch size. The roofline
-("file pread") reads the same byte ranges of the warm ``.bin`` with positional
-reads on all threads and writes the batches' output bytes, as gpt_batch's
-does.
+("page cache read") takes the same byte ranges of the warm ``.bin`` from the
+page cache on all threads and writes the batches' output bytes, as
+gpt_batch's does.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def build(quick: bool = False) -> list[Case]:
             shape,
             out_bytes,
             impls(ours),
-            "file pread",
+            "page cache read",
             check,
             source=corpus.bin_path,
             reads=reads,
@@ -146,7 +146,7 @@ def build(quick: bool = False) -> list[Case]:
             shape.replace("all switches", "all switches, 2 workers"),
             out_bytes,
             impls(loader),
-            "file pread",
+            "page cache read",
             check,
             source=corpus.bin_path,
             reads=reads,

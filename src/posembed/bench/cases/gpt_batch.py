@@ -4,8 +4,9 @@ The "numpy" column holds megatron-core where it is installed (never a
 dependency: the column is left empty without it): a loop of
 ``GPTDataset.__getitem__`` over the same samples, with the same switches
 (the dense attention mask off on both sides), over the same indexed dataset.
-The roofline ("file pread") reads the same byte ranges of the warm ``.bin``
-with the same positional reads on all threads, then writes the batch's
+The roofline ("page cache read") takes the same byte ranges of the warm
+``.bin`` from the page cache on all threads (positional reads, or copies out
+of a mapping of the file, whichever is faster), then writes the batch's
 output bytes into memory written before (the batch's outputs reuse the
 memory of a freed batch of the same shape): the least any implementation
 that reads those tokens and writes those outputs must do.
@@ -130,7 +131,7 @@ def build(quick: bool = False) -> list[Case]:
             f"from a {docs // 1000}k-document .bin; vs a loop of megatron GPTDataset[i]",
             out_bytes,
             impls,
-            "file pread",
+            "page cache read",
             check,
             source=corpus.bin_path,
             reads=_reads(samples, wanted, corpus),

@@ -10,12 +10,14 @@ The cut's "numpy" column is NumPy's own way: one fancy index of the tokens and
 the position ids from a cumulative sum.
 
 "rows on the fly" cuts a batch of shuffled plan rows from an indexed dataset
-(only their documents read, by position), with labels and a completion mask
-read from a second indexed dataset; its "numpy" column reads the same rows
-from the packed copy (the ``.npy`` arrays ``posembed pack`` writes, the
-rows' ``input_ids`` and int32 ``position_ids``, and the mask as a third
-array), memory-mapped as ``np.load(mmap_mode="r")`` gives them, so the ratio
-says what packing on the fly costs against a corpus packed beforehand.
+(only their documents read, by position), with a completion mask read from a
+second indexed dataset; its "numpy" column reads the same rows from the
+packed copy (the ``.npy`` arrays ``posembed pack`` writes, the rows'
+``input_ids`` and int32 ``position_ids``, and the mask as a third array),
+memory-mapped as ``np.load(mmap_mode="r")`` gives them, so the ratio says
+what packing on the fly costs against a corpus packed beforehand. Both sides
+give the same three arrays (labels, which the packed copy does not hold, are
+left out of both; ``labels=True`` adds one more array to write).
 """
 
 from __future__ import annotations
@@ -203,9 +205,7 @@ def _on_the_fly(quick: bool) -> Case:
         for name in ("input_ids", "position_ids", "mask")
     }
     wanted = rng.permutation(plan.rows)[:batch]
-    run = partial(
-        plan.cut, corpus, rows=wanted, labels=True, position_dtype=np.int32, columns={"mask": masks}
-    )
+    run = partial(plan.cut, corpus, rows=wanted, position_dtype=np.int32, columns={"mask": masks})
 
     def read_packed() -> dict[str, np.ndarray]:
         return {name: a[wanted] for name, a in packed.items()}
@@ -216,7 +216,6 @@ def _on_the_fly(quick: bool) -> Case:
         tokens,
         offsets,
         rows=wanted,
-        labels=True,
         position_dtype=np.int32,
         columns={"mask": mask},
     )
@@ -233,9 +232,9 @@ def _on_the_fly(quick: bool) -> Case:
     return Case(
         "pack",
         "rows on the fly",
-        f"{batch} shuffled rows of {CAPACITY} with labels and a mask column, from a "
+        f"{batch} shuffled rows of {CAPACITY} with a mask column, from a "
         f"{docs.shape[0] // 1000}k-document uint16 .bin; vs the same rows of the packed copy",
-        batch * CAPACITY * (2 + 4 + 4 + 1),
+        batch * CAPACITY * (2 + 4 + 1),
         {"reference": twin_run, "numpy": read_packed, "posembed": run},
         None,
         check,

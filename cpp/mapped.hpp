@@ -1,0 +1,57 @@
+// Reads of a file through a read-only mapping kept across calls, for the
+// kernels that read many small ranges of a warm file (packed rows on the
+// fly, GPT samples): a copy out of mapped page-cache pages costs no system
+// call, where a positional read costs one per range.
+//
+// A mapped file that shrinks makes a read of its lost pages raise SIGBUS.
+// Every copy out of a mapping is therefore guarded: a SIGBUS on a thread
+// inside a guarded copy returns from the copy with `false` (the handler,
+// installed by arm_mapped_reads, jumps back; any other SIGBUS goes to the
+// handler that was there before), and the caller then reads the same range
+// with pread, which says what happened (the file ended, or an I/O error).
+// Bytes of a lost page's remainder read as zeros; the callers check the
+// file's size, time and inode after the call, as for positional reads.
+#pragma once
+
+#include <cstdint>
+
+namespace posembed {
+
+// A read-only shared mapping of the first `size` bytes of the file `fd`
+// (none for size 0); unmapped when destroyed. Throws std::system_error when
+// the mapping fails.
+class FileMap {
+ public:
+  FileMap(int fd, int64_t size);
+  ~FileMap();
+  FileMap(const FileMap&) = delete;
+  FileMap& operator=(const FileMap&) = delete;
+  const uint8_t* data() const { return base_; }
+  int64_t size() const { return size_; }
+
+ private:
+  const uint8_t* base_ = nullptr;
+  int64_t size_ = 0;
+};
+
+// Installs the SIGBUS handler that guarded copies need, if it is not the
+// one installed now (another library may have replaced it since); call it
+// before a kernel that copies out of a mapping, from any thread.
+void arm_mapped_reads();
+
+// Copies n bytes from `from` (inside a mapping) to `to`; false when the
+// source's pages are gone (SIGBUS), with `to` partly written.
+bool guarded_copy(uint8_t* to, const uint8_t* from, int64_t n);
+
+// Guarded copies that met a lost page since the process started (a probe
+// for the tests).
+int64_t mapped_faults();
+
+// n bytes at byte `offset` of the file into `to`: copied out of `map` (the
+// file's first map_size bytes, or null) where the range lies inside it and
+// its pages are there, else read with pread. 0, an errno, or -1 when the
+// file ended first (`*ended` then holds the byte), as pread_all.
+int read_mapped(int fd, const uint8_t* map, int64_t map_size, uint8_t* to, int64_t n,
+                int64_t offset, int64_t* ended);
+
+}  // namespace posembed
