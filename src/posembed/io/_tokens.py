@@ -87,7 +87,7 @@ class TokenFile:
         self.swap, self.stamp = swap, stamp
         self.fd = -1
         self._seen: os.stat_result | None = None
-        # [identity, mapping]: shared with the copies, kept across calls
+        # [(identity, mapping)]: shared with the copies, kept across calls
         self._maps: list[Any] = []
 
     def __getstate__(self) -> dict[str, Any]:
@@ -128,13 +128,14 @@ class TokenFile:
             return None
         identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
         held = self._maps
-        if held and held[0] == identity:
-            return held[1]
+        kept = held[0] if held else None  # one read: another thread may replace it
+        if kept is not None and kept[0] == identity:
+            return kept[1]
         try:
             mapped = _core.FileMap(self.fd, info.st_size)
         except (OSError, RuntimeError, ValueError):
             return None
-        held[:] = [identity, mapped]
+        held[:] = [(identity, mapped)]
         return mapped
 
     def open(self) -> None:
