@@ -6,6 +6,8 @@
 #include <mutex>
 #include <new>
 
+#include "mapped.hpp"
+
 namespace posembed::bind {
 
 namespace {
@@ -219,6 +221,13 @@ py::capsule output_block(int64_t size) {
   if (data == nullptr) throw std::bad_alloc();
   auto* block = new OutputBlock{data, bytes};
   return py::capsule(block, &return_block);
+}
+
+std::pair<const uint8_t*, int64_t> mapped_view(const py::object& mapping) {
+  if (mapping.is_none()) return {nullptr, 0};
+  const auto& map = mapping.cast<const FileMap&>();
+  arm_mapped_reads();
+  return {map.data(), map.size()};
 }
 
 void bind_shared(py::module_& m) {

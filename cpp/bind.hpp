@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "half.hpp"
@@ -115,6 +116,11 @@ struct OutputBlock {
 // for outputs of the same shape each step gets memory written before, not
 // fresh pages to fault in. Owned by the capsule returned.
 py::capsule output_block(int64_t size);
+
+// The data and size of a posembed._core.FileMap passed as `mapping` (None:
+// {null, 0}, read with pread), with the SIGBUS guard of mapped.hpp armed;
+// the caller keeps the Python object alive for the call.
+std::pair<const uint8_t*, int64_t> mapped_view(const py::object& mapping);
 
 // The enums shared by several families (float element types, index
 // conventions) and check_in_range (the range check of indices that no kernel

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "bind.hpp"
-#include "mapped.hpp"
 #include "pack.hpp"
 
 namespace posembed::bind {
@@ -45,7 +44,7 @@ py::tuple pack_plan(const I64& lengths, int64_t capacity, int strategy, int spli
 }
 
 // One per-token source as Python gives it: (array or None, (fd, file
-// offset, swap[, FileMap or None]) or None, doc_offsets, pad bytes, dtype,
+// offset, swap, FileMap or None) or None, doc_offsets, pad bytes, dtype,
 // item count). The
 // array, the offsets and the pad bytes stay alive in `keep` for the call.
 struct Source {
@@ -87,19 +86,15 @@ Source source_of(const py::tuple& t, std::vector<py::object>* keep) {
     out.view.memory = static_cast<const uint8_t*>(a.data());
   } else {
     const auto file = t[1].cast<py::tuple>();
+    if (file.size() != 4) throw py::value_error("pack_cut: a file is (fd, offset, swap, mapping)");
     out.view.fd = file[0].cast<int>();
     out.view.file_offset = file[1].cast<int64_t>();
     out.view.swap = file[2].cast<bool>();
     if (out.view.fd < 0 || out.view.file_offset < 0) {
       throw py::value_error("pack_cut: a file source needs fd and file_offset >= 0");
     }
-    if (file.size() > 3 && !file[3].is_none()) {  // the file's mapping (kept alive in keep)
-      keep->push_back(file[3]);
-      const auto& map = file[3].cast<const FileMap&>();
-      out.view.map = map.data();
-      out.view.map_size = map.size();
-      arm_mapped_reads();
-    }
+    keep->push_back(file[3]);  // the file's mapping, or None
+    std::tie(out.view.map, out.view.map_size) = mapped_view(file[3]);
   }
   if (out.view.nitems < 0) throw py::value_error("pack_cut: a source's count must be >= 0");
   return out;

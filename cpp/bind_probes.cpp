@@ -67,13 +67,12 @@ void roofline_pread(int fd, const I64& ranges, py::array dst, int threads,
     total += ranges.data()[2 * i + 1];
   }
   if (total > static_cast<int64_t>(dst.nbytes())) throw py::value_error("dst is too small");
-  const posembed::FileMap* map = mapping.is_none() ? nullptr : &mapping.cast<const posembed::FileMap&>();
+  const auto [map, map_size] = mapped_view(mapping);
   int err = 0;
   {
     py::gil_scoped_release nogil;
     if (map != nullptr) {
-      err = posembed::roofline_mapped(map->data(), map->size(), ranges.data(), n, d,
-                                      threads_or_all(threads));
+      err = posembed::roofline_mapped(map, map_size, ranges.data(), n, d, threads_or_all(threads));
     } else {
       err = posembed::roofline_pread(fd, ranges.data(), n, d, threads_or_all(threads));
     }

@@ -5,16 +5,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <new>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
 #include "bind.hpp"
 #include "gpt_batch.hpp"
-#include "mapped.hpp"
 #include "runtime.hpp"
 #include "samples.hpp"
 
@@ -400,12 +398,7 @@ py::tuple gpt_batch(const py::array& document_index, const py::array& sample_ind
       source.file_offset = file_offset;
       source.swap = swap;
       source.ntokens = ntokens;
-      if (!mapping.is_none()) {
-        const auto& map = mapping.cast<const FileMap&>();
-        source.map = map.data();
-        source.map_size = map.size();
-        arm_mapped_reads();
-      }
+      std::tie(source.map, source.map_size) = mapped_view(mapping);
     }
   }
   // The five outputs share one block (each at a 64-byte boundary), which

@@ -37,8 +37,10 @@ namespace {
 __attribute__((tls_model("initial-exec"))) thread_local sigjmp_buf* volatile t_guard = nullptr;
 
 std::atomic<int64_t> g_faults{0};
-struct sigaction g_previous;  // the handler before ours, for every other SIGBUS
-std::mutex g_arm_mutex;
+// The handler before ours, for every other SIGBUS: read before ours is
+// installed, never written after.
+struct sigaction g_previous;
+std::once_flag g_armed;
 
 void on_sigbus(int sig, siginfo_t* info, void* context) {
   sigjmp_buf* guard = t_guard;
@@ -56,27 +58,28 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
     g_previous.sa_handler(sig);
     return;
   }
-  // the default: die of the signal (returning retries the faulting access)
+  // the default: die of the signal, whether it was a fault or sent
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   ::sigaction(SIGBUS, &dfl, nullptr);
+  ::raise(sig);
 }
 
 }  // namespace
 
+// Installed once: a library that installs its own handler later (Python's
+// faulthandler) passes a SIGBUS on to the one it replaced, ours; installing
+// ours again over it would make the two pass a foreign SIGBUS to each other.
 void arm_mapped_reads() {
-  const std::lock_guard<std::mutex> lock(g_arm_mutex);
-  struct sigaction now {};
-  if (::sigaction(SIGBUS, nullptr, &now) != 0) return;
-  if ((now.sa_flags & SA_SIGINFO) != 0 && now.sa_sigaction == &on_sigbus) return;
-  struct sigaction ours {};
-  ours.sa_sigaction = &on_sigbus;
-  // SA_NODEFER: the jump out of the handler leaves SIGBUS unblocked
-  ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
-  sigemptyset(&ours.sa_mask);
-  struct sigaction before {};
-  if (::sigaction(SIGBUS, &ours, &before) == 0) g_previous = before;
+  std::call_once(g_armed, [] {
+    struct sigaction ours {};
+    ours.sa_sigaction = &on_sigbus;
+    // SA_NODEFER: the jump out of the handler leaves SIGBUS unblocked
+    ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+    sigemptyset(&ours.sa_mask);
+    if (::sigaction(SIGBUS, nullptr, &g_previous) == 0) ::sigaction(SIGBUS, &ours, nullptr);
+  });
 }
 
 bool guarded_copy(uint8_t* to, const uint8_t* from, int64_t n) {

@@ -34,9 +34,9 @@ class FileMap {
   int64_t size_ = 0;
 };
 
-// Installs the SIGBUS handler that guarded copies need, if it is not the
-// one installed now (another library may have replaced it since); call it
-// before a kernel that copies out of a mapping, from any thread.
+// Installs the SIGBUS handler that guarded copies need, once per process
+// (later calls do nothing); call it before a kernel that copies out of a
+// mapping, from any thread.
 void arm_mapped_reads();
 
 // Copies n bytes from `from` (inside a mapping) to `to`; false when the

@@ -313,8 +313,7 @@ def test_a_bin_that_shrinks_is_an_error_not_a_crash(tmp_path: Path):
 def test_a_bin_cut_short_during_the_reads_is_an_error_not_a_crash(tmp_path: Path, monkeypatch):
     """The .bin shrinks after it was opened and checked: the kernel's copies
     out of its mapping meet pages that are gone (a SIGBUS, caught) and read
-    them again with positional reads, which report the end; the rows read
-    before the end are the file's own."""
+    them again with positional reads, which report the end."""
     from posembed.io._tokens import TokenFile
 
     rng = np.random.default_rng(3)
@@ -352,7 +351,10 @@ def test_a_bin_cut_short_during_the_reads_is_an_error_not_a_crash(tmp_path: Path
 
 
 # A bus error that is not a guarded copy's still ends the process as it would
-# without posembed (its handler passes it on), here with faulthandler's report.
+# without posembed (its handler passes it on), here with faulthandler's report:
+# faulthandler, enabled after posembed's handler, passes it to posembed's, and
+# a posembed call after that must not install its handler again over
+# faulthandler's (the two would pass the signal to each other without end).
 FOREIGN_SIGBUS = textwrap.dedent(
     """
     import faulthandler, mmap, os, sys
@@ -366,6 +368,7 @@ FOREIGN_SIGBUS = textwrap.dedent(
     with open(path, "wb") as f:
         f.write(bytes(3 * mmap.PAGESIZE))
     faulthandler.enable()
+    posembed.gpt_batch(samples, [1, 0], corpus, eod=0)
     with open(path, "r+b") as f:
         m = mmap.mmap(f.fileno(), 3 * mmap.PAGESIZE)
         os.truncate(path, 0)

@@ -86,13 +86,13 @@ class TokenFile:
         self.path, self.dtype, self.offset, self.count = path, np.dtype(dtype), offset, count
         self.swap, self.stamp = swap, stamp
         self.fd = -1
+        # the open file's status as check() last saw it (None: closed)
         self._seen: os.stat_result | None = None
         # [(identity, mapping)]: shared with the copies, kept across calls
         self._maps: list[Any] = []
 
     def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__, fd=-1, _seen=None, _maps=[])  # closed, unmapped
-        return state
+        return dict(self.__dict__, fd=-1, _seen=None, _maps=[])  # closed, unmapped
 
     @property
     def shape(self) -> tuple[int]:
@@ -124,7 +124,7 @@ class TokenFile:
         guarded, and read a range whose pages are gone with a positional
         read instead, which reports the file's end or the error."""
         info = self._seen
-        if self.fd < 0 or info is None or info.st_size <= 0:
+        if info is None or info.st_size <= 0:
             return None
         identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
         held = self._maps
