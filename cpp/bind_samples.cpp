@@ -1,10 +1,14 @@
 // Bindings of the samples family: the tokens of a split's documents, the
 // sample index alone (Megatron's build_sample_idx) and the three GPTDataset
 // indices at once.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -13,6 +17,7 @@
 
 #include "bind.hpp"
 #include "gpt_batch.hpp"
+#include "mapped.hpp"
 #include "runtime.hpp"
 #include "samples.hpp"
 
@@ -330,138 +335,309 @@ IndexView index_view(const py::array& a, const char* name, bool unsigned_ok) {
   throw py::error_already_set();
 }
 
-// A batch of GPT samples (see gpt_batch.hpp). The tokens come from `text`
-// (rows read by the caller), else `tokens` (in memory), else the file `fd`
-// of `file_dtype`. Returns (tokens, labels, loss_mask, position_ids,
-// cu_seqlens, cu_seqlens_padded, max_seqlen, attention_mask or None).
-py::tuple gpt_batch(const py::array& document_index, const py::array& sample_index,
-                    const py::array& shuffle_index, const I64& wanted, int64_t sequence_length,
-                    int64_t extra, int64_t eod, int64_t pad, bool reset_position_ids,
-                    bool reset_attention_mask, bool eod_mask_loss, bool attention_mask,
-                    const py::object& offsets_obj, const py::object& lengths_obj,
-                    const py::object& tokens_obj, int fd, const py::object& file_dtype,
-                    int64_t file_offset, bool swap, int64_t ntokens, const std::string& bin,
-                    const py::object& text_obj, const py::object& mapping) {
-  const int64_t S = sequence_length;
-  if (S < 1 || (extra != 0 && extra != 1) || wanted.ndim() != 1 || S >= (int64_t{1} << 31) - 1) {
-    throw py::value_error("gpt_batch: inconsistent arguments");
+// The file's problem as gpt_batch reports it, naming the .bin.
+[[noreturn]] void raise_file_status(const FileStatus& status, const std::string& bin,
+                                    const FileStamp& stamp) {
+  const char* path = bin.c_str();
+  switch (status.kind) {
+    case FileStatus::unreadable:
+      if (status.err == ENOENT) {
+        PyErr_Format(PyExc_ValueError, "%s: input changed while reading (it was removed)", path);
+      } else {
+        PyErr_Format(PyExc_ValueError, "%s: cannot be read (%s)", path, std::strerror(status.err));
+      }
+      break;
+    case FileStatus::not_regular:
+      PyErr_Format(PyExc_ValueError,
+                   "%s: input changed while reading (it is no longer a regular file); run again "
+                   "on a stable file",
+                   path);
+      break;
+    case FileStatus::resized:
+      PyErr_Format(PyExc_ValueError,
+                   "%s: input changed while reading (%lld bytes became %lld); run again on a "
+                   "stable file",
+                   path, static_cast<long long>(stamp.size), static_cast<long long>(status.size));
+      break;
+    case FileStatus::replaced:
+      PyErr_Format(PyExc_ValueError,
+                   "%s: input changed while reading (it was modified or replaced); run again "
+                   "on a stable file",
+                   path);
+      break;
+    case FileStatus::ok: PyErr_SetString(PyExc_RuntimeError, "gpt_batch: no file fault"); break;
   }
-  const auto rows = static_cast<int64_t>(wanted.size());
-  if (S > 0 && rows > ((int64_t{1} << 31) - 1) / S) {
-    throw py::value_error("gpt_batch: the batch's tokens must fit int32 (cu_seqlens)");
-  }
-  const IndexView docs = index_view(document_index, "document_index", false);
-  const IndexView samples = index_view(sample_index, "sample_index", false);
-  const IndexView shuffle = index_view(shuffle_index, "shuffle_index", true);
-  if (samples.count < 2 || samples.count % 2 != 0) {
-    throw py::value_error("sample_index: expected shape (n + 1, 2)");
-  }
-  TokenSource source;
-  std::optional<I64> offsets, text;
-  std::optional<py::array> lengths, tokens;
-  if (!text_obj.is_none()) {
-    text = text_obj.cast<I64>();
-    if (text->ndim() != 2 || text->shape(0) != rows || text->shape(1) != S + extra) {
-      throw py::value_error("gpt_batch: text must be (rows, sequence_length + extra)");
+  throw py::error_already_set();
+}
+
+// Batches of GPT samples (see gpt_batch.hpp) from one set of indices, one
+// corpus and one set of options, checked once; each call checks and reads
+// only its sample numbers. The tokens come from `tokens` (in memory), else
+// the file at `bin` (of `file_dtype`, opened for each call: see StableFile),
+// else each call's `text` (rows the caller read). A call returns (tokens,
+// labels, loss_mask, position_ids, cu_seqlens, cu_seqlens_padded,
+// max_seqlen, attention_mask or None, part_starts, part_longest): with
+// part_rows m dividing the rows into k parts, cu_seqlens holds each part's
+// own boundaries (from 0, its end last) one after another, part k's from
+// part_starts[k], and part_longest[k] its longest document; with m = 0, one
+// part.
+class GPTBatchReader {
+ public:
+  GPTBatchReader(py::array document_index, py::array sample_index, py::array shuffle_index,
+                 int64_t sequence_length, int64_t extra, int64_t eod, int64_t pad,
+                 bool reset_position_ids, bool reset_attention_mask, bool eod_mask_loss,
+                 bool attention_mask, const py::object& offsets_obj,
+                 const py::object& lengths_obj, const py::object& tokens_obj, std::string bin,
+                 const py::object& file_dtype, int64_t file_offset, bool swap, int64_t ntokens,
+                 const py::object& stamp)
+      : document_index_(std::move(document_index)),
+        sample_index_(std::move(sample_index)),
+        shuffle_index_(std::move(shuffle_index)),
+        attention_mask_(attention_mask),
+        bin_(std::move(bin)) {
+    const int64_t S = sequence_length;
+    if (S < 1 || (extra != 0 && extra != 1) || S >= (int64_t{1} << 31) - 1) {
+      throw py::value_error("gpt_batch: inconsistent arguments");
     }
-    source.text = text->data();
-  } else {
-    offsets = offsets_obj.cast<I64>();
-    if (offsets->ndim() != 1 || offsets->size() < 2) {
+    docs_ = index_view(document_index_, "document_index", false);
+    samples_ = index_view(sample_index_, "sample_index", false);
+    shuffle_ = index_view(shuffle_index_, "shuffle_index", true);
+    if (samples_.count < 2 || samples_.count % 2 != 0) {
+      throw py::value_error("sample_index: expected shape (n + 1, 2)");
+    }
+    options_.sequence_length = S;
+    options_.extra = extra;
+    options_.eod = eod;
+    options_.pad = pad;
+    options_.reset_position_ids = reset_position_ids;
+    options_.reset_attention_mask = reset_attention_mask;
+    options_.eod_mask_loss = eod_mask_loss;
+    if (offsets_obj.is_none()) return;  // rows given by each call
+    offsets_ = offsets_obj.cast<I64>();
+    if (offsets_.ndim() != 1 || offsets_.size() < 2) {
       throw py::value_error("gpt_batch: offsets must be 1-D, of 2 or more entries");
     }
-    source.offsets = offsets->data();
-    source.nseq = static_cast<int64_t>(offsets->size()) - 1;
+    source_.offsets = offsets_.data();
+    source_.nseq = static_cast<int64_t>(offsets_.size()) - 1;
     if (!lengths_obj.is_none()) {
-      lengths = lengths_obj.cast<py::array>();
-      const bool wide = wide_ints(*lengths, "lengths");
-      if (static_cast<int64_t>(lengths->size()) != source.nseq) {
+      lengths_ = lengths_obj.cast<py::array>();
+      const bool wide = wide_ints(lengths_, "lengths");
+      if (static_cast<int64_t>(lengths_.size()) != source_.nseq) {
         throw py::value_error("gpt_batch: lengths and offsets disagree");
       }
-      source.lengths = lengths->data();
-      source.wide_lengths = wide;
+      source_.lengths = lengths_.data();
+      source_.wide_lengths = wide;
     }
     if (!tokens_obj.is_none()) {
-      tokens = tokens_obj.cast<py::array>();
-      if (tokens->ndim() != 1) throw py::value_error("gpt_batch: tokens must be 1-D");
-      const PositionsView view = positions_view(*tokens, "corpus tokens");
-      source.memory = view.data;
-      source.kind = view.kind;
-      source.ntokens = view.count;
-    } else {
-      if (fd < 0 || file_offset < 0 || ntokens < 0) {
-        throw py::value_error("gpt_batch: a file needs fd, file_offset and ntokens >= 0");
-      }
-      const py::array probe(py::dtype::from_args(file_dtype), Shape{0});
-      source.kind = positions_view(probe, "file dtype").kind;
-      source.fd = fd;
-      source.file_offset = file_offset;
-      source.swap = swap;
-      source.ntokens = ntokens;
-      std::tie(source.map, source.map_size) = mapped_view(mapping);
+      tokens_ = tokens_obj.cast<py::array>();
+      if (tokens_.ndim() != 1) throw py::value_error("gpt_batch: tokens must be 1-D");
+      const PositionsView view = positions_view(tokens_, "corpus tokens");
+      source_.memory = view.data;
+      source_.kind = view.kind;
+      source_.ntokens = view.count;
+      return;
     }
+    if (bin_.empty() || file_offset < 0 || ntokens < 0) {
+      throw py::value_error("gpt_batch: a file needs its path, file_offset and ntokens >= 0");
+    }
+    const py::array probe(py::dtype::from_args(file_dtype), Shape{0});
+    source_.kind = positions_view(probe, "file dtype").kind;
+    source_.file_offset = file_offset;
+    source_.swap = swap;
+    source_.ntokens = ntokens;
+    if (!stamp.is_none()) {
+      const auto t = stamp.cast<std::tuple<int64_t, int64_t, int64_t>>();
+      stamp_ = FileStamp{true, std::get<0>(t), std::get<1>(t), std::get<2>(t)};
+    }
+    file_ = std::make_unique<StableFile>(bin_, stamp_);
   }
-  // The five outputs share one block (each at a 64-byte boundary), which
-  // goes back to a small cache when the last of them is freed: a training
-  // loop that asks for a batch of the same shape each step gets the memory of
-  // a batch it dropped, written before, instead of fresh pages to fault in.
-  const auto round_up = [](int64_t n) { return (n + 63) / 64 * 64; };
-  const int64_t wide_bytes = round_up(rows * S * 8), loss_bytes = round_up(rows * S * 4);
-  const int64_t cu_bytes = round_up(rows * (S + 1) * 4);
-  const py::capsule block = output_block(3 * wide_bytes + loss_bytes + cu_bytes);
-  auto* start = static_cast<uint8_t*>(static_cast<OutputBlock*>(block.get_pointer())->data);
-  const auto view = [&](auto* type, int64_t at, Shape shape) {
-    using T = std::remove_pointer_t<decltype(type)>;
-    return py::array_t<T>(shape, reinterpret_cast<T*>(start + at), block);
-  };
-  py::array_t<int64_t> out_tokens = view(static_cast<int64_t*>(nullptr), 0, Shape{rows, S});
-  py::array_t<int64_t> out_labels = view(static_cast<int64_t*>(nullptr), wide_bytes, Shape{rows, S});
-  py::array_t<int64_t> out_positions =
-      view(static_cast<int64_t*>(nullptr), 2 * wide_bytes, Shape{rows, S});
-  py::array_t<float> out_loss = view(static_cast<float*>(nullptr), 3 * wide_bytes, Shape{rows, S});
-  py::array_t<int32_t> out_cu =
-      view(static_cast<int32_t*>(nullptr), 3 * wide_bytes + loss_bytes, Shape{rows, S + 1});
-  py::object mask = py::none();
-  uint8_t* mask_data = nullptr;
-  if (attention_mask) {
-    py::array_t<bool> m(Shape{rows, 1, S, S});
-    mask_data = reinterpret_cast<uint8_t*>(m.mutable_data());
-    mask = m;
+
+  // The batch of `indices` (a 1-D integer array), or None where they are
+  // not all sample numbers of an integer dtype (the caller then checks them,
+  // naming what is wrong). They are copied first: the caller's array may
+  // change while the batch is read.
+  py::object call(const py::array& indices, int64_t part_rows, const py::object& text_obj) {
+    std::vector<int64_t> wanted;
+    if (!sample_numbers(indices, &wanted)) return py::none();
+    const int64_t S = options_.sequence_length;
+    const auto rows = static_cast<int64_t>(wanted.size());
+    if (rows > ((int64_t{1} << 31) - 1) / S) {
+      PyErr_Format(PyExc_ValueError,
+                   "indices: %lld samples of %lld tokens are %lld tokens, but cu_seqlens are "
+                   "int32: a batch must hold fewer than 2^31 tokens",
+                   static_cast<long long>(rows), static_cast<long long>(S),
+                   static_cast<long long>(rows * S));
+      throw py::error_already_set();
+    }
+    if (part_rows == 0) part_rows = std::max<int64_t>(rows, 1);
+    if (part_rows < 0 || rows % part_rows != 0) {
+      throw py::value_error("gpt_batch: part_rows must divide the rows");
+    }
+    TokenSource source = source_;
+    std::optional<I64> text;
+    if (source_.offsets == nullptr) {
+      if (text_obj.is_none()) throw py::value_error("gpt_batch: rows to read from are needed");
+      text = text_obj.cast<I64>();
+      if (text->ndim() != 2 || text->shape(0) != rows || text->shape(1) != S + options_.extra) {
+        throw py::value_error("gpt_batch: text must be (rows, sequence_length + extra)");
+      }
+      source.text = text->data();
+    }
+    // The five outputs share one block (each at a 64-byte boundary), which
+    // goes back to a small cache when the last of them is freed: a training
+    // loop that asks for a batch of the same shape each step gets the memory
+    // of a batch it dropped, written before, instead of fresh pages to fault in.
+    const auto round_up = [](int64_t n) { return (n + 63) / 64 * 64; };
+    const int64_t wide_bytes = round_up(rows * S * 8), loss_bytes = round_up(rows * S * 4);
+    const int64_t cu_bytes = round_up(rows * (S + 1) * 4);
+    const py::capsule block = output_block(3 * wide_bytes + loss_bytes + cu_bytes);
+    auto* start = static_cast<uint8_t*>(static_cast<OutputBlock*>(block.get_pointer())->data);
+    const auto view = [&](auto* type, int64_t at, Shape shape) {
+      using T = std::remove_pointer_t<decltype(type)>;
+      return py::array_t<T>(shape, reinterpret_cast<T*>(start + at), block);
+    };
+    py::array_t<int64_t> out_tokens = view(static_cast<int64_t*>(nullptr), 0, Shape{rows, S});
+    py::array_t<int64_t> out_labels =
+        view(static_cast<int64_t*>(nullptr), wide_bytes, Shape{rows, S});
+    py::array_t<int64_t> out_positions =
+        view(static_cast<int64_t*>(nullptr), 2 * wide_bytes, Shape{rows, S});
+    py::array_t<float> out_loss =
+        view(static_cast<float*>(nullptr), 3 * wide_bytes, Shape{rows, S});
+    py::array_t<int32_t> out_cu =
+        view(static_cast<int32_t*>(nullptr), 3 * wide_bytes + loss_bytes, Shape{rows, S + 1});
+    py::object mask = py::none();
+    uint8_t* mask_data = nullptr;
+    if (attention_mask_) {
+      py::array_t<bool> m(Shape{rows, 1, S, S});
+      mask_data = reinterpret_cast<uint8_t*>(m.mutable_data());
+      mask = m;
+    }
+    const BatchOut out{out_tokens.mutable_data(),   out_labels.mutable_data(),
+                       out_loss.mutable_data(),     out_positions.mutable_data(),
+                       out_cu.mutable_data(),       mask_data};
+    BatchResult result;
+    FileStatus status;
+    {
+      py::gil_scoped_release nogil;
+      std::shared_ptr<const FileMap> map;  // held to the end of the reads
+      int fd = -1;
+      if (file_ != nullptr) {
+        status = file_->open(&fd, &map);
+        if (map != nullptr) {
+          arm_mapped_reads();
+          source.map = map->data();
+          source.map_size = map->size();
+        }
+        source.fd = fd;
+      }
+      if (status.kind == FileStatus::ok) {
+        result = posembed::gpt_batch(docs_, samples_, shuffle_, wanted.data(), rows, source,
+                                     options_, out, get_num_threads());
+        // rewritten during the reads: old and new tokens would mix
+        if (fd >= 0 && result.fault == BatchFault::none) status = file_->check(fd);
+      }
+      if (fd >= 0) ::close(fd);
+    }
+    if (status.kind != FileStatus::ok) raise_file_status(status, bin_, stamp_);
+    if (result.fault != BatchFault::none) raise_batch_fault(result, bin_.c_str());
+    const int64_t parts = rows / part_rows;
+    int64_t total = parts;
+    for (const int64_t s : result.segments) total += s;
+    py::array_t<int32_t> flat(Shape{std::max<int64_t>(total, 1)});
+    py::array_t<int64_t> starts(Shape{parts + 1}), longest(Shape{parts});
+    int64_t* at = starts.mutable_data();
+    int64_t* most = longest.mutable_data();
+    at[0] = 0;
+    if (parts == 0) flat.mutable_data()[0] = 0;
+    for (int64_t k = 0; k < parts; ++k) {
+      const int64_t first = k * part_rows;
+      int64_t count = 1;
+      most[k] = 0;
+      for (int64_t r = first; r < first + part_rows; ++r) {
+        count += result.segments[static_cast<size_t>(r)];
+        most[k] = std::max(most[k], result.longest[static_cast<size_t>(r)]);
+      }
+      posembed::flat_cu_seqlens(out_cu.data() + first * (S + 1),
+                                result.segments.data() + first, part_rows, S,
+                                flat.mutable_data() + at[k]);
+      at[k + 1] = at[k] + count;
+    }
+    return py::make_tuple(out_tokens, out_labels, out_loss, out_positions, flat, out_cu,
+                          result.max_seqlen, mask, starts, longest);
   }
-  BatchOptions options;
-  options.sequence_length = S;
-  options.extra = extra;
-  options.eod = eod;
-  options.pad = pad;
-  options.reset_position_ids = reset_position_ids;
-  options.reset_attention_mask = reset_attention_mask;
-  options.eod_mask_loss = eod_mask_loss;
-  const BatchOut out{out_tokens.mutable_data(),   out_labels.mutable_data(),
-                     out_loss.mutable_data(),     out_positions.mutable_data(),
-                     out_cu.mutable_data(),       mask_data};
-  BatchResult result;
-  {
-    py::gil_scoped_release nogil;
-    result = posembed::gpt_batch(docs, samples, shuffle, wanted.data(), rows, source, options,
-                                 out, get_num_threads());
+
+ private:
+  // `indices` copied into *out as int64 when each is a sample number (0 to
+  // the sample count - 1) in a 1-D array of a native integer dtype.
+  bool sample_numbers(const py::array& indices, std::vector<int64_t>* out) const {
+    const char kind = indices.dtype().kind();
+    const auto item = indices.itemsize();
+    if (indices.ndim() != 1 || (kind != 'i' && kind != 'u') || item > 8 ||
+        indices.dtype().byteorder() == '>') {
+      return false;
+    }
+    const int64_t n = indices.shape(0), stride = indices.strides(0);
+    const int64_t count = samples_.count / 2 - 1;
+    const auto* base = static_cast<const uint8_t*>(indices.data());
+    out->resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const uint8_t* at = base + i * stride;
+      int64_t value = 0;
+      // memcpy: a view's elements need not be aligned
+      const auto load = [at](auto zero) {
+        decltype(zero) x = zero;
+        std::memcpy(&x, at, sizeof(x));
+        return x;
+      };
+      if (kind == 'u') {
+        uint64_t u = 0;
+        switch (item) {
+          case 1: u = load(uint8_t{0}); break;
+          case 2: u = load(uint16_t{0}); break;
+          case 4: u = load(uint32_t{0}); break;
+          default: u = load(uint64_t{0}); break;
+        }
+        if (u >= static_cast<uint64_t>(count)) return false;
+        value = static_cast<int64_t>(u);
+      } else {
+        switch (item) {
+          case 1: value = load(int8_t{0}); break;
+          case 2: value = load(int16_t{0}); break;
+          case 4: value = load(int32_t{0}); break;
+          default: value = load(int64_t{0}); break;
+        }
+        if (value < 0 || value >= count) return false;
+      }
+      (*out)[static_cast<size_t>(i)] = value;
+    }
+    return true;
   }
-  if (result.fault != BatchFault::none) raise_batch_fault(result, bin.c_str());
-  int64_t total = 1;
-  for (const int64_t s : result.segments) total += s;
-  py::array_t<int32_t> flat(Shape{total});
-  posembed::flat_cu_seqlens(out_cu.data(), result.segments.data(), rows, S, flat.mutable_data());
-  return py::make_tuple(out_tokens, out_labels, out_loss, out_positions, flat, out_cu,
-                        result.max_seqlen, mask);
-}
+
+  py::array document_index_, sample_index_, shuffle_index_;
+  IndexView docs_, samples_, shuffle_;
+  BatchOptions options_;
+  bool attention_mask_;
+  I64 offsets_;
+  py::array lengths_, tokens_;
+  TokenSource source_;
+  std::string bin_;
+  FileStamp stamp_;
+  std::unique_ptr<StableFile> file_;
+};
 
 }  // namespace
 
 void bind_samples(py::module_& m) {
-  m.def("gpt_batch", &gpt_batch, "document_index"_a, "sample_index"_a, "shuffle_index"_a,
-        "wanted"_a, "sequence_length"_a, "extra"_a, "eod"_a, "pad"_a, "reset_position_ids"_a,
-        "reset_attention_mask"_a, "eod_mask_loss"_a, "attention_mask"_a, "offsets"_a,
-        "lengths"_a, "tokens"_a, "fd"_a, "file_dtype"_a, "file_offset"_a, "swap"_a, "ntokens"_a,
-        "bin"_a, "text"_a, "mapping"_a = py::none());
+  py::class_<GPTBatchReader>(m, "GPTBatchReader")
+      .def(py::init<py::array, py::array, py::array, int64_t, int64_t, int64_t, int64_t, bool,
+                    bool, bool, bool, const py::object&, const py::object&, const py::object&,
+                    std::string, const py::object&, int64_t, bool, int64_t, const py::object&>(),
+           "document_index"_a, "sample_index"_a, "shuffle_index"_a, "sequence_length"_a,
+           "extra"_a, "eod"_a, "pad"_a, "reset_position_ids"_a, "reset_attention_mask"_a,
+           "eod_mask_loss"_a, "attention_mask"_a, "offsets"_a, "lengths"_a, "tokens"_a, "bin"_a,
+           "file_dtype"_a, "file_offset"_a, "swap"_a, "ntokens"_a, "stamp"_a)
+      .def("__call__", &GPTBatchReader::call, "indices"_a, "part_rows"_a = 0,
+           "text"_a = py::none());
   m.def("document_tokens", &document_tokens, "lengths"_a, "documents"_a = py::none());
   m.def("sample_index", &sample_index, "lengths"_a, "document_index"_a, "sequence_length"_a,
         "extra"_a, "num_samples"_a, "wide"_a);

@@ -168,7 +168,8 @@ BatchResult gpt_batch(const IndexView& document_index, const IndexView& sample_i
                       int threads) {
   BatchResult result;
   result.segments.assign(static_cast<size_t>(rows), 0);
-  std::vector<int64_t> longest(static_cast<size_t>(rows), 0);
+  result.longest.assign(static_cast<size_t>(rows), 0);
+  std::vector<int64_t>& longest = result.longest;
   std::mutex guard;
   Fault first_fault;
   int64_t fault_row = -1;

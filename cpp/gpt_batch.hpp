@@ -91,6 +91,7 @@ struct BatchResult {
   int64_t a = 0, b = 0, c = 0, d = 0;
   int64_t max_seqlen = 0;
   std::vector<int64_t> segments;  // per row, its documents
+  std::vector<int64_t> longest;   // per row, its longest document
 };
 
 // Fills `out` for the samples wanted[0..rows) (positions in the shuffle

@@ -1,13 +1,18 @@
 // mapped: see mapped.hpp.
 #include "mapped.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csetjmp>
 #include <csignal>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <system_error>
 
@@ -107,6 +112,97 @@ int read_mapped(int fd, const uint8_t* map, int64_t map_size, uint8_t* to, int64
     return 0;
   }
   return pread_all(fd, to, n, offset, ended);
+}
+
+namespace {
+
+std::mutex g_probe_lock;
+std::string g_truncate_path;  // guarded by g_probe_lock; empty: none asked for
+int64_t g_truncate_size = 0;
+
+void run_truncate_probe(const std::string& path) {
+  const std::lock_guard<std::mutex> hold(g_probe_lock);
+  if (g_truncate_path.empty() || g_truncate_path != path) return;
+  g_truncate_path.clear();
+  if (::truncate(path.c_str(), static_cast<off_t>(g_truncate_size)) != 0) return;
+}
+
+FileStatus judge(const struct stat& st, const FileStamp& stamp) {
+  FileStatus status;
+  if (!S_ISREG(st.st_mode)) {
+    status.kind = FileStatus::not_regular;
+  } else if (stamp.given && st.st_size != stamp.size) {
+    status.kind = FileStatus::resized;
+    status.size = st.st_size;
+  } else if (stamp.given && (static_cast<int64_t>(st.st_ino) != stamp.inode ||
+                             st.st_mtim.tv_sec * int64_t{1000000000} + st.st_mtim.tv_nsec !=
+                                 stamp.mtime_ns)) {
+    status.kind = FileStatus::replaced;
+  }
+  return status;
+}
+
+}  // namespace
+
+FileStatus StableFile::open(int* fd, std::shared_ptr<const FileMap>* map) {
+  *fd = -1;
+  map->reset();
+  FileStatus status;
+  // O_NONBLOCK: a FIFO put in the file's place is refused, never waited on
+  int opened = -1;
+  do {
+    opened = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  } while (opened < 0 && errno == EINTR);
+  if (opened < 0) {
+    status.kind = FileStatus::unreadable;
+    status.err = errno;
+    return status;
+  }
+  struct stat st {};
+  if (::fstat(opened, &st) != 0) {
+    status.kind = FileStatus::unreadable;
+    status.err = errno;
+  } else {
+    status = judge(st, stamp_);
+  }
+  if (status.kind != FileStatus::ok) {
+    ::close(opened);
+    return status;
+  }
+  *fd = opened;
+  if (st.st_size <= 0) return status;
+  const int64_t identity[4] = {static_cast<int64_t>(st.st_dev), static_cast<int64_t>(st.st_ino),
+                               static_cast<int64_t>(st.st_size),
+                               st.st_mtim.tv_sec * int64_t{1000000000} + st.st_mtim.tv_nsec};
+  const std::lock_guard<std::mutex> hold(lock_);
+  if (map_ == nullptr || !std::equal(identity, identity + 4, identity_)) {
+    try {
+      map_ = std::make_shared<const FileMap>(opened, st.st_size);
+    } catch (const std::exception&) {
+      map_.reset();  // read with positional reads
+    }
+    std::copy(identity, identity + 4, identity_);
+  }
+  *map = map_;  // kept by this call while another replaces it
+  run_truncate_probe(path_);
+  return status;
+}
+
+void truncate_after_open(const std::string& path, int64_t size) {
+  const std::lock_guard<std::mutex> hold(g_probe_lock);
+  g_truncate_path = path;
+  g_truncate_size = size;
+}
+
+FileStatus StableFile::check(int fd) const {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    FileStatus status;
+    status.kind = FileStatus::unreadable;
+    status.err = errno;
+    return status;
+  }
+  return judge(st, stamp_);
 }
 
 }  // namespace posembed

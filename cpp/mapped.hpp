@@ -14,6 +14,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
 
 namespace posembed {
 
@@ -34,6 +37,46 @@ class FileMap {
   int64_t size_ = 0;
 };
 
+// What a file must still be: its size, modification time (ns) and inode, as
+// first seen; `given` false: only a regular file is asked for.
+struct FileStamp {
+  bool given = false;
+  int64_t size = 0, mtime_ns = 0, inode = 0;
+};
+
+// How a file stood when opened or checked: `err` the errno of a failed
+// open; `size` the size seen (for `resized`).
+struct FileStatus {
+  enum Kind { ok, unreadable, not_regular, resized, replaced } kind = ok;
+  int err = 0;
+  int64_t size = 0;
+};
+
+// A file a kernel reads on each call, opened for the call (a descriptor of
+// its own, closed after) and checked against its stamp when opened and after
+// the reads, with a read-only mapping of it kept across calls while the file
+// opened is the same one (device, inode, size and modification time). Calls
+// may come from several threads at once; none needs the GIL.
+class StableFile {
+ public:
+  StableFile(std::string path, FileStamp stamp) : path_(std::move(path)), stamp_(stamp) {}
+  const std::string& path() const { return path_; }
+  // Opens the file and checks it: ok with *fd open (close it with
+  // ::close) and *map its mapping (null where it cannot be mapped), or what
+  // was wrong with *fd closed (-1).
+  FileStatus open(int* fd, std::shared_ptr<const FileMap>* map);
+  // The open file checked again (after the reads: rewritten meanwhile, old
+  // and new tokens would mix).
+  FileStatus check(int fd) const;
+
+ private:
+  std::string path_;
+  FileStamp stamp_;
+  std::mutex lock_;
+  std::shared_ptr<const FileMap> map_;
+  int64_t identity_[4] = {-1, -1, -1, -1};
+};
+
 // Installs the SIGBUS handler that guarded copies need, once per process
 // (later calls do nothing); call it before a kernel that copies out of a
 // mapping, from any thread.
@@ -46,6 +89,11 @@ bool guarded_copy(uint8_t* to, const uint8_t* from, int64_t n);
 // Guarded copies that met a lost page since the process started (a probe
 // for the tests).
 int64_t mapped_faults();
+
+// A probe for the tests: the next StableFile::open of `path` truncates the
+// file to `size` bytes once its checks passed and its mapping was taken (a
+// file that shrinks while it is read, at a known moment).
+void truncate_after_open(const std::string& path, int64_t size);
 
 // n bytes at byte `offset` of the file into `to`: copied out of `map` (the
 // file's first map_size bytes, or null) where the range lies inside it and

@@ -201,8 +201,9 @@ STUB = STUBS / "__init__.pyi"
 PROBES_STUB = STUBS / "_probes.pyi"
 # The bound enums, as pybind11 writes their type and as the stub names them.
 ENUMS = ("Align", "FloatKind", "GridMethod", "IndexMode", "OwnerRule", "Reduce", "Tail")
-# the bound classes that are not enums (a file's read-only mapping)
-CLASSES = ("FileMap",)
+# the bound classes that are not enums (a file's read-only mapping, the
+# reader of GPT batches)
+CLASSES = ("FileMap", "GPTBatchReader")
 
 # How pybind11 (2.13 and 3.x) writes an argument's C++ type -> what the stub
 # says. A py::object argument is converted by the binding itself; the stub
@@ -229,6 +230,7 @@ ARGUMENT_TYPES = {
         "SupportsFloat | SupportsIndex",
         "object",
         "FileMap | None",  # a mapping, or None: read with positional reads
+        "tuple[int, int, int] | None",  # a file's (size, mtime, inode) to keep, or None
     },
     **{f"posembed._core._native.{name}": {name} for name in ENUMS},
 }

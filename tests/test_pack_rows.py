@@ -6,6 +6,7 @@ them."""
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +203,10 @@ def test_a_corpus_that_shrinks_while_read_is_refused(tmp_path, rng, monkeypatch)
     plan = posembed.pack(lengths, 128)
     wanted = np.array([plan.rows - 1, 0, plan.rows - 1])
     want = plan.cut(tokens_c, rows=wanted, columns={"mask": mask_c})
+    assert len(tokens_c.tokens._maps) == 1  # (the file's identity, its mapping), kept
+    # a worker's pickled copy carries no mapping and no descriptor
+    worker = pickle.loads(pickle.dumps(tokens_c.tokens))
+    assert (worker.fd, worker._maps) == (-1, [])
     real_open = TokenFile.open
 
     for path in (tokens_c.bin_path, mask_c.bin_path):

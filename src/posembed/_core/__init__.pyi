@@ -257,33 +257,45 @@ def gpt_indices(
     wide_samples: bool,
     wide_shuffle: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
-def gpt_batch(
-    document_index: np.ndarray,
-    sample_index: np.ndarray,
-    shuffle_index: np.ndarray,
-    wanted: npt.ArrayLike,
-    sequence_length: SupportsIndex,
-    extra: SupportsIndex,
-    eod: SupportsIndex,
-    pad: SupportsIndex,
-    reset_position_ids: bool,
-    reset_attention_mask: bool,
-    eod_mask_loss: bool,
-    attention_mask: bool,
-    offsets: np.ndarray | None,
-    lengths: np.ndarray | None,
-    tokens: np.ndarray | None,
-    fd: SupportsIndex,
-    file_dtype: object,
-    file_offset: SupportsIndex,
-    swap: bool,
-    ntokens: SupportsIndex,
-    bin: str,
-    text: np.ndarray | None,
-    mapping: FileMap | None = None,
-) -> tuple[
-    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray | None
-]: ...
+
+class GPTBatchReader:
+    def __init__(
+        self,
+        document_index: np.ndarray,
+        sample_index: np.ndarray,
+        shuffle_index: np.ndarray,
+        sequence_length: SupportsIndex,
+        extra: SupportsIndex,
+        eod: SupportsIndex,
+        pad: SupportsIndex,
+        reset_position_ids: bool,
+        reset_attention_mask: bool,
+        eod_mask_loss: bool,
+        attention_mask: bool,
+        offsets: np.ndarray | None,
+        lengths: np.ndarray | None,
+        tokens: np.ndarray | None,
+        bin: str,
+        file_dtype: object,
+        file_offset: SupportsIndex,
+        swap: bool,
+        ntokens: SupportsIndex,
+        stamp: tuple[int, int, int] | None,
+    ) -> None: ...
+    def __call__(
+        self, wanted: npt.ArrayLike, part_rows: SupportsIndex = 0, text: np.ndarray | None = None
+    ) -> tuple[
+        np.ndarray,
+        np.ndarray,
+        np.ndarray,
+        np.ndarray,
+        np.ndarray,
+        np.ndarray,
+        int,
+        np.ndarray | None,
+        np.ndarray,
+        np.ndarray,
+    ]: ...
 
 class FileMap:
     def __init__(self, fd: SupportsIndex, size: SupportsIndex) -> None: ...

@@ -11,6 +11,7 @@ what was read ahead, so that its ``state_dict`` resumes exactly.
 from __future__ import annotations
 
 import atexit
+import collections
 import itertools
 import queue
 import threading
@@ -342,7 +343,10 @@ class _Iteration:
         tokens = _sample_tokens(order.source) * int(order.micro_batch_size)
         self.run_length = max(1, min(prefetch, RUN_TOKENS // max(tokens, 1)))
         self.stop = threading.Event()
-        self.items: queue.Queue[Any] = queue.Queue(maxsize=max(prefetch, 1))
+        # whole runs, handed over in one step each: prefetch micro-batches, rounded
+        # up to whole runs (a handoff between threads costs more than a micro-batch)
+        self.items: queue.Queue[Any] = queue.Queue(maxsize=max(1, -(-prefetch // self.run_length)))
+        self.pending: collections.deque[MicroBatch] = collections.deque()  # of the run taken
         self.thread: threading.Thread | None = None
         self.unread = self.numbers()  # for prefetch 0
 
@@ -376,7 +380,7 @@ class _Iteration:
         split = _splitter(self.read) if len(numbers) > 1 else None
         if split is not None:
             try:
-                parts = split(self.read(indices.reshape(-1)), len(numbers), m)
+                parts = split(indices.reshape(-1), len(numbers), m)
             except Exception:
                 pass  # read again one by one, below, to give those before the failure
             else:
@@ -410,6 +414,8 @@ class _Iteration:
         if not self.prefetch:
             i = next(self.unread, None)
             return None if i is None else self.item(i)
+        if self.pending:
+            return self.pending.popleft()
         self.begin()
         while True:
             try:
@@ -418,8 +424,9 @@ class _Iteration:
                 if self.stop.is_set():
                     return None
                 continue
-            if kind == "item":
-                return value  # type: ignore[no-any-return]
+            if kind == "items":
+                self.pending.extend(value)
+                return self.pending.popleft()
             self.stop.set()
             if kind == "error":
                 raise value
@@ -427,6 +434,7 @@ class _Iteration:
 
     def close(self) -> None:
         self.stop.set()
+        self.pending.clear()
         thread = self.thread
         if thread is not None:
             while thread.is_alive():
@@ -451,8 +459,8 @@ def _read_ahead(
     stop: threading.Event,
     length: int,
 ) -> None:
-    """The thread: read runs of ``length`` micro-batches and queue each, until
-    told to stop."""
+    """The thread: read runs of ``length`` micro-batches and queue each run,
+    until told to stop."""
 
     def put(entry: tuple[str, Any]) -> bool:
         while not stop.is_set():
@@ -470,9 +478,8 @@ def _read_ahead(
                 put(("end", None))
                 return
             given, error = run(wanted)
-            for got in given:
-                if not put(("item", got)):
-                    return
+            if given and not put(("items", given)):
+                return
             if error is not None:
                 put(("error", error))
                 return
@@ -554,11 +561,15 @@ def _sample_tokens(source: Any) -> int:
     return 1
 
 
-def _splitter(read: Callable[[np.ndarray], Any]) -> Callable[[Any, int, int], list[Any]] | None:
-    """How a run's batch (k micro-batches of m samples read in one call) is
-    cut into the k micro-batches' own, each equal to what reading its samples
-    alone gives; None where a source is read one micro-batch at a time."""
-    return _split
+def _splitter(
+    read: Callable[[np.ndarray], Any],
+) -> Callable[[np.ndarray, int, int], list[Any]] | None:
+    """How a run (the samples of k micro-batches of m samples) is read in one
+    call and cut into the k micro-batches' own, each equal to what reading its
+    samples alone gives; None where a source is read one micro-batch at a time."""
+    if isinstance(read, _BatchMaker):  # the kernel cuts the document boundaries itself
+        return lambda indices, k, m: read.parts(indices, m)
+    return lambda indices, k, m: _split(read(indices), k, m)
 
 
 def _split(batch: Any, k: int, m: int) -> list[Any]:

@@ -161,6 +161,11 @@ def gpt_batch(
         built from (as :meth:`GPTSamples.samples` refuses it); a ``.bin``
         that changed while it was read; a batch of 2^31 tokens or more.
     """
+    values = (eod, reset_position_ids, reset_attention_mask, eod_mask_loss, pad_value)
+    key = (id(samples), id(corpus), attention_mask, *values, *map(type, (attention_mask, *values)))
+    kept = _kept(key, samples, corpus)
+    if kept is not None:  # checked when it was made: only the indices are new
+        return kept(indices)
     _check_samples(samples)
     wanted = _wanted(indices, len(samples))
     options = {
@@ -171,7 +176,7 @@ def gpt_batch(
         "pad_value": pad_value,
         "attention_mask": attention_mask,
     }
-    return _maker(samples, corpus, options)._batch(wanted)
+    return _maker(key, samples, corpus, options).parts(wanted, 0)[0]
 
 
 def _wanted(indices: Any, count: int) -> np.ndarray:
@@ -198,35 +203,32 @@ _MAKERS: dict[tuple[Any, ...], tuple[Any, Any, _BatchMaker, tuple[Any, ...]]] = 
 _MAKERS_KEPT = 8
 
 
-def _parts(samples: Any, corpus: Any) -> tuple[Any, ...]:
-    return (
-        samples.document_index,
-        samples.sample_index,
-        samples.shuffle_index,
-        samples.lengths,
-        getattr(corpus, "offsets", None),
-        getattr(corpus, "tokens", None),
-    )
-
-
-def _maker(samples: Any, corpus: Any, options: dict[str, Any]) -> _BatchMaker:
-    """A _BatchMaker of these arguments: a kept one where it reads exactly
-    what a new one would, else a new one (kept when it may be)."""
+def _kept(key: tuple[Any, ...], samples: Any, corpus: Any) -> _BatchMaker | None:
+    """The kept maker of these arguments (``key``: the objects' ids, the
+    options and their types), where it reads exactly what a new one would."""
     try:
-        key = (id(samples), id(corpus), *(_plain(value) for value in options.values()))
-        hash(key)
-    except TypeError:
-        return _BatchMaker(samples, corpus, **options)
-    kept = _MAKERS.get(key)
-    if kept is not None:
-        samples_ref, corpus_ref, maker, parts = kept
-        now = _parts(samples, corpus)
-        if (
-            samples_ref() is samples
-            and corpus_ref() is corpus
-            and all(a is b for a, b in zip(parts, now, strict=True))
-        ):
-            return maker
+        kept = _MAKERS.get(key)
+    except TypeError:  # an unhashable option: gpt_batch's checks say what is wrong
+        return None
+    if kept is None:
+        return None
+    samples_ref, corpus_ref, maker, parts = kept
+    if (
+        samples_ref() is samples
+        and corpus_ref() is corpus
+        and parts[0] is samples.document_index
+        and parts[1] is samples.sample_index
+        and parts[2] is samples.shuffle_index
+        and parts[3] is samples.lengths
+        and parts[4] is getattr(corpus, "offsets", None)
+        and parts[5] is getattr(corpus, "tokens", None)
+    ):
+        return maker
+    return None
+
+
+def _maker(key: tuple[Any, ...], samples: Any, corpus: Any, options: dict[str, Any]) -> _BatchMaker:
+    """A new _BatchMaker of these arguments, kept under ``key`` when it may be."""
     maker = _BatchMaker(samples, corpus, **options)
     if maker._cacheable(samples, corpus):
         try:
@@ -235,14 +237,16 @@ def _maker(samples: Any, corpus: Any, options: dict[str, Any]) -> _BatchMaker:
             return maker
         while len(_MAKERS) >= _MAKERS_KEPT:
             _MAKERS.pop(next(iter(_MAKERS)), None)
-        _MAKERS[key] = (refs[0], refs[1], maker, _parts(samples, corpus))
+        parts = (
+            samples.document_index,
+            samples.sample_index,
+            samples.shuffle_index,
+            samples.lengths,
+            getattr(corpus, "offsets", None),
+            getattr(corpus, "tokens", None),
+        )
+        _MAKERS[key] = (refs[0], refs[1], maker, parts)
     return maker
-
-
-def _plain(value: Any) -> Any:
-    """An option as a key: its type and value (1 and True, or np.int64(1),
-    are told apart, as the checks tell them)."""
-    return (type(value), value)
 
 
 def _check_samples(samples: Any) -> None:
@@ -323,10 +327,36 @@ class _BatchMaker:
         if lengths is not None:
             lengths = _index(lengths, "lengths")
         self._lengths = lengths
-        self._call = _Call(
-            _index(samples.document_index, "document_index"),
-            _index(samples.sample_index, "sample_index", rows=True),
-            _index(samples.shuffle_index, "shuffle_index", unsigned=True),
+        document_index = _index(samples.document_index, "document_index")
+        sample_index = _index(samples.sample_index, "sample_index", rows=True)
+        shuffle_index = _index(samples.shuffle_index, "shuffle_index", unsigned=True)
+        # what _cacheable compares with the samples' own arrays
+        self._kept = (document_index, sample_index, shuffle_index)
+        self._offsets: np.ndarray | None = None
+        pair = isinstance(corpus, (tuple, list))
+        file = None if pair else _token_file(corpus)
+        # a reader without a local file is read through .samples(); otherwise
+        # neither object is held (a kept maker must not keep them alive)
+        self._read_through = (samples, corpus) if file is None and not pair else None
+        dtype = getattr(corpus, "dtype", None)  # a reader's token dtype, where it tells it
+        if file is None and isinstance(dtype, np.dtype) and dtype.kind in "iu":
+            _check_eod_fits(token, dtype)
+        tokens: np.ndarray | None = None
+        if pair:
+            tokens = v.as_array(corpus[0], "corpus tokens")
+            _check_eod_fits(token, tokens.dtype)
+            if tokens.dtype.byteorder not in "=|":
+                tokens = tokens.astype(tokens.dtype.newbyteorder("="))
+            tokens = v.kernel_array(tokens)
+            self._offsets = v.kernel_array(reader._offsets, np.int64)
+        elif file is not None:
+            _check_eod_fits(token, np.dtype(file.dtype))
+            self._offsets = v.kernel_array(reader._offsets, np.int64)
+        self._file = file is not None
+        self._reader = _core.GPTBatchReader(
+            document_index,
+            sample_index,
+            shuffle_index,
             samples.sequence_length,
             1 if samples.add_extra_token_to_sequence else 0,
             token,
@@ -335,163 +365,89 @@ class _BatchMaker:
             flags["reset_attention_mask"],
             flags["eod_mask_loss"],
             flags["attention_mask"],
+            self._offsets if self._read_through is None else None,
+            lengths if self._read_through is None else None,
+            tokens,
+            "" if file is None else str(file.path),
+            None if file is None else np.dtype(file.dtype),
+            0 if file is None else int(file.offset),
+            False if file is None else bool(getattr(file, "swap", False)),
+            0 if file is None else int(file.count),
+            None if file is None else _stamp(file),
         )
-        self._tokens: np.ndarray | None = None
-        self._offsets: np.ndarray | None = None
-        self._file = None if isinstance(corpus, (tuple, list)) else _token_file(corpus)
-        # a reader without a local file is read through .samples(); otherwise
-        # neither object is held (a kept maker must not keep them alive)
-        self._read_through = (samples, corpus) if self._file is None else None
-        dtype = getattr(corpus, "dtype", None)  # a reader's token dtype, where it tells it
-        if self._file is None and isinstance(dtype, np.dtype) and dtype.kind in "iu":
-            _check_eod_fits(token, dtype)
-        if isinstance(corpus, (tuple, list)):
-            tokens = v.as_array(corpus[0], "corpus tokens")
-            _check_eod_fits(token, tokens.dtype)
-            if tokens.dtype.byteorder not in "=|":
-                tokens = tokens.astype(tokens.dtype.newbyteorder("="))
-            self._tokens = v.kernel_array(tokens)
-            self._offsets = v.kernel_array(reader._offsets, np.int64)
-        elif self._file is not None:
-            _check_eod_fits(token, np.dtype(self._file.dtype))
-            self._offsets = v.kernel_array(reader._offsets, np.int64)
 
     def __call__(self, indices: Any) -> GPTBatch:
         """The batch of ``indices`` (see :func:`gpt_batch`)."""
-        return self._batch(_wanted(indices, self._count))
+        return self.parts(indices, 0)[0]
+
+    def parts(self, indices: Any, part_rows: int) -> list[GPTBatch]:
+        """The batches of each ``part_rows`` indices in turn (0: one batch of
+        all), read in one call, each equal to
+        ``self(indices[j * part_rows:(j + 1) * part_rows])``."""
+        out = None
+        if self._read_through is None and type(indices) is np.ndarray:
+            out = self._reader(indices, part_rows)  # None: not all sample numbers
+        if out is None:
+            wanted = _wanted(indices, self._count)  # their error, if any
+            text = None
+            seq = self._sequence_length
+            if wanted.shape[0] * seq > INT32_MAX:  # before any token is read
+                raise ValueError(
+                    f"indices: {wanted.shape[0]} samples of {seq} tokens are "
+                    f"{wanted.shape[0] * seq} tokens, but cu_seqlens are int32: a batch must "
+                    "hold fewer than 2^31 tokens"
+                )
+            if self._read_through is not None:
+                samples, corpus = self._read_through
+                text = samples.samples(wanted, corpus, pad_value=self._pad)
+            out = self._reader(wanted, part_rows, text)
+        tokens, labels, loss, positions, flat, padded, longest, mask, starts, most = out
+        rows = tokens.shape[0]
+        if part_rows == 0 or part_rows == rows:
+            return [GPTBatch(tokens, labels, loss, positions, flat, padded, longest, mask)]
+        bounds, most = starts.tolist(), most.tolist()
+        parts = []
+        for j in range(len(most)):
+            part = slice(j * part_rows, (j + 1) * part_rows)
+            parts.append(
+                GPTBatch(
+                    tokens[part],
+                    labels[part],
+                    loss[part],
+                    positions[part],
+                    flat[bounds[j] : bounds[j + 1]],
+                    padded[part],
+                    most[j],
+                    None if mask is None else mask[part],
+                )
+            )
+        return parts
 
     def _cacheable(self, samples: Any, corpus: Any) -> bool:
         """Whether this maker reads a local file and the caller's own arrays,
         none converted (so that it reads what a new maker would)."""
-        call = self._call
+        document_index, sample_index, shuffle_index = self._kept
         return (
-            self._file is not None
-            and call.document_index is samples.document_index
-            and call.sample_index is samples.sample_index
-            and call.shuffle_index is samples.shuffle_index
+            self._file
+            and document_index is samples.document_index
+            and sample_index is samples.sample_index
+            and shuffle_index is samples.shuffle_index
             and self._lengths is samples.lengths
             and self._offsets is getattr(corpus, "offsets", None)
         )
 
-    def _batch(self, wanted: np.ndarray) -> GPTBatch:
-        """The batch of ``wanted``: int64 sample numbers, checked, this call's own copy."""
-        seq = self._sequence_length
-        if wanted.shape[0] * seq > INT32_MAX:
-            raise ValueError(
-                f"indices: {wanted.shape[0]} samples of {seq} tokens are "
-                f"{wanted.shape[0] * seq} tokens, but cu_seqlens are int32: a batch must hold "
-                "fewer than 2^31 tokens"
-            )
-        call = self._call
-        if self._tokens is not None:
-            result = call.run(
-                wanted, offsets=self._offsets, lengths=self._lengths, tokens=self._tokens
-            )
-        elif self._file is not None:
-            assert self._offsets is not None
-            result = _read_file(self._file, call, wanted, self._offsets, self._lengths)
-        else:
-            assert self._read_through is not None
-            samples, corpus = self._read_through
-            text = samples.samples(wanted, corpus, pad_value=self._pad)
-            result = call.run(wanted, text=text)
-        tokens_out, labels, loss, positions, flat, padded, longest, mask = result
-        return GPTBatch(tokens_out, labels, loss, positions, flat, padded, int(longest), mask)
 
-
-@dataclass(frozen=True)
-class _Call:
-    """The kernel's arguments but the sample numbers' and the corpus's, checked."""
-
-    document_index: np.ndarray
-    sample_index: np.ndarray
-    shuffle_index: np.ndarray
-    sequence_length: int
-    extra: int
-    eod: int
-    pad: int
-    reset_position_ids: bool
-    reset_attention_mask: bool
-    eod_mask_loss: bool
-    attention_mask: bool
-
-    def run(
-        self,
-        wanted: np.ndarray,
-        *,
-        offsets: np.ndarray | None = None,
-        lengths: np.ndarray | None = None,
-        tokens: np.ndarray | None = None,
-        fd: int = -1,
-        file_dtype: Any = None,
-        file_offset: int = 0,
-        swap: bool = False,
-        ntokens: int = 0,
-        bin: str = "",
-        text: np.ndarray | None = None,
-        mapping: Any = None,
-    ) -> tuple[Any, ...]:
-        return _core.gpt_batch(
-            self.document_index,
-            self.sample_index,
-            self.shuffle_index,
-            wanted,
-            self.sequence_length,
-            self.extra,
-            self.eod,
-            self.pad,
-            self.reset_position_ids,
-            self.reset_attention_mask,
-            self.eod_mask_loss,
-            self.attention_mask,
-            offsets,
-            lengths,
-            tokens,
-            fd,
-            file_dtype,
-            file_offset,
-            swap,
-            ntokens,
-            bin,
-            text,
-            mapping,
-        )
-
-
-def _read_file(
-    file: Any, call: _Call, wanted: np.ndarray, offsets: np.ndarray, lengths: np.ndarray | None
-) -> tuple[Any, ...]:
-    """The batch with its tokens read from ``file`` (a token file on local
-    disk) by the kernel, on its threads; the file checked unchanged after."""
-    f = file.copy()
-    path = str(f.path)
-    try:
-        f.open()
-        try:
-            result = call.run(
-                wanted,
-                offsets=offsets,
-                lengths=lengths,
-                fd=f.fd,
-                file_dtype=np.dtype(f.dtype),
-                file_offset=int(f.offset),
-                swap=bool(f.swap),
-                ntokens=int(f.count),
-                bin=path,
-                mapping=_mapping(f),
-            )
-            f.check()  # rewritten during the reads: old and new tokens would mix
-        finally:
-            f.close()
-    except FileNotFoundError:
-        raise ValueError(f"{path}: input changed while reading (it was removed)") from None
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot be read ({exc.strerror})") from None
-    return result
+def _stamp(file: Any) -> tuple[int, int, int] | None:
+    """The (size, modification time in ns, inode) a token file must keep, or None."""
+    stamp = getattr(file, "stamp", None)
+    if stamp is None:
+        return None
+    size, mtime, inode = (operator.index(x) for x in stamp)
+    return (size, mtime, inode)
 
 
 def _mapping(file: Any) -> Any:
-    """The open token file's mapping for the kernel to copy from
+    """The open token file's mapping for a kernel to copy from
     (``mapping()``, see posembed.io's TokenFile), or None: read with pread."""
     get = getattr(file, "mapping", None)
     return get() if callable(get) else None
