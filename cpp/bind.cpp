@@ -170,7 +170,8 @@ void raise_out_of_range(const py::array& indices, const IndexArg& arg, int64_t r
 // Blocks whose arrays were all freed, kept for the next batches of their
 // size: at most kCachedBlocks of them, kCachedBytes in all, none larger than
 // kCachedBlockBytes (a training batch is a few MiB; a whole plan cut at once
-// is not kept once freed).
+// is not kept once freed). The block freed last is kept, the oldest let go to
+// make room: a loop that changed its batch shape reuses its new blocks.
 constexpr size_t kCachedBlocks = 8;
 constexpr size_t kCachedBytes = size_t{256} << 20;
 constexpr size_t kCachedBlockBytes = size_t{64} << 20;
@@ -185,23 +186,35 @@ std::vector<OutputBlock>& cached_blocks() {
 
 void return_block(void* pointer) {
   auto* block = static_cast<OutputBlock*>(pointer);
-  {
+  std::vector<void*> freed;
+  if (block->size <= kCachedBlockBytes) {
     const std::lock_guard<std::mutex> lock(cache_lock);
     std::vector<OutputBlock>& blocks = cached_blocks();
+    blocks.push_back(*block);
     size_t held = 0;
     for (const OutputBlock& b : blocks) held += b.size;
-    if (block->size <= kCachedBlockBytes && blocks.size() < kCachedBlocks &&
-        held + block->size <= kCachedBytes) {
-      blocks.push_back(*block);
-      delete block;
-      return;
+    size_t oldest = 0;
+    while (blocks.size() - oldest > kCachedBlocks || held > kCachedBytes) {
+      held -= blocks[oldest].size;
+      freed.push_back(blocks[oldest].data);
+      ++oldest;
     }
+    blocks.erase(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(oldest));
+  } else {
+    freed.push_back(block->data);
   }
-  std::free(block->data);
   delete block;
+  for (void* data : freed) std::free(data);  // outside the lock
 }
 
 }  // namespace
+
+std::vector<int64_t> kept_output_blocks() {
+  const std::lock_guard<std::mutex> lock(cache_lock);
+  std::vector<int64_t> sizes;
+  for (const OutputBlock& b : cached_blocks()) sizes.push_back(static_cast<int64_t>(b.size));
+  return sizes;
+}
 
 py::capsule output_block(int64_t size) {
   const auto bytes = static_cast<size_t>((std::max<int64_t>(size, 64) + 63) / 64 * 64);

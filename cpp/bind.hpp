@@ -117,6 +117,9 @@ struct OutputBlock {
 // fresh pages to fault in. Owned by the capsule returned.
 py::capsule output_block(int64_t size);
 
+// The sizes of the freed blocks kept for reuse, oldest first (a probe).
+std::vector<int64_t> kept_output_blocks();
+
 // The data and size of a posembed._core.FileMap passed as `mapping` (None:
 // {null, 0}, read with pread), with the SIGBUS guard of mapped.hpp armed;
 // the caller keeps the Python object alive for the call.

@@ -163,6 +163,12 @@ void bind_probes(py::module_& m) {
   m.def("roofline_pread", &roofline_pread, "fd"_a, "ranges"_a, "dst"_a, "threads"_a = 0,
         "mapping"_a = py::none());
   m.def("mapped_faults", &posembed::mapped_faults);
+  m.def("kept_output_blocks", [] {
+          py::list sizes;
+          for (const int64_t size : kept_output_blocks()) sizes.append(size);
+          return sizes;
+        },
+        "The sizes in bytes of the freed output blocks kept for reuse, oldest first.");
   m.def("truncate_after_open", &posembed::truncate_after_open, "path"_a, "size"_a,
         "The next open of `path` by a kernel that reads it on each call truncates it to `size` "
         "bytes after its checks (a file that shrinks while it is read).");

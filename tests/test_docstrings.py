@@ -240,6 +240,7 @@ RETURN_TYPES = {
     "float": {"float"},
     "numpy.ndarray": {"np.ndarray", "npt.NDArray[np.bool_]"},
     "dict": {"_Config"},
+    "list": {"list[int]"},
     "tuple[int, int]": {"tuple[int, int]"},
     "object": {"np.ndarray | None"},
     "tuple": {

@@ -581,3 +581,26 @@ def test_batches_of_the_same_samples_and_bin_reuse_their_checks_but_keep_nothing
     del samples, indexed
     gc.collect()
     assert [ref() for ref in gone] == [None, None]
+
+
+def test_a_freed_batchs_memory_serves_the_next_batch_of_its_shape():
+    """A loop that drops each batch before asking for the next gets the memory
+    of the one it dropped, also after the kept blocks were all of another
+    shape (the newest freed block is kept, the oldest let go)."""
+    tokens, offsets = eod_corpus(9, n=400)
+    samples = posembed.gpt_samples(np.diff(offsets), 16, num_epochs=1, seed=2)
+    corpus = (tokens, offsets)
+    kept = _core._probes.kept_output_blocks
+
+    others = [posembed.gpt_batch(samples, np.arange(1), corpus, eod=EOD) for _ in range(12)]
+    del others  # more freed blocks of one shape than are kept
+    small = kept()[-1]
+    assert kept() == [small] * 8
+    first = posembed.gpt_batch(samples, np.arange(3), corpus, eod=EOD)
+    want, where = np.array(first.tokens), first.tokens.__array_interface__["data"][0]
+    del first
+    assert kept()[-1] > small  # the newest kept, an old one let go
+    assert len(kept()) <= 8
+    second = posembed.gpt_batch(samples, np.arange(3), corpus, eod=EOD)
+    assert second.tokens.__array_interface__["data"][0] == where
+    assert np.array_equal(second.tokens, want)

@@ -283,19 +283,22 @@ class GPTBatchReader:
         stamp: tuple[int, int, int] | None,
     ) -> None: ...
     def __call__(
-        self, wanted: npt.ArrayLike, part_rows: SupportsIndex = 0, text: np.ndarray | None = None
-    ) -> tuple[
-        np.ndarray,
-        np.ndarray,
-        np.ndarray,
-        np.ndarray,
-        np.ndarray,
-        np.ndarray,
-        int,
-        np.ndarray | None,
-        np.ndarray,
-        np.ndarray,
-    ]: ...
+        self, indices: np.ndarray, part_rows: SupportsIndex = 0, text: np.ndarray | None = None
+    ) -> (
+        tuple[
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
+            int,
+            np.ndarray | None,
+            np.ndarray,
+            np.ndarray,
+        ]
+        | None
+    ): ...
 
 class FileMap:
     def __init__(self, fd: SupportsIndex, size: SupportsIndex) -> None: ...

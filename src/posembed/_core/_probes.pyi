@@ -36,6 +36,9 @@ def roofline_random_bits(n: SupportsIndex, threads: SupportsIndex = 0) -> int: .
 def mapped_faults() -> int:
     """Copies out of a file's mapping that met a page lost (the file shrank)."""
 
+def kept_output_blocks() -> list[int]:
+    """The sizes in bytes of the freed output blocks kept for reuse, oldest first."""
+
 def truncate_after_open(path: str, size: SupportsIndex) -> None:
     """The next open of ``path`` by a kernel that reads it on each call
     truncates it to ``size`` bytes after its checks (a file that shrinks

@@ -401,6 +401,7 @@ class _BatchMaker:
                 samples, corpus = self._read_through
                 text = samples.samples(wanted, corpus, pad_value=self._pad)
             out = self._reader(wanted, part_rows, text)
+            assert out is not None  # checked sample numbers, an int64 array
         tokens, labels, loss, positions, flat, padded, longest, mask, starts, most = out
         rows = tokens.shape[0]
         if part_rows == 0 or part_rows == rows:

@@ -25,7 +25,13 @@ import numpy as np
 import posembed
 from posembed.bench.case import Case, unmeasured
 from posembed.bench.cases._shared import absent, optional_torch
-from posembed.bench.cases.gpt_batch import EOD, SWITCHES, _reads, megatron_dataset
+from posembed.bench.cases.gpt_batch import (
+    EOD,
+    SWITCHES,
+    _reads,
+    batch_bytes,
+    megatron_dataset,
+)
 from posembed.bench.scratch import scratch_dir
 
 MICRO = 8
@@ -117,7 +123,9 @@ def build(quick: bool = False) -> list[Case]:
         return out
 
     reads = _reads(samples, np.arange(count), corpus)
-    out_bytes = count * seq * (8 + 8 + 4 + 8 + 4) + 4 * (count * seq + steps)
+    # each micro-batch's outputs, as Batches writes them
+    read_all = posembed.Batches(order(), corpus, prefetch=0, eod=EOD, **SWITCHES)
+    out_bytes = batch_bytes(*(m.batch for m in itertools.islice(read_all, steps)))
     shape = (
         f"{steps} micro-batches of {MICRO} samples of {seq} tokens (an epoch), all switches, "
         f"from a {docs // 1000}k-document .bin; vs megatron GPTDataset in a DataLoader "

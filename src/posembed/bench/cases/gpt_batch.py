@@ -53,6 +53,12 @@ def _reads(samples: posembed.GPTSamples, wanted: np.ndarray, corpus: Any) -> np.
     return np.array(ranges, dtype=np.int64)
 
 
+def batch_bytes(*batches: Any) -> int:
+    """The bytes of the outputs of these GPT batches (their arrays as written)."""
+    fields = ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens", "cu_seqlens_padded")
+    return sum(getattr(b, name).nbytes for b in batches for name in fields)
+
+
 def megatron_dataset(prefix: Any, split: np.ndarray, seq: int, wanted: int) -> Any:
     """megatron-core's GPTDataset over the indexed dataset at ``prefix`` with
     this case's switches (the dense attention mask off), or None where
@@ -122,7 +128,7 @@ def build(quick: bool = False) -> list[Case]:
             for name in ("tokens", "labels", "loss_mask", "position_ids")
         )
 
-    out_bytes = batch * seq * (8 + 8 + 4 + 8 + 4) + 4 * (batch * seq + 1)
+    out_bytes = batch_bytes(run())
     return [
         Case(
             "gpt_batch",
