@@ -109,8 +109,10 @@ class Batches:
         Micro-batches read ahead, 0..1024 (0: read when asked for, on the
         caller's thread). They are read in runs of up to ``prefetch``
         micro-batches (and at most 2^20 tokens) in one call of the kernel,
-        which costs less than a call each; a run's arrays share one block of
-        memory, reused once all its micro-batches are dropped.
+        which costs less than a call each, and each run is handed to the
+        caller's thread whole (so up to ``prefetch`` micro-batches, rounded up
+        to whole runs, wait); a run's arrays share one block of memory,
+        reused once all its micro-batches are dropped.
     total_samples : int or None
         Stop once the stream has reached this many samples (counted from its
         start, every rank together: a training run's ``train_samples``), a
