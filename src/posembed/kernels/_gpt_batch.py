@@ -216,15 +216,22 @@ def _kept(key: tuple[Any, ...], samples: Any, corpus: Any) -> _BatchMaker | None
     if (
         samples_ref() is samples
         and corpus_ref() is corpus
-        and parts[0] is samples.document_index
-        and parts[1] is samples.sample_index
-        and parts[2] is samples.shuffle_index
-        and parts[3] is samples.lengths
-        and parts[4] is getattr(corpus, "offsets", None)
-        and parts[5] is getattr(corpus, "tokens", None)
+        and all(a is b for a, b in zip(parts, _parts(samples, corpus), strict=True))
     ):
         return maker
     return None
+
+
+def _parts(samples: Any, corpus: Any) -> tuple[Any, ...]:
+    """What a kept maker read, which must be the very same objects for a hit."""
+    return (
+        samples.document_index,
+        samples.sample_index,
+        samples.shuffle_index,
+        samples.lengths,
+        getattr(corpus, "offsets", None),
+        getattr(corpus, "tokens", None),
+    )
 
 
 def _maker(key: tuple[Any, ...], samples: Any, corpus: Any, options: dict[str, Any]) -> _BatchMaker:
@@ -237,15 +244,7 @@ def _maker(key: tuple[Any, ...], samples: Any, corpus: Any, options: dict[str, A
             return maker
         while len(_MAKERS) >= _MAKERS_KEPT:
             _MAKERS.pop(next(iter(_MAKERS)), None)
-        parts = (
-            samples.document_index,
-            samples.sample_index,
-            samples.shuffle_index,
-            samples.lengths,
-            getattr(corpus, "offsets", None),
-            getattr(corpus, "tokens", None),
-        )
-        _MAKERS[key] = (refs[0], refs[1], maker, parts)
+        _MAKERS[key] = (refs[0], refs[1], maker, _parts(samples, corpus))
     return maker
 
 
