@@ -446,13 +446,6 @@ def _stamp(file: Any) -> tuple[int, int, int] | None:
     return (size, mtime, inode)
 
 
-def _mapping(file: Any) -> Any:
-    """The open token file's mapping for a kernel to copy from
-    (``mapping()``, see posembed.io's TokenFile), or None: read with pread."""
-    get = getattr(file, "mapping", None)
-    return get() if callable(get) else None
-
-
 def _token_file(corpus: Any) -> Any:
     """The local token file behind a reader such as :class:`IndexedCorpus`
     (its ``tokens``: a file of ``count`` tokens of ``dtype`` at byte

@@ -16,7 +16,7 @@ import numpy as np
 from posembed import _core
 from posembed.kernels import _arrow
 from posembed.kernels import _validate as v
-from posembed.kernels._gpt_batch import _mapping, _token_file
+from posembed.kernels._gpt_batch import _token_file
 
 STRATEGIES = {"bfd": 0, "ffd": 1, "wrapped": 2}
 SPLITS = {"pieces": 0, "truncate": 1, "refuse": 0}
@@ -1209,3 +1209,10 @@ def _fault(
         f"labels: token id {token} does not fit position_dtype {pdt} "
         f"({info.min}..{info.max}); give position_dtype=np.int64"
     )
+
+
+def _mapping(file: Any) -> Any:
+    """The open token file's mapping for a kernel to copy from
+    (``mapping()``, see posembed.io's TokenFile), or None: read with pread."""
+    get = getattr(file, "mapping", None)
+    return get() if callable(get) else None
