@@ -2,6 +2,9 @@
 #include "bind.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <tuple>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -241,6 +244,88 @@ std::pair<const uint8_t*, int64_t> mapped_view(const py::object& mapping) {
   const auto& map = mapping.cast<const FileMap&>();
   arm_mapped_reads();
   return {map.data(), map.size()};
+}
+
+[[noreturn]] void raise_file_status(const FileStatus& status, const std::string& file,
+                                    const FileStamp& stamp) {
+  const char* path = file.c_str();
+  switch (status.kind) {
+    case FileStatus::unreadable:
+      if (status.err == ENOENT) {
+        PyErr_Format(PyExc_ValueError, "%s: input changed while reading (it was removed)", path);
+      } else {
+        PyErr_Format(PyExc_ValueError, "%s: cannot be read (%s)", path, std::strerror(status.err));
+      }
+      break;
+    case FileStatus::not_regular:
+      PyErr_Format(PyExc_ValueError,
+                   "%s: input changed while reading (it is no longer a regular file); run again "
+                   "on a stable file",
+                   path);
+      break;
+    case FileStatus::resized:
+      PyErr_Format(PyExc_ValueError,
+                   "%s: input changed while reading (%lld bytes became %lld); run again on a "
+                   "stable file",
+                   path, static_cast<long long>(stamp.size), static_cast<long long>(status.size));
+      break;
+    case FileStatus::replaced:
+      PyErr_Format(PyExc_ValueError,
+                   "%s: input changed while reading (it was modified or replaced); run again "
+                   "on a stable file",
+                   path);
+      break;
+    case FileStatus::ok: PyErr_SetString(PyExc_RuntimeError, "raise_file_status: no file fault"); break;
+  }
+  throw py::error_already_set();
+}
+
+FileStamp file_stamp(const py::object& stamp) {
+  if (stamp.is_none()) return FileStamp{};
+  const auto t = stamp.cast<std::tuple<int64_t, int64_t, int64_t>>();
+  return FileStamp{true, std::get<0>(t), std::get<1>(t), std::get<2>(t)};
+}
+
+bool index_numbers(const py::array& indices, int64_t count, std::vector<int64_t>* out) {
+  const char kind = indices.dtype().kind();
+  const auto item = indices.itemsize();
+  if (indices.ndim() != 1 || (kind != 'i' && kind != 'u') || item > 8 ||
+      indices.dtype().byteorder() == '>') {
+    return false;
+  }
+  const int64_t n = indices.shape(0), stride = indices.strides(0);
+  const auto* base = static_cast<const uint8_t*>(indices.data());
+  out->resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* at = base + i * stride;
+    const auto load = [at](auto zero) {
+      decltype(zero) x = zero;
+      std::memcpy(&x, at, sizeof(x));
+      return x;
+    };
+    int64_t value = 0;
+    if (kind == 'u') {
+      uint64_t u = 0;
+      switch (item) {
+        case 1: u = load(uint8_t{0}); break;
+        case 2: u = load(uint16_t{0}); break;
+        case 4: u = load(uint32_t{0}); break;
+        default: u = load(uint64_t{0}); break;
+      }
+      if (u >= static_cast<uint64_t>(count)) return false;
+      value = static_cast<int64_t>(u);
+    } else {
+      switch (item) {
+        case 1: value = load(int8_t{0}); break;
+        case 2: value = load(int16_t{0}); break;
+        case 4: value = load(int32_t{0}); break;
+        default: value = load(int64_t{0}); break;
+      }
+      if (value < 0 || value >= count) return false;
+    }
+    (*out)[static_cast<size_t>(i)] = value;
+  }
+  return true;
 }
 
 void bind_shared(py::module_& m) {

@@ -16,6 +16,7 @@
 
 #include "half.hpp"
 #include "interpolate.hpp"
+#include "mapped.hpp"
 #include "positions.hpp"
 
 namespace posembed::bind {
@@ -124,6 +125,22 @@ std::vector<int64_t> kept_output_blocks();
 // {null, 0}, read with pread), with the SIGBUS guard of mapped.hpp armed;
 // the caller keeps the Python object alive for the call.
 std::pair<const uint8_t*, int64_t> mapped_view(const py::object& mapping);
+
+// A file's problem (see StableFile) as the reading kernels report it, naming
+// `path`: a ValueError ("input changed while reading (...)" or "cannot be
+// read (...)").
+[[noreturn]] void raise_file_status(const FileStatus& status, const std::string& path,
+                                    const FileStamp& stamp);
+
+// The (size, mtime_ns, inode) tuple a reader was given for its file, or None:
+// only a regular file is asked for.
+FileStamp file_stamp(const py::object& stamp);
+
+// `indices` copied into *out as int64 when the array is 1-D, of a native
+// integer dtype, and each value lies in 0..count-1; false otherwise (the
+// caller then checks them in Python, naming what is wrong). A view's
+// elements need not be aligned.
+bool index_numbers(const py::array& indices, int64_t count, std::vector<int64_t>* out);
 
 // The enums shared by several families (float element types, index
 // conventions) and check_in_range (the range check of indices that no kernel

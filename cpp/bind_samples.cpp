@@ -1,7 +1,6 @@
 // Bindings of the samples family: the tokens of a split's documents, the
 // sample index alone (Megatron's build_sample_idx) and the three GPTDataset
 // indices at once.
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -335,41 +334,6 @@ IndexView index_view(const py::array& a, const char* name, bool unsigned_ok) {
   throw py::error_already_set();
 }
 
-// The file's problem as gpt_batch reports it, naming the .bin.
-[[noreturn]] void raise_file_status(const FileStatus& status, const std::string& bin,
-                                    const FileStamp& stamp) {
-  const char* path = bin.c_str();
-  switch (status.kind) {
-    case FileStatus::unreadable:
-      if (status.err == ENOENT) {
-        PyErr_Format(PyExc_ValueError, "%s: input changed while reading (it was removed)", path);
-      } else {
-        PyErr_Format(PyExc_ValueError, "%s: cannot be read (%s)", path, std::strerror(status.err));
-      }
-      break;
-    case FileStatus::not_regular:
-      PyErr_Format(PyExc_ValueError,
-                   "%s: input changed while reading (it is no longer a regular file); run again "
-                   "on a stable file",
-                   path);
-      break;
-    case FileStatus::resized:
-      PyErr_Format(PyExc_ValueError,
-                   "%s: input changed while reading (%lld bytes became %lld); run again on a "
-                   "stable file",
-                   path, static_cast<long long>(stamp.size), static_cast<long long>(status.size));
-      break;
-    case FileStatus::replaced:
-      PyErr_Format(PyExc_ValueError,
-                   "%s: input changed while reading (it was modified or replaced); run again "
-                   "on a stable file",
-                   path);
-      break;
-    case FileStatus::ok: PyErr_SetString(PyExc_RuntimeError, "gpt_batch: no file fault"); break;
-  }
-  throw py::error_already_set();
-}
-
 // Batches of GPT samples (see gpt_batch.hpp) from one set of indices, one
 // corpus and one set of options, checked once; each call checks and reads
 // only its sample numbers. The tokens come from `tokens` (in memory), else
@@ -445,10 +409,7 @@ class GPTBatchReader {
     source_.file_offset = file_offset;
     source_.swap = swap;
     source_.ntokens = ntokens;
-    if (!stamp.is_none()) {
-      const auto t = stamp.cast<std::tuple<int64_t, int64_t, int64_t>>();
-      stamp_ = FileStamp{true, std::get<0>(t), std::get<1>(t), std::get<2>(t)};
-    }
+    stamp_ = file_stamp(stamp);
     file_ = std::make_unique<StableFile>(bin_, stamp_);
   }
 
@@ -458,7 +419,7 @@ class GPTBatchReader {
   // change while the batch is read.
   py::object call(const py::array& indices, int64_t part_rows, const py::object& text_obj) {
     std::vector<int64_t> wanted;
-    if (!sample_numbers(indices, &wanted)) return py::none();
+    if (!index_numbers(indices, samples_.count / 2 - 1, &wanted)) return py::none();
     const int64_t S = options_.sequence_length;
     const auto rows = static_cast<int64_t>(wanted.size());
     if (rows > ((int64_t{1} << 31) - 1) / S) {
@@ -519,24 +480,17 @@ class GPTBatchReader {
     FileStatus status;
     {
       py::gil_scoped_release nogil;
-      std::shared_ptr<const FileMap> map;  // held to the end of the reads
-      int fd = -1;
+      std::shared_ptr<const OpenFile> file;  // held to the end of the reads
       if (file_ != nullptr) {
-        status = file_->open(&fd, &map);
-        if (map != nullptr) {
-          arm_mapped_reads();
-          source.map = map->data();
-          source.map_size = map->size();
-        }
-        source.fd = fd;
+        status = file_->open(&file);
+        if (file != nullptr) set_file(*file, &source.fd, &source.map, &source.map_size);
       }
       if (status.kind == FileStatus::ok) {
         result = posembed::gpt_batch(docs_, samples_, shuffle_, wanted.data(), rows, source,
                                      options_, out, get_num_threads());
         // rewritten during the reads: old and new tokens would mix
-        if (fd >= 0 && result.fault == BatchFault::none) status = file_->check(fd);
+        if (file != nullptr && result.fault == BatchFault::none) status = file_->check(*file);
       }
-      if (fd >= 0) ::close(fd);
     }
     if (status.kind != FileStatus::ok) raise_file_status(status, bin_, stamp_);
     if (result.fault != BatchFault::none) raise_batch_fault(result, bin_.c_str());
@@ -567,52 +521,6 @@ class GPTBatchReader {
   }
 
  private:
-  // `indices` copied into *out as int64 when each is a sample number (0 to
-  // the sample count - 1) in a 1-D array of a native integer dtype.
-  bool sample_numbers(const py::array& indices, std::vector<int64_t>* out) const {
-    const char kind = indices.dtype().kind();
-    const auto item = indices.itemsize();
-    if (indices.ndim() != 1 || (kind != 'i' && kind != 'u') || item > 8 ||
-        indices.dtype().byteorder() == '>') {
-      return false;
-    }
-    const int64_t n = indices.shape(0), stride = indices.strides(0);
-    const int64_t count = samples_.count / 2 - 1;
-    const auto* base = static_cast<const uint8_t*>(indices.data());
-    out->resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      const uint8_t* at = base + i * stride;
-      int64_t value = 0;
-      // memcpy: a view's elements need not be aligned
-      const auto load = [at](auto zero) {
-        decltype(zero) x = zero;
-        std::memcpy(&x, at, sizeof(x));
-        return x;
-      };
-      if (kind == 'u') {
-        uint64_t u = 0;
-        switch (item) {
-          case 1: u = load(uint8_t{0}); break;
-          case 2: u = load(uint16_t{0}); break;
-          case 4: u = load(uint32_t{0}); break;
-          default: u = load(uint64_t{0}); break;
-        }
-        if (u >= static_cast<uint64_t>(count)) return false;
-        value = static_cast<int64_t>(u);
-      } else {
-        switch (item) {
-          case 1: value = load(int8_t{0}); break;
-          case 2: value = load(int16_t{0}); break;
-          case 4: value = load(int32_t{0}); break;
-          default: value = load(int64_t{0}); break;
-        }
-        if (value < 0 || value >= count) return false;
-      }
-      (*out)[static_cast<size_t>(i)] = value;
-    }
-    return true;
-  }
-
   py::array document_index_, sample_index_, shuffle_index_;
   IndexView docs_, samples_, shuffle_;
   BatchOptions options_;

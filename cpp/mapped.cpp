@@ -144,46 +144,75 @@ FileStatus judge(const struct stat& st, const FileStamp& stamp) {
 
 }  // namespace
 
-FileStatus StableFile::open(int* fd, std::shared_ptr<const FileMap>* map) {
-  *fd = -1;
-  map->reset();
+OpenFile::OpenFile(int fd, const int64_t identity[4]) : fd_(fd) {
+  std::copy(identity, identity + 4, identity_);
+  if (identity[2] <= 0) return;
+  try {
+    map_ = std::make_unique<const FileMap>(fd, identity[2]);
+  } catch (const std::exception&) {
+    map_.reset();  // read with positional reads
+  }
+}
+
+OpenFile::~OpenFile() { ::close(fd_); }
+
+bool OpenFile::same(const int64_t identity[4]) const {
+  return std::equal(identity, identity + 4, identity_);
+}
+
+namespace {
+
+void identity_of(const struct stat& st, int64_t identity[4]) {
+  identity[0] = static_cast<int64_t>(st.st_dev);
+  identity[1] = static_cast<int64_t>(st.st_ino);
+  identity[2] = static_cast<int64_t>(st.st_size);
+  identity[3] = st.st_mtim.tv_sec * int64_t{1000000000} + st.st_mtim.tv_nsec;
+}
+
+FileStatus unreadable(int err) {
   FileStatus status;
-  // O_NONBLOCK: a FIFO put in the file's place is refused, never waited on
-  int opened = -1;
-  do {
-    opened = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  } while (opened < 0 && errno == EINTR);
-  if (opened < 0) {
-    status.kind = FileStatus::unreadable;
-    status.err = errno;
-    return status;
-  }
+  status.kind = FileStatus::unreadable;
+  status.err = err;
+  return status;
+}
+
+}  // namespace
+
+FileStatus StableFile::open(std::shared_ptr<const OpenFile>* file) {
+  file->reset();
   struct stat st {};
-  if (::fstat(opened, &st) != 0) {
-    status.kind = FileStatus::unreadable;
-    status.err = errno;
-  } else {
-    status = judge(st, stamp_);
+  if (::stat(path_.c_str(), &st) != 0) return unreadable(errno);
+  FileStatus status = judge(st, stamp_);
+  if (status.kind != FileStatus::ok) return status;
+  int64_t identity[4];
+  identity_of(st, identity);
+  {
+    const std::lock_guard<std::mutex> hold(lock_);
+    if (kept_ != nullptr && kept_->same(identity)) *file = kept_;
   }
-  if (status.kind != FileStatus::ok) {
-    ::close(opened);
-    return status;
-  }
-  *fd = opened;
-  if (st.st_size <= 0) return status;
-  const int64_t identity[4] = {static_cast<int64_t>(st.st_dev), static_cast<int64_t>(st.st_ino),
-                               static_cast<int64_t>(st.st_size),
-                               st.st_mtim.tv_sec * int64_t{1000000000} + st.st_mtim.tv_nsec};
-  const std::lock_guard<std::mutex> hold(lock_);
-  if (map_ == nullptr || !std::equal(identity, identity + 4, identity_)) {
-    try {
-      map_ = std::make_shared<const FileMap>(opened, st.st_size);
-    } catch (const std::exception&) {
-      map_.reset();  // read with positional reads
+  if (*file == nullptr) {
+    // O_NONBLOCK: a FIFO put in the file's place since is refused, never waited on
+    int opened = -1;
+    do {
+      opened = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    } while (opened < 0 && errno == EINTR);
+    if (opened < 0) return unreadable(errno);
+    if (::fstat(opened, &st) != 0) {
+      const int err = errno;
+      ::close(opened);
+      return unreadable(err);
     }
-    std::copy(identity, identity + 4, identity_);
+    status = judge(st, stamp_);  // the file opened, which may have changed since the lookup
+    if (status.kind != FileStatus::ok) {
+      ::close(opened);
+      return status;
+    }
+    identity_of(st, identity);
+    auto opened_file = std::make_shared<const OpenFile>(opened, identity);
+    const std::lock_guard<std::mutex> hold(lock_);
+    kept_ = opened_file;
+    *file = std::move(opened_file);  // kept by this call while another replaces it
   }
-  *map = map_;  // kept by this call while another replaces it
   run_truncate_probe(path_);
   return status;
 }
@@ -194,14 +223,20 @@ void truncate_after_open(const std::string& path, int64_t size) {
   g_truncate_size = size;
 }
 
-FileStatus StableFile::check(int fd) const {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    FileStatus status;
-    status.kind = FileStatus::unreadable;
-    status.err = errno;
-    return status;
+void set_file(const OpenFile& file, int* fd, const uint8_t** map, int64_t* map_size) {
+  *fd = file.fd();
+  *map = nullptr;
+  *map_size = 0;
+  if (file.map() != nullptr && file.map()->size() > 0) {
+    arm_mapped_reads();
+    *map = file.map()->data();
+    *map_size = file.map()->size();
   }
+}
+
+FileStatus StableFile::check(const OpenFile& file) const {
+  struct stat st {};
+  if (::fstat(file.fd(), &st) != 0) return unreadable(errno);
   return judge(st, stamp_);
 }
 

@@ -52,30 +52,55 @@ struct FileStatus {
   int64_t size = 0;
 };
 
-// A file a kernel reads on each call, opened for the call (a descriptor of
-// its own, closed after) and checked against its stamp when opened and after
-// the reads, with a read-only mapping of it kept across calls while the file
-// opened is the same one (device, inode, size and modification time). Calls
-// may come from several threads at once; none needs the GIL.
+// The file a StableFile reads while the file at its path is the same one:
+// a descriptor (for positional reads) and its read-only mapping (null where
+// it cannot be mapped, or for an empty file). Closed when the last holder
+// lets go.
+class OpenFile {
+ public:
+  OpenFile(int fd, const int64_t identity[4]);
+  ~OpenFile();
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+  int fd() const { return fd_; }
+  const FileMap* map() const { return map_.get(); }
+  bool same(const int64_t identity[4]) const;
+
+ private:
+  int fd_;
+  std::unique_ptr<const FileMap> map_;
+  int64_t identity_[4];
+};
+
+// A file a kernel reads on each call, checked against its stamp before the
+// reads (its path looked up again: a file replaced, rewritten or removed
+// since is seen) and after them (the file read, through its descriptor: one
+// rewritten or shrunk meanwhile is seen). The descriptor and the mapping
+// are kept across calls while the file at the path is the same one (device,
+// inode, size and modification time), so a call costs a lookup and a status
+// check, not an open. Calls may come from several threads at once; none
+// needs the GIL.
 class StableFile {
  public:
   StableFile(std::string path, FileStamp stamp) : path_(std::move(path)), stamp_(stamp) {}
   const std::string& path() const { return path_; }
-  // Opens the file and checks it: ok with *fd open (close it with
-  // ::close) and *map its mapping (null where it cannot be mapped), or what
-  // was wrong with *fd closed (-1).
-  FileStatus open(int* fd, std::shared_ptr<const FileMap>* map);
-  // The open file checked again (after the reads: rewritten meanwhile, old
-  // and new tokens would mix).
-  FileStatus check(int fd) const;
+  // The file checked, in *file (held by the caller for its reads), or what
+  // was wrong with it (*file then null).
+  FileStatus open(std::shared_ptr<const OpenFile>* file);
+  // The file checked again (after the reads: rewritten meanwhile, old and
+  // new tokens would mix).
+  FileStatus check(const OpenFile& file) const;
 
  private:
   std::string path_;
   FileStamp stamp_;
   std::mutex lock_;
-  std::shared_ptr<const FileMap> map_;
-  int64_t identity_[4] = {-1, -1, -1, -1};
+  std::shared_ptr<const OpenFile> kept_;
 };
+
+// Where a kernel reads `file`: its descriptor and its mapping (null, 0 where
+// it has none), with the SIGBUS guard armed for copies out of the mapping.
+void set_file(const OpenFile& file, int* fd, const uint8_t** map, int64_t* map_size);
 
 // Installs the SIGBUS handler that guarded copies need, once per process
 // (later calls do nothing); call it before a kernel that copies out of a

@@ -372,6 +372,29 @@ Copied copy_items(const PackSource& src, int64_t source, int64_t d, int64_t want
   return c;
 }
 
+// Asks for the first bytes of items [s, s + n) of document d of `src` to
+// be brought into cache ahead of their copy: a row's pieces lie at random
+// places in a file larger than the cache, and each piece's first lines
+// would otherwise wait on memory one after another. Values are read once
+// and only bound the hint (a prefetch never faults): the copy checks them.
+void prefetch_items(const PackSource& src, int64_t d, int64_t s, int64_t n) {
+  if (d < 0 || d >= src.ndocs || n <= 0 || s < 0) return;
+  const int64_t a = read_once(src.doc_offsets + d);
+  if (a < 0 || a > src.nitems || s > src.nitems - a) return;
+  constexpr int64_t kAhead = 2048;  // the hardware prefetcher follows from there
+  const int64_t bytes = std::min(std::min(n, src.nitems - a - s) * src.item, kAhead);
+  const uint8_t* from = nullptr;
+  if (src.memory != nullptr) {
+    from = src.memory + (a + s) * src.item;
+  } else if (src.map != nullptr) {
+    const int64_t at = src.file_offset + (a + s) * src.item;
+    if (at < 0 || at > src.map_size - bytes) return;
+    from = src.map + at;
+  }
+  if (from == nullptr) return;
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(from + b, 0, 2);
+}
+
 void fill_items(uint8_t* to, const uint8_t* pad, int64_t item, int64_t n) {
   bool zero = true;
   for (int64_t k = 0; k < item; ++k) zero = zero && pad[k] == 0;
@@ -426,6 +449,29 @@ PackRowsResult pack_rows(const PackSource& tokens, const std::vector<PackSource>
     }
   };
   const auto ncols = static_cast<int64_t>(columns.size());
+  // Hints only (a prefetch never faults; the copies check every value):
+  // batch row i's documents' offsets and lengths, or its pieces.
+  const auto ahead = [&](int64_t i, bool pieces) {
+    const int64_t r = read_once(wanted + i);
+    if (r < 0 || r >= nrows) return;
+    const int64_t e0 = std::max<int64_t>(read_once(row_offsets + r), 0);
+    const int64_t e1 = std::min(read_once(row_offsets + r + 1), nentries);
+    for (int64_t e = e0; e < e1; ++e) {
+      const int64_t d = read_once(document + e);
+      if (d < 0 || d >= ndocs) continue;
+      if (pieces) {
+        const int64_t s = read_once(start + e), n = read_once(length + e);
+        prefetch_items(tokens, d, s, n);
+        for (const PackSource& c : columns) prefetch_items(c, d, s, n);
+      } else {
+        __builtin_prefetch(document_lengths + d, 0, 2);
+        if (d < tokens.ndocs) __builtin_prefetch(tokens.doc_offsets + d, 0, 2);
+        for (const PackSource& c : columns) {
+          if (d < c.ndocs) __builtin_prefetch(c.doc_offsets + d, 0, 2);
+        }
+      }
+    }
+  };
   parallel_for(nwanted, threads_for_bytes(bytes), [&](int64_t lo, int64_t hi, int) {
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t r = read_once(wanted + i);
@@ -437,6 +483,12 @@ PackRowsResult pack_rows(const PackSource& tokens, const std::vector<PackSource>
       P* row_pos = positions + i * capacity;
       P* row_labels = labels != nullptr ? labels + i * capacity : nullptr;
       const int64_t e0 = read_once(row_offsets + r), e1 = read_once(row_offsets + r + 1);
+      // Memory ahead of the copies, in two steps: the documents' offsets of
+      // the row after next, the pieces of the next row (whose offsets the
+      // step before brought in), while this one is copied.
+      if (i == lo) ahead(i, false);
+      if (i + 1 < hi) ahead(i + 1, true);
+      if (i + 2 < hi) ahead(i + 2, false);
       Copied bad;
       if (!(0 <= e0 && e0 <= e1 && e1 <= nentries)) bad.fault = PackRowsFault::plan;
       int64_t used = 0;

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import posembed
-from posembed import reference
+from posembed import _core, reference
 
 from .conftest import transformers_or_skip
 
@@ -250,3 +250,160 @@ def test_wide_token_ids_that_narrow_labels_cannot_hold_are_refused_from_a_corpus
         plan.cut(source, labels=True, position_dtype=np.int32)
     got = plan.cut(source, labels=True)
     assert got.labels[0].tolist() == [-100, 5, 2**31 + 5, 6, -100, 2, 3, -100]
+
+
+def fields(rows: posembed.PackedRows) -> dict[str, Any]:
+    return {name: getattr(rows, name) for name in (*FIELDS, "columns")}
+
+
+def kept_readers(plan: posembed.PackPlan) -> int:
+    """How many readers of batches of this plan's rows are kept."""
+    from posembed.kernels import _pack
+
+    return sum(reader.plan() is plan for reader in _pack._READERS.values())
+
+
+CUT_OPTIONS = [
+    {},
+    {"labels": True, "position_dtype": np.int32, "position_start": 2, "separator_id": 7},
+    {"labels": True, "pad_value": 9, "column_pad": {"mask": 3}},
+    {"position_dtype": np.int64, "column_pad": 1, "separator_id": -1},
+]
+
+
+@pytest.mark.parametrize("options", CUT_OPTIONS)
+def test_batch_after_batch_of_a_corpus_equals_a_fresh_cut_for_every_option(
+    tmp_path, rng, options, restore_threads
+):
+    """The first batch of an array of rows leaves a reader of the corpora
+    behind; the batches after it (other rows, the same objects) are cut by
+    it and equal what a cut of the same rows as a list gives, and the twin's,
+    on any thread count."""
+    lengths = rng.integers(1, 300, 200)
+    tokens_c, mask_c, tokens, mask = saved(tmp_path, lengths)
+    plan = posembed.pack(lengths, 256)
+    twin = reference.pack(lengths, 256)
+    columns = {"mask": mask_c}
+    first = rng.permutation(plan.rows)[:8]
+    plan.cut(tokens_c, rows=first, columns=columns, **options)
+    assert kept_readers(plan) == 1
+    for threads in (1, 2):
+        posembed.set_num_threads(threads)
+        for wanted in (rng.permutation(plan.rows)[:16], np.array([], np.int64), first[::-1]):
+            got = plan.cut(tokens_c, rows=wanted, columns=columns, **options)
+            fresh = plan.cut(tokens_c, rows=wanted.tolist(), columns=columns, **options)
+            twins = twin.cut(
+                tokens, tokens_c.offsets, rows=wanted, columns={"mask": mask}, **options
+            )
+            same(got, fields(fresh))
+            same(got, twins)
+    assert kept_readers(plan) == 1
+    # other options, or the same values of other types, are not served by it
+    with pytest.raises(ValueError, match="column_pad for column 'mask' = 300 does not fit uint8"):
+        plan.cut(tokens_c, rows=first, columns=columns, **(options | {"column_pad": 300}))
+    with pytest.raises(TypeError, match="separator_id must be an integer"):
+        plan.cut(tokens_c, rows=first, columns=columns, **(options | {"separator_id": 7.0}))
+
+
+def test_rows_a_kept_reader_cannot_take_get_the_cuts_own_errors(tmp_path, rng):
+    lengths = rng.integers(1, 100, 50)
+    tokens_c, mask_c, _, _ = saved(tmp_path, lengths)
+    plan = posembed.pack(lengths, 128)
+    plan.cut(tokens_c, rows=np.array([0, 1]), columns={"mask": mask_c})
+    assert kept_readers(plan) == 1
+    with pytest.raises(IndexError, match=rf"rows\[1\] = {plan.rows} .*0\.\.{plan.rows - 1}"):
+        plan.cut(tokens_c, rows=np.array([0, plan.rows]), columns={"mask": mask_c})
+    with pytest.raises(IndexError, match=r"rows\[0\] = -1"):
+        plan.cut(tokens_c, rows=np.array([-1, 0], np.int8), columns={"mask": mask_c})
+    with pytest.raises(IndexError, match=r"rows\[0\] = 18446744073709551615"):
+        plan.cut(tokens_c, rows=np.array([2**64 - 1], np.uint64), columns={"mask": mask_c})
+    with pytest.raises(TypeError, match="rows must be integers"):
+        plan.cut(tokens_c, rows=np.array([0.5]), columns={"mask": mask_c})
+    with pytest.raises(ValueError, match="rows must be 1-D"):
+        plan.cut(tokens_c, rows=np.zeros((2, 2), np.int64), columns={"mask": mask_c})
+    d = int(plan.row(0)[0][0])
+    tokens_c.offsets[d + 1] -= 1  # the corpus's own offsets changed: each read is checked
+    try:
+        with pytest.raises(ValueError, match=rf"tokens: document {d} has {lengths[d] - 1} tokens"):
+            plan.cut(tokens_c, rows=np.array([1, 0]), columns={"mask": mask_c})
+    finally:
+        tokens_c.offsets[d + 1] += 1
+    strided = np.arange(2 * plan.rows)[::2] // 2  # a view of another dtype, strided
+    got = plan.cut(tokens_c, rows=strided.astype(np.uint16)[::-1], columns={"mask": mask_c})
+    want = plan.cut(tokens_c, rows=strided[::-1].tolist(), columns={"mask": mask_c})
+    same(got, fields(want))
+
+
+def _rewrite(path: Path) -> None:  # the same size, other bytes, in place
+    data = path.read_bytes()
+    path.write_bytes(data[::-1])
+    os.utime(path, ns=(0, 0))
+
+
+def _replace(path: Path) -> None:  # another file of the same size renamed over it
+    other = path.with_suffix(".new")
+    other.write_bytes(path.read_bytes()[::-1])
+    os.replace(other, path)
+
+
+CHANGES = {
+    "rewritten": (_rewrite, r"it was modified or replaced"),
+    "replaced": (_replace, r"it was modified or replaced"),
+    "shrunk": (lambda p: os.truncate(p, 8), r"\d+ bytes became 8"),
+    "removed": (Path.unlink, r"it was removed"),
+    "a fifo": (lambda p: (p.unlink(), os.mkfifo(p)), r"it is no longer a regular file"),
+}
+
+
+@pytest.mark.parametrize("which", ["tokens", "mask"])
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_kept_reader_sees_a_file_changed_between_batches(tmp_path, rng, which, change):
+    lengths = rng.integers(50, 100, 60)
+    tokens_c, mask_c, _, _ = saved(tmp_path, lengths)
+    plan = posembed.pack(lengths, 128)
+    wanted = np.array([plan.rows - 1, 0, plan.rows - 1])
+    plan.cut(tokens_c, rows=wanted, columns={"mask": mask_c})
+    assert kept_readers(plan) == 1
+    path = tokens_c.bin_path if which == "tokens" else mask_c.bin_path
+    make, said = CHANGES[change]
+    make(Path(path))
+    with pytest.raises(ValueError, match=rf"{which}\.bin: input changed while reading \({said}\)"):
+        plan.cut(tokens_c, rows=wanted[:2], columns={"mask": mask_c})
+
+
+@pytest.mark.parametrize("which", ["tokens", "mask"])
+def test_a_file_cut_short_during_a_kept_readers_reads_is_an_error(tmp_path, rng, which):
+    """The file shrinks after the call's checks: the copies out of the kept
+    mapping meet pages that are gone and read them again with positional
+    reads, which report the end (or the size checked after says so)."""
+    lengths = rng.integers(2000, 4000, 100)
+    tokens_c, mask_c, _, _ = saved(tmp_path, lengths)
+    plan = posembed.pack(lengths, 4096)
+    wanted = np.arange(plan.rows)[::-1].copy()
+    plan.cut(tokens_c, rows=wanted, columns={"mask": mask_c})
+    path = tokens_c.bin_path if which == "tokens" else mask_c.bin_path
+    _core._probes.truncate_after_open(str(path), 4096)
+    faults = _core._probes.mapped_faults()
+    with pytest.raises(
+        ValueError, match=rf"{which}\.bin: input changed while reading \(it ended at byte"
+    ):
+        plan.cut(tokens_c, rows=wanted, columns={"mask": mask_c})
+    assert _core._probes.mapped_faults() > faults  # the lost pages met in the mapping
+    assert Path(path).stat().st_size == 4096
+
+
+def test_kept_readers_keep_neither_the_plan_nor_the_corpora_alive(tmp_path, rng):
+    import gc
+    import weakref
+
+    from posembed.kernels import _pack
+
+    lengths = rng.integers(1, 100, 50)
+    tokens_c, mask_c, _, _ = saved(tmp_path, lengths)
+    plan = posembed.pack(lengths, 128)
+    plan.cut(tokens_c, rows=np.array([0]), columns={"mask": mask_c})
+    (reader,) = [r for r in _pack._READERS.values() if r.plan() is plan]
+    gone = [weakref.ref(o) for o in (plan, tokens_c, mask_c, reader)]
+    del plan, tokens_c, mask_c, reader
+    gc.collect()
+    assert [ref() for ref in gone] == [None, None, None, None]  # the reader let go too

@@ -367,6 +367,24 @@ def pack_cut(
     separator: SupportsIndex,
     reuse: bool = False,
 ) -> tuple[Any, Any, Any, Any, Any]: ...
+
+class PackCutReader:
+    def __init__(
+        self,
+        row_offsets: npt.ArrayLike,
+        document: npt.ArrayLike,
+        start: npt.ArrayLike,
+        length: npt.ArrayLike,
+        document_lengths: npt.ArrayLike,
+        capacity: SupportsIndex,
+        wide: bool,
+        labels: bool,
+        position_start: SupportsIndex,
+        separator: SupportsIndex,
+        sources: list[tuple[Any, ...]],
+    ) -> None: ...
+    def __call__(self, rows: np.ndarray) -> tuple[Any, Any, Any, Any, Any] | None: ...
+
 def pack_unpack(
     values: np.ndarray,
     row_offsets: npt.ArrayLike,

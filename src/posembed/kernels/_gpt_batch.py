@@ -242,8 +242,8 @@ def _maker(key: tuple[Any, ...], samples: Any, corpus: Any, options: dict[str, A
             refs = [weakref.ref(o, lambda _: _MAKERS.pop(key, None)) for o in (samples, corpus)]
         except TypeError:  # no weak references to one of them (a tuple)
             return maker
-        while len(_MAKERS) >= _MAKERS_KEPT:
-            _MAKERS.pop(next(iter(_MAKERS)), None)
+        for oldest in list(_MAKERS)[: len(_MAKERS) - _MAKERS_KEPT + 1]:  # one step: threads
+            _MAKERS.pop(oldest, None)
         _MAKERS[key] = (refs[0], refs[1], maker, _parts(samples, corpus))
     return maker
 

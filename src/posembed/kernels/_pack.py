@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -16,7 +17,7 @@ import numpy as np
 from posembed import _core
 from posembed.kernels import _arrow
 from posembed.kernels import _validate as v
-from posembed.kernels._gpt_batch import _token_file
+from posembed.kernels._gpt_batch import _stamp, _token_file
 
 STRATEGIES = {"bfd": 0, "ffd": 1, "wrapped": 2}
 SPLITS = {"pieces": 0, "truncate": 1, "refuse": 0}
@@ -473,6 +474,16 @@ class PackPlan:
         resident memory as page cache shared with the system, as with
         Megatron's memory-mapped reader.
 
+        Batch after batch: when ``rows`` is a NumPy array and the tokens and
+        every column are indexed datasets on local disk, the first call
+        leaves a reader of them behind, used by the calls after it with the
+        same plan, corpora and options while these objects live (and their
+        offsets and files are the ones it read): each such call checks only
+        the rows, and each file's size, time and inode before and after its
+        reads, in compiled code. The file's descriptor and mapping are kept
+        while the file at its path stays the same one (a file rewritten,
+        replaced, shrunk or removed is a ValueError, as on the first call).
+
         Parameters
         ----------
         tokens : array_like of int, 1-D, Arrow list column, or IndexedCorpus
@@ -536,6 +547,15 @@ class PackPlan:
             ``cu_seqlens`` would pass 2^31 - 1, or a corpus file that
             changed while it was read.
         """
+        key = None
+        if type(rows) is np.ndarray and offsets is None:  # a batch: a kept reader may serve it
+            options = (pad_value, labels, position_dtype, column_pad, position_start, separator_id)
+            key = _cut_key(self, tokens, columns, options)
+            reader = _kept_reader(key, self, tokens, columns)
+            if reader is not None:
+                got = reader(rows)
+                if got is not None:  # else rows that are not all row numbers: said below
+                    return got
         wanted = self._wanted(rows)
         # rows picked one by one (a shuffled batch): a file's documents are
         # copied out of its mapping, kept across calls, and the outputs reuse
@@ -642,6 +662,18 @@ class PackPlan:
                 raise ValueError(f"{paths}: input changed while reading (it was removed)") from None
             except OSError as exc:
                 raise ValueError(f"{exc.filename}: cannot be read ({exc.strerror})") from None
+        if key is not None:
+            made = _CutReader.of(
+                key,
+                self,
+                tokens,
+                given_columns,
+                pads,
+                pad_value,
+                (pdt, with_labels, start, separator),
+            )
+            if made is not None:
+                _keep_reader(key, made)
         named = dict(zip(given_columns, out, strict=True))
         seq, row_segments, cu, documents, starts = sequences
         return PackedRows(
@@ -832,6 +864,164 @@ class PackPlan:
                 f"{what}: document {d} has {int(diff[d])} tokens; the plan was made with "
                 f"{int(self.document_lengths[d])} (the document lengths must be the plan's)"
             )
+
+
+# Readers of batches of rows (PackPlan.cut with rows= an array) of a plan
+# from indexed datasets on local disk, kept while the plan and the corpora
+# live, so that a loop asking for batch after batch checks the options and
+# the corpora once. A reader is used only while the corpora's offsets and
+# token files are the very objects it was made from: a hit reads what a
+# fresh cut would read.
+_READERS: dict[tuple[Any, ...], _CutReader] = {}
+_READERS_KEPT = 8
+
+
+def _cut_key(
+    plan: PackPlan, tokens: Any, columns: Any, options: tuple[Any, ...]
+) -> tuple[Any, ...] | None:
+    """What a kept reader is looked up by: the objects' ids, the options and
+    their types (1 and 1.0 are one key but not one argument), or None."""
+    if columns is None:
+        named: tuple[Any, ...] = ()
+    elif type(columns) is dict:
+        named = tuple([(name, id(c)) for name, c in columns.items()])
+    else:
+        return None
+    pads = options[3]
+    if isinstance(pads, Mapping):  # a column_pad per column
+        pads = tuple([(k, x, type(x)) for k, x in pads.items()])
+    given = (*options[:3], pads, *options[4:])
+    key = (id(plan), id(tokens), named, given, tuple(map(type, options)))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable option: cut's checks say what is wrong
+        return None
+    return key
+
+
+def _corpora(tokens: Any, columns: Any) -> list[Any]:
+    return [tokens, *columns.values()] if columns else [tokens]
+
+
+def _kept_reader(
+    key: tuple[Any, ...] | None, plan: PackPlan, tokens: Any, columns: Any
+) -> _CutReader | None:
+    """The kept reader of these arguments, where it reads exactly what a new cut would."""
+    reader = _READERS.get(key) if key is not None else None
+    if reader is None or reader.plan() is not plan:
+        return None
+    corpora = _corpora(tokens, columns)
+    if len(corpora) != len(reader.corpora):
+        return None
+    for (ref, offsets, file), corpus in zip(reader.corpora, corpora, strict=True):
+        if ref() is not corpus or getattr(corpus, "offsets", None) is not offsets:
+            return None
+        if getattr(corpus, "tokens", None) is not file:
+            return None
+    return reader
+
+
+def _keep_reader(key: tuple[Any, ...], reader: _CutReader) -> None:
+    for oldest in list(_READERS)[: len(_READERS) - _READERS_KEPT + 1]:  # one step: threads
+        _READERS.pop(oldest, None)
+    _READERS[key] = reader
+
+
+class _CutReader:
+    """Batches of one plan's rows cut from indexed datasets on local disk,
+    all but the rows checked once (see :meth:`PackPlan.cut`): each call
+    checks its row numbers, checks the files, copies the documents out of
+    mappings kept across calls, and checks the files again, in compiled
+    code. Made only for corpora that :meth:`PackPlan.cut` has just read
+    with the same options."""
+
+    def __init__(
+        self,
+        key: tuple[Any, ...],
+        plan: PackPlan,
+        corpora: list[Any],
+        names: list[str],
+        pads: list[bytes],
+        options: tuple[np.dtype[Any], bool, int, int],
+    ) -> None:
+        def forget(_: Any) -> None:
+            if _READERS.get(key) is self:
+                del _READERS[key]
+
+        pdt, with_labels, start, separator = options
+        self.plan = weakref.ref(plan, forget)
+        # each corpus (by a weak reference) with the offsets and the token
+        # file read: the very objects a hit must find
+        self.corpora = [(weakref.ref(c, forget), c.offsets, c.tokens) for c in corpora]
+        self._names = names
+        self._pdt = pdt
+        self._token_dtype = np.dtype(corpora[0].tokens.dtype)
+        sources = []
+        for corpus, pad in zip(corpora, pads, strict=True):
+            f = corpus.tokens
+            dtype = np.dtype(corpus.dtype).newbyteorder("=")
+            where = (str(f.path), dtype, int(f.offset), bool(f.swap), int(f.count), _stamp(f))
+            sources.append((*where, corpus.offsets, pad))
+        self._reader = _core.PackCutReader(
+            plan.row_offsets,
+            plan.documents,
+            plan.starts,
+            plan.lengths,
+            plan.document_lengths,
+            plan.capacity,
+            pdt == np.int64,
+            with_labels,
+            start,
+            separator,
+            sources,
+        )
+
+    @classmethod
+    def of(
+        cls,
+        key: tuple[Any, ...],
+        plan: PackPlan,
+        tokens: Any,
+        columns: dict[str, Any],
+        pads: dict[str, Any],
+        pad_value: Any,
+        options: tuple[np.dtype[Any], bool, int, int],
+    ) -> _CutReader | None:
+        """A reader of these corpora, or None where one is not on local disk,
+        cannot be referred to weakly, or a cut reads converted offsets."""
+        corpora = _corpora(tokens, columns)
+        pad_bytes = []
+        for name, corpus in zip(["", *columns], corpora, strict=True):
+            own = getattr(corpus, "offsets", None)
+            if (
+                not v.is_corpus(corpus)
+                or _token_file(corpus) is None
+                or type(own) is not np.ndarray
+                or v.kernel_array(own, np.int64) is not own
+            ):
+                return None
+            dtype = np.dtype(corpus.dtype).newbyteorder("=")
+            pad_bytes.append(_pad_bytes(pads[name] if name else pad_value, dtype, name or None))
+        try:
+            return cls(key, plan, corpora, ["tokens", *columns], pad_bytes, options)
+        except TypeError:  # no weak references to one of them
+            return None
+
+    def __call__(self, rows: np.ndarray) -> PackedRows | None:
+        """The rows cut, or None where ``rows`` are not all row numbers (or
+        would pass int32 cu_seqlens): a cut's own checks then say why."""
+        got = self._reader(rows)
+        if got is None:
+            return None
+        ids, positions, label_rows, out, sequences = got
+        if isinstance(ids, tuple):
+            files = [tokens for _, _, tokens in self.corpora]
+            _fault(ids, self._pdt, self._token_dtype, self._names, files)
+        seq, row_segments, cu, documents, starts = sequences
+        named = dict(zip(self._names[1:], out, strict=True))
+        return PackedRows(
+            ids, positions, label_rows, seq, row_segments, cu, documents, starts, named
+        )
 
 
 def _ranges(first: np.ndarray, counts: np.ndarray) -> np.ndarray:
