@@ -370,6 +370,22 @@ def test_gpt_samples_read_from_an_object_store_are_the_local_ones(sources, tmp_p
             np.testing.assert_array_equal(getattr(a.batch, name), getattr(b.batch, name))
 
 
+def test_closing_needs_none_of_the_queue_modules_names(tmp_path, monkeypatch):
+    """At interpreter exit, an iterator kept in a global is closed after the
+    modules' names may be gone: closing raises nothing then."""
+    import queue
+
+    tokens, offsets = corpus(7, 300)
+    posembed.write_indexed(tmp_path / "c", tokens, offsets, dtype=np.uint16)
+    indexed = posembed.IndexedCorpus(tmp_path / "c", documents="sequences")
+    samples = posembed.gpt_samples(indexed.sequence_lengths, 16, num_samples=64, seed=1)
+    order = posembed.BatchOrder(samples, global_batch_size=4, micro_batch_size=2)
+    it = iter(posembed.Batches(order, indexed, prefetch=4, eod=EOD))
+    assert next(it).step == 0
+    monkeypatch.setattr(queue, "Empty", None)  # as module teardown leaves it
+    it.close()  # the read-ahead stopped and its queue emptied, with no exception
+
+
 def test_the_interpreter_exits_cleanly_while_batches_are_read_ahead(tmp_path):
     # the read-ahead thread may be inside a kernel when the script ends: it is
     # stopped and waited for at exit, never left to die in the kernel

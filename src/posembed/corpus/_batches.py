@@ -440,18 +440,18 @@ class _Iteration:
         thread = self.thread
         if thread is not None:
             while thread.is_alive():
-                try:  # make room, so that a reader blocked on a full queue sees the stop
-                    while True:
-                        self.items.get_nowait()
-                except queue.Empty:
-                    pass
+                _drain(self.items)  # room, so that a reader blocked on a full queue sees the stop
                 thread.join(POLL_S)
             self.thread = None
-        try:
-            while True:
-                self.items.get_nowait()
-        except queue.Empty:
-            pass
+        _drain(self.items)
+
+
+def _drain(items: queue.Queue[Any]) -> None:
+    """Take what the queue holds without waiting, its only taker being the
+    caller. No exception is raised for an empty queue: at interpreter exit, a
+    generator's ``finally`` may run after the ``queue`` module's names are gone."""
+    while items.qsize():
+        items.get_nowait()
 
 
 def _read_ahead(
