@@ -472,6 +472,26 @@ PackRowsResult pack_rows(const PackSource& tokens, const std::vector<PackSource>
       }
     }
   };
+  // Rows lo..hi (a chunk's next kWarmRows), their entries and their
+  // documents' offsets asked for all at once, each step's loads independent
+  // of one another (memory serves many at a time, where a row at a time
+  // would wait on each).
+  constexpr int64_t kWarmRows = 16;
+  const auto warm = [&](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) {
+      const int64_t r = read_once(wanted + k);
+      if (r >= 0 && r < nrows) __builtin_prefetch(row_offsets + r, 0, 2);
+    }
+    for (int64_t k = lo; k < hi; ++k) {
+      const int64_t r = read_once(wanted + k);
+      const int64_t e = r >= 0 && r < nrows ? read_once(row_offsets + r) : -1;
+      if (e < 0 || e >= nentries) continue;
+      __builtin_prefetch(document + e, 0, 2);
+      __builtin_prefetch(start + e, 0, 2);
+      __builtin_prefetch(length + e, 0, 2);
+    }
+    for (int64_t k = lo; k < hi; ++k) ahead(k, false);
+  };
   parallel_for(nwanted, threads_for_bytes(bytes), [&](int64_t lo, int64_t hi, int) {
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t r = read_once(wanted + i);
@@ -483,12 +503,10 @@ PackRowsResult pack_rows(const PackSource& tokens, const std::vector<PackSource>
       P* row_pos = positions + i * capacity;
       P* row_labels = labels != nullptr ? labels + i * capacity : nullptr;
       const int64_t e0 = read_once(row_offsets + r), e1 = read_once(row_offsets + r + 1);
-      // Memory ahead of the copies, in two steps: the documents' offsets of
-      // the row after next, the pieces of the next row (whose offsets the
-      // step before brought in), while this one is copied.
-      if (i == lo) ahead(i, false);
+      // Memory ahead of the copies: the chunk's offsets first, then the
+      // pieces of the next row while this one is copied.
+      if ((i - lo) % kWarmRows == 0) warm(i, std::min(i + kWarmRows, hi));
       if (i + 1 < hi) ahead(i + 1, true);
-      if (i + 2 < hi) ahead(i + 2, false);
       Copied bad;
       if (!(0 <= e0 && e0 <= e1 && e1 <= nentries)) bad.fault = PackRowsFault::plan;
       int64_t used = 0;
