@@ -337,7 +337,7 @@ IndexView index_view(const py::array& a, const char* name, bool unsigned_ok) {
 // Batches of GPT samples (see gpt_batch.hpp) from one set of indices, one
 // corpus and one set of options, checked once; each call checks and reads
 // only its sample numbers. The tokens come from `tokens` (in memory), else
-// the file at `bin` (of `file_dtype`, opened for each call: see StableFile),
+// the file at `bin` (of `file_dtype`, checked before and after each call's reads: see StableFile),
 // else each call's `text` (rows the caller read). A call returns (tokens,
 // labels, loss_mask, position_ids, cu_seqlens, cu_seqlens_padded,
 // max_seqlen, attention_mask or None, part_starts, part_longest): with

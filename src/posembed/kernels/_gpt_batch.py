@@ -283,9 +283,11 @@ class _BatchMaker:
       samples were built from) on every call, so arrays rewritten meanwhile,
       even by another thread during a call, give an error or a batch, never
       a crash or a read outside the corpus.
-    * A ``.bin`` is opened for each call with a descriptor of its own and
-      checked unchanged after its reads: a file that shrank, was rewritten or
-      removed is a ValueError, as :func:`gpt_batch` raises it.
+    * A ``.bin`` is checked unchanged before each call's reads (its path
+      looked up again) and after them (through the descriptor read): a file
+      that shrank, was rewritten, replaced or removed is a ValueError, as
+      :func:`gpt_batch` raises it. The descriptor and the file's mapping are
+      kept across calls while the file at the path stays the same one.
     * Nothing changes after construction: calls may run on several threads
       at once. A reader without a local file is read through its ``.read``
       on the calling thread, as :meth:`GPTSamples.samples` reads it.
