@@ -955,13 +955,13 @@ class _CutReader:
         self.corpora = [(weakref.ref(c, forget), c.offsets, c.tokens) for c in corpora]
         self._names = names
         self._pdt = pdt
-        self._token_dtype = np.dtype(corpora[0].tokens.dtype)
         sources = []
         for corpus, pad in zip(corpora, pads, strict=True):
             f = corpus.tokens
             dtype = np.dtype(corpus.dtype).newbyteorder("=")
             where = (str(f.path), dtype, int(f.offset), bool(f.swap), int(f.count), _stamp(f))
             sources.append((*where, corpus.offsets, pad))
+        self._token_dtype = sources[0][1]  # as a first cut names it in its errors
         self._reader = _core.PackCutReader(
             plan.row_offsets,
             plan.documents,
