@@ -219,6 +219,15 @@ std::vector<int64_t> kept_output_blocks() {
   return sizes;
 }
 
+constexpr const char* kOutputBlockName = "posembed.output_block";
+
+int64_t output_block_size(const py::handle& base) {
+  if (!PyCapsule_IsValid(base.ptr(), kOutputBlockName)) return -1;
+  const auto* block =
+      static_cast<const OutputBlock*>(PyCapsule_GetPointer(base.ptr(), kOutputBlockName));
+  return static_cast<int64_t>(block->size);
+}
+
 py::capsule output_block(int64_t size) {
   const auto bytes = static_cast<size_t>((std::max<int64_t>(size, 64) + 63) / 64 * 64);
   void* data = nullptr;
@@ -236,7 +245,7 @@ py::capsule output_block(int64_t size) {
   if (data == nullptr) data = std::aligned_alloc(64, bytes);
   if (data == nullptr) throw std::bad_alloc();
   auto* block = new OutputBlock{data, bytes};
-  return py::capsule(block, &return_block);
+  return py::capsule(block, kOutputBlockName, &return_block);
 }
 
 std::pair<const uint8_t*, int64_t> mapped_view(const py::object& mapping) {

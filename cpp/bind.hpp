@@ -120,6 +120,9 @@ py::capsule output_block(int64_t size);
 
 // The sizes of the freed blocks kept for reuse, oldest first (a probe).
 std::vector<int64_t> kept_output_blocks();
+// The size of the output block behind `base` (an array's .base), or -1 where
+// it is not one of output_block's capsules.
+int64_t output_block_size(const py::handle& base);
 
 // The data and size of a posembed._core.FileMap passed as `mapping` (None:
 // {null, 0}, read with pread), with the SIGBUS guard of mapped.hpp armed;

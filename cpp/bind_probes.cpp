@@ -34,6 +34,18 @@ void roofline_fill(py::array buf, int value, bool stream, int threads) {
                           stream);
 }
 
+// A block of `size` bytes from the cache the kernels' outputs come from
+// (the very memory a kernel that just returned a block of that size wrote),
+// filled as roofline_fill fills, then handed back to the cache.
+void roofline_fill_block(int64_t size, int value, bool stream, int threads) {
+  if (size <= 0) throw py::value_error("size must be > 0");
+  const py::capsule block = output_block(size);
+  auto* data = static_cast<char*>(static_cast<OutputBlock*>(block.get_pointer())->data);
+  py::gil_scoped_release nogil;
+  posembed::roofline_fill(data, size, static_cast<unsigned char>(value), threads_or_all(threads),
+                          stream);
+}
+
 uint64_t roofline_spin(int64_t n, int threads) {
   if (n < 0) throw py::value_error("n must be >= 0");
   py::gil_scoped_release nogil;
@@ -151,6 +163,14 @@ void bind_probes(py::module_& m) {
         "Largest team a call made from each thread of an OpenMP team used.");
   m.def("roofline_fill", &roofline_fill, "buf"_a, "value"_a = 0, "stream"_a = false,
         "threads"_a = 0);
+  m.def("roofline_fill_block", &roofline_fill_block, "size"_a, "value"_a = 0, "stream"_a = false,
+        "threads"_a = 0,
+        "A block of size bytes from the kernels' output cache filled with value, then "
+        "handed back.");
+  m.def("output_block_size", [](const py::handle& base) { return output_block_size(base); },
+        "base"_a,
+        "The size of the kernels' output block behind an array's .base, or -1 where there "
+        "is none.");
   m.def("roofline_spin", &roofline_spin, "n"_a, "threads"_a = 0);
   m.def("roofline_flops", &roofline_flops, "n"_a, "fused"_a = false, "threads"_a = 0,
         "n steps of the compute roofline's loop (float multiplies and adds, or FMAs) on "

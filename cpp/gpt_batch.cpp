@@ -14,6 +14,10 @@
 #include "parallel.hpp"
 #include "simd.hpp"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 // The outputs of a row from its tokens, one copy per SIMD level (see simd.hpp).
 #define POSEMBED_SIMD_SOURCE "gpt_batch.simd.inc"
 #include "simd_levels.inc"

@@ -266,3 +266,28 @@ def test_quick_runs_settle_and_rewarm_for_less(monkeypatch, quick):
     timing.run(quick=quick, kernels=["k"])
     want = (timing.QUICK_SETTLE_SECONDS, timing.QUICK_REWARM_SECONDS) if quick else (None, None)
     assert seen == [want]
+
+
+def test_a_page_cache_read_writes_into_the_blocks_the_kernels_outputs_are_made_on():
+    lengths = np.full(40, 50)
+    tokens = np.arange(2000, dtype=np.uint16) % 7 + 1
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    # an odd shape, so that no block of another test's batches has its size
+    samples = posembed.gpt_samples(lengths, 61, num_samples=8, seed=3)
+    batch = posembed.gpt_batch(samples, np.arange(3), (tokens, offsets), eod=0)
+    size = _core._probes.output_block_size(batch.tokens.base)
+    assert size >= batch.tokens.nbytes + batch.labels.nbytes + batch.position_ids.nbytes
+    assert batch.labels.base is batch.tokens.base  # the outputs share the one block
+    assert _core._probes.output_block_size(np.zeros(3).base) == -1
+    assert _core._probes.output_block_size(None) == -1
+    address = batch.tokens.ctypes.data
+    del batch  # its block goes back to the cache
+    assert size in _core._probes.kept_output_blocks()
+    _core._probes.roofline_fill_block(size, 0x5A)  # takes that block, gives it back
+    again = posembed.gpt_batch(samples, np.arange(3), (tokens, offsets), eod=0)
+    assert again.tokens.ctypes.data == address  # the memory the roofline wrote
+    np.testing.assert_array_equal(
+        again.tokens, posembed.gpt_batch(samples, np.arange(3), (tokens, offsets), eod=0).tokens
+    )
+    with pytest.raises(ValueError, match="size must be > 0"):
+        _core._probes.roofline_fill_block(0)

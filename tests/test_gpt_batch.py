@@ -448,7 +448,8 @@ def test_arrays_rewritten_during_the_call_give_an_error_or_a_batch_never_a_crash
 
 # The inputs of the probe below, built the same way in this process: token ids
 # 0..8 in every integer type, samples that keep (and pad) their last partial
-# sample, with and without the extra token.
+# sample, with and without the extra token, under every switch alone, all of
+# them and none.
 SETUP = """
 import numpy as np
 import posembed
@@ -469,12 +470,19 @@ def inputs():
         for dtype in ("i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8"):
             # -1: outside unsigned types; 3: a real token; 0: the end-of-document id
             for pad in (-1, 3, 0):
-                cases[f"{extra}-{dtype}-{pad}"] = (samples, (tokens.astype(dtype), offsets), pad)
+                for on in SWITCHED:
+                    switches = {name: name in on for name in SWITCHED[0]}
+                    cases[f"{extra}-{dtype}-{pad}-{'+'.join(on)}"] = (
+                        samples, (tokens.astype(dtype), offsets), pad, switches
+                    )
     return cases
 
-SWITCHES = dict(
-    eod=0, reset_position_ids=True, reset_attention_mask=True, eod_mask_loss=True,
-    attention_mask=True,
+SWITCHED = (
+    ("reset_position_ids", "reset_attention_mask", "eod_mask_loss"),
+    ("reset_position_ids",),
+    ("reset_attention_mask",),
+    ("eod_mask_loss",),
+    (),
 )
 """
 
@@ -483,9 +491,11 @@ PROBE = (
     + """
 import sys
 found = {"simd": np.array(posembed.config()["simd"])}
-for name, (samples, corpus, pad) in inputs().items():
+for name, (samples, corpus, pad, switches) in inputs().items():
     every = np.arange(len(samples))
-    batch = posembed.gpt_batch(samples, every, corpus, pad_value=pad, **SWITCHES)
+    batch = posembed.gpt_batch(
+        samples, every, corpus, eod=0, pad_value=pad, attention_mask=True, **switches
+    )
     for field in ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens",
                   "cu_seqlens_padded", "attention_mask"):
         found[f"{name}/{field}"] = getattr(batch, field)
@@ -504,9 +514,15 @@ def test_every_token_type_padding_id_and_simd_level_gives_the_twins_batch(tmp_pa
     cases = space["inputs"]()
     twins = {
         name: reference.gpt_batch(
-            samples, np.arange(len(samples)), corpus, pad_value=pad, **space["SWITCHES"]
+            samples,
+            np.arange(len(samples)),
+            corpus,
+            eod=0,
+            pad_value=pad,
+            attention_mask=True,
+            **switches,
         )
-        for name, (samples, corpus, pad) in cases.items()
+        for name, (samples, corpus, pad, switches) in cases.items()
     }
     assert any((t.loss_mask[-1] == 0).sum() > 1 for t in twins.values())  # padding was met
     root = Path(__file__).resolve().parent.parent

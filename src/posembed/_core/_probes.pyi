@@ -36,6 +36,14 @@ def roofline_random_bits(n: SupportsIndex, threads: SupportsIndex = 0) -> int: .
 def mapped_faults() -> int:
     """Copies out of a file's mapping that met a page lost (the file shrank)."""
 
+def roofline_fill_block(
+    size: SupportsIndex, value: SupportsIndex = 0, stream: bool = False, threads: SupportsIndex = 0
+) -> None:
+    """A block of size bytes from the kernels' output cache filled with value, then handed back."""
+
+def output_block_size(base: object) -> int:
+    """The size of the kernels' output block behind an array's .base, or -1 where there is none."""
+
 def kept_output_blocks() -> list[int]:
     """The sizes in bytes of the freed output blocks kept for reuse, oldest first."""
 

@@ -27,6 +27,11 @@ class Case:
     source: Path | None = None  # the input file of a "file copy" roofline
     # the byte ranges (offset, length) of source that a "page cache read" roofline reads
     reads: Any = None
+    # the size of the block of posembed's output cache each call's outputs
+    # are made on (0: none); a "page cache read" roofline then writes its
+    # output bytes into a block of that size from the same cache, once per
+    # block the kernel fills: the memory the kernel writes, not other memory
+    out_block: int = 0
     # float multiplies and adds the kernel does (0: not a kernel that computes),
     # and whether they are fused multiply-adds (a BLAS product), for the
     # compute roofline

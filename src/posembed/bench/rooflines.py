@@ -30,10 +30,14 @@ ranges of the source file that the kernel reads (each sample's pieces of the
 ``.bin``), taken from the warm page cache on all threads into a buffer written
 before, whichever way is faster here (positional reads, one per range, or
 copies out of a mapping of the file kept across calls), then the kernel's
-output bytes written as the *write warm* roofline writes them (the kernel's
-outputs reuse the memory of a batch of the same shape that was freed): the
-least any implementation that reads those tokens and writes those outputs
-must do.
+output bytes written as the *write warm* roofline writes them: the least any
+implementation that reads those tokens and writes those outputs must do. The
+kernel's outputs reuse the memory of a freed batch of the same shape (a block
+of its output cache), so the roofline writes into a block of that size taken
+from the same cache, once per batch the kernel makes: the very memory the
+kernel writes. On a virtual machine two buffers of the same size can differ
+twofold in write speed (how the host backs their pages), which a buffer of
+the roofline's own would turn into noise in the ratio.
 
 *compute* (for the kernels that compute): the case's float multiplies and
 adds done by a loop of independent vector chains on every thread, at the SIMD
@@ -103,13 +107,15 @@ def _parquet_decoder(src: Path) -> Callable[[], object]:
     return decode
 
 
-def _page_cache_reader(src: Path, reads: np.ndarray, nbytes: int) -> Callable[[], object]:
+def _page_cache_reader(
+    src: Path, reads: np.ndarray, nbytes: int, block: int = 0
+) -> Callable[[], object]:
     ranges = np.ascontiguousarray(reads, dtype=np.int64).reshape(-1, 2)
     buffer = np.empty(int(ranges[:, 1].sum()), np.uint8)
     _core._probes.roofline_fill(buffer, FILL_BYTE)
     fd = os.open(src, os.O_RDONLY)
     mapping = _core.FileMap(fd, os.fstat(fd).st_size)
-    write = roofline("write warm", nbytes)
+    write = roofline("write warm", nbytes) if block <= 0 else _block_writer(nbytes, block)
 
     def pread() -> None:
         _core._probes.roofline_pread(fd, ranges, buffer)
@@ -123,16 +129,37 @@ def _page_cache_reader(src: Path, reads: np.ndarray, nbytes: int) -> Callable[[]
     return _faster(pread, copy)
 
 
+def _block_writer(nbytes: int, block: int) -> Callable[[], object]:
+    """nbytes written into blocks of ``block`` bytes of the kernels' output
+    cache, one block after another (as many as nbytes fill, at least one),
+    with whichever of ordinary and streaming stores is faster here."""
+    count = max(1, round(nbytes / block))
+
+    def way(stream: bool) -> Callable[[], object]:
+        def move() -> None:
+            for _ in range(count):
+                _core._probes.roofline_fill_block(block, FILL_BYTE, stream=stream)
+
+        return move
+
+    return _faster(way(False), way(True))
+
+
 def roofline(
-    kind: str, nbytes: int, source: Path | None = None, reads: np.ndarray | None = None
+    kind: str,
+    nbytes: int,
+    source: Path | None = None,
+    reads: np.ndarray | None = None,
+    block: int = 0,
 ) -> Callable[[], object]:
     """The roofline callable for ``kind`` ("write warm", "copy fresh", "file write",
     "file copy" or "parquet decode" of ``source``, "page cache read" of ``reads`` of
-    ``source``, ...) over nbytes."""
+    ``source``, ...) over nbytes; a page cache read writes into blocks of
+    ``block`` bytes of the kernels' output cache where it is given."""
     if kind == "page cache read":
         if source is None or reads is None:
             raise ValueError("the page cache read roofline needs the source file and its reads")
-        return _page_cache_reader(source, reads, nbytes)
+        return _page_cache_reader(source, reads, nbytes, block)
     if kind == "file write":
         return _file_writer(nbytes)
     if kind == "parquet decode":

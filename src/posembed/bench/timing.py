@@ -150,7 +150,9 @@ def _measure(case: Case, repeat: int, settle: float | None, rewarm_below: float 
         raise AssertionError(f"{case.kernel} {case.name}: posembed disagrees with its twin")
     fns = dict(case.impls)
     if case.roofline:
-        fns["roofline"] = roofline(case.roofline, case.out_bytes, case.source, case.reads)
+        fns["roofline"] = roofline(
+            case.roofline, case.out_bytes, case.source, case.reads, case.out_block
+        )
     if case.flops:
         fns["compute"] = compute(case.flops, case.fused)
     elif case.random_words:

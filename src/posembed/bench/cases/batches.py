@@ -11,7 +11,8 @@ over the same indexed dataset, with the same switches, through a PyTorch
 ``DataLoader`` with 2 workers and the same micro-batch size. The roofline
 ("page cache read") takes the same byte ranges of the warm ``.bin`` from the
 page cache on all threads and writes the batches' output bytes, as
-gpt_batch's does.
+gpt_batch's does: into blocks of posembed's output cache of the size a run of
+micro-batches read ahead is made on, one after another.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from posembed.bench.cases.gpt_batch import (
     _reads,
     batch_bytes,
     megatron_dataset,
+    output_block,
 )
 from posembed.bench.scratch import scratch_dir
 
@@ -126,6 +128,12 @@ def build(quick: bool = False) -> list[Case]:
     # each micro-batch's outputs, as Batches writes them
     read_all = posembed.Batches(order(), corpus, prefetch=0, eod=EOD, **SWITCHES)
     out_bytes = batch_bytes(*(m.batch for m in itertools.islice(read_all, steps)))
+    # the block of the output cache a run of micro-batches read ahead is made on
+    ahead = posembed.Batches(order(), corpus, eod=EOD, **SWITCHES)
+    first = next(iter(ahead)).batch
+    assert isinstance(first, posembed.GPTBatch)  # GPT samples' micro-batches
+    block = output_block(first.tokens)
+    ahead.close()
     shape = (
         f"{steps} micro-batches of {MICRO} samples of {seq} tokens (an epoch), all switches, "
         f"from a {docs // 1000}k-document .bin; vs megatron GPTDataset in a DataLoader "
@@ -142,6 +150,7 @@ def build(quick: bool = False) -> list[Case]:
             check,
             source=corpus.bin_path,
             reads=reads,
+            out_block=block,
         )
     ]
     if optional_torch() is None:
@@ -158,6 +167,7 @@ def build(quick: bool = False) -> list[Case]:
             check,
             source=corpus.bin_path,
             reads=reads,
+            out_block=block,
         )
     )
     return cases
