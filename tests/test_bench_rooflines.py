@@ -291,3 +291,30 @@ def test_a_page_cache_read_writes_into_the_blocks_the_kernels_outputs_are_made_o
     )
     with pytest.raises(ValueError, match="size must be > 0"):
         _core._probes.roofline_fill_block(0)
+
+
+def test_a_cold_first_call_does_not_make_a_slow_call_pass_for_warm(monkeypatch):
+    # the warm-up's first call costs 8x the others (a thread started, files
+    # opened); after each pause the next two calls cost 1.5x (a pipeline
+    # filling again). The best so far starts at the warm-up's fastest call, so
+    # both slow calls are untimed and the timed one is warm; the warm-up's
+    # mean would have passed the first slow call for warm.
+    from posembed.bench import timing
+    from posembed.bench.case import Case
+
+    now, pending, calls = [0.0], [0], [0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(timing, "SETTLE_SECONDS", 0.0)
+    monkeypatch.setattr(timing, "_quiet", lambda case, settle: pending.__setitem__(0, 2))
+    unit = 2.0**-7  # 7.8 ms: two warm-up calls, each timed alone
+
+    def call() -> None:
+        calls[0] += 1
+        now[0] += unit * (8 if calls[0] == 1 else 1.5 if pending[0] > 0 else 1)
+        pending[0] = max(0, pending[0] - 1)
+
+    result = timing.measure(Case("k", "c", "s", 64, {"a": call}, None), 4)
+    assert result.seconds["a"] == unit
+    # the warm-up's two, then a round's two slow untimed calls, a warm untimed one and
+    # the timed one
+    assert calls[0] == 2 + 4 * (2 + 1 + 1)

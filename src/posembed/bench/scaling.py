@@ -385,7 +385,7 @@ def _scale(case: ScalingCase, counts: list[int], repeat: int) -> ScalingResult:
     timers, slowest = {}, 0.0
     for n in counts:
         posembed.set_num_threads(n)
-        timers[n], once = timer(fn)
+        timers[n], once, _ = timer(fn)
         slowest = max(slowest, once)
     reps = rounds(slowest, repeat)
     times: dict[int, list[float]] = {n: [] for n in counts}
