@@ -167,8 +167,7 @@ void bind_probes(py::module_& m) {
         "threads"_a = 0,
         "A block of size bytes from the kernels' output cache filled with value, then "
         "handed back.");
-  m.def("output_block_size", [](const py::handle& base) { return output_block_size(base); },
-        "base"_a,
+  m.def("output_block_size", &output_block_size, "base"_a,
         "The size of the kernels' output block behind an array's .base, or -1 where there "
         "is none.");
   m.def("roofline_spin", &roofline_spin, "n"_a, "threads"_a = 0);

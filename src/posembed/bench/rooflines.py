@@ -135,14 +135,11 @@ def _block_writer(nbytes: int, block: int) -> Callable[[], object]:
     with whichever of ordinary and streaming stores is faster here."""
     count = max(1, round(nbytes / block))
 
-    def way(stream: bool) -> Callable[[], object]:
-        def move() -> None:
-            for _ in range(count):
-                _core._probes.roofline_fill_block(block, FILL_BYTE, stream=stream)
+    def move(stream: bool) -> None:
+        for _ in range(count):
+            _core._probes.roofline_fill_block(block, FILL_BYTE, stream=stream)
 
-        return move
-
-    return _faster(way(False), way(True))
+    return _faster(partial(move, False), partial(move, True))
 
 
 def roofline(
@@ -178,17 +175,16 @@ def roofline(
     if warm is not None:
         _core._probes.roofline_fill(warm, FILL_BYTE)
 
-    def way(stream: bool) -> Callable[[], object]:
-        def move() -> None:
-            dst = warm if warm is not None else np.empty(nbytes, np.uint8)
-            if src is None:
-                _core._probes.roofline_fill(dst, FILL_BYTE, stream=stream)
-            else:
-                _core._probes.roofline_copy(dst, src, stream=stream)
+    def move(stream: bool) -> None:
+        dst = warm if warm is not None else np.empty(nbytes, np.uint8)
+        if src is None:
+            _core._probes.roofline_fill(dst, FILL_BYTE, stream=stream)
+        else:
+            _core._probes.roofline_copy(dst, src, stream=stream)
 
-        return move
-
-    return _faster(way(False), way(True)) if warm is not None else way(False)
+    if warm is None:
+        return partial(move, False)
+    return _faster(partial(move, False), partial(move, True))
 
 
 # Calls of each way of a memory roofline timed against each other, alternately.
