@@ -174,7 +174,8 @@ void raise_out_of_range(const py::array& indices, const IndexArg& arg, int64_t r
 // size: at most kCachedBlocks of them, kCachedBytes in all, none larger than
 // kCachedBlockBytes (a training batch is a few MiB; a whole plan cut at once
 // is not kept once freed). The block freed last is kept, the oldest let go to
-// make room: a loop that changed its batch shape reuses its new blocks.
+// make room: a loop that changed its batch shape reuses its new blocks; and
+// the block freed last serves first (see output_block).
 constexpr size_t kCachedBlocks = 8;
 constexpr size_t kCachedBytes = size_t{256} << 20;
 constexpr size_t kCachedBlockBytes = size_t{64} << 20;
@@ -234,7 +235,10 @@ py::capsule output_block(int64_t size) {
   {
     const std::lock_guard<std::mutex> lock(cache_lock);
     std::vector<OutputBlock>& blocks = cached_blocks();
-    for (size_t i = 0; i < blocks.size(); ++i) {
+    // the block freed last first: it is the likeliest still in cache, and a
+    // loop that keeps k batches alive then writes the same k + 1 blocks over
+    // and over, never every block the cache holds in turn
+    for (size_t i = blocks.size(); i-- > 0;) {
       if (blocks[i].size == bytes) {
         data = blocks[i].data;
         blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));

@@ -620,3 +620,25 @@ def test_a_freed_batchs_memory_serves_the_next_batch_of_its_shape():
     second = posembed.gpt_batch(samples, np.arange(3), corpus, eod=EOD)
     assert second.tokens.__array_interface__["data"][0] == where
     assert np.array_equal(second.tokens, want)
+
+
+def test_the_block_freed_last_serves_first():
+    """Of several kept blocks of a batch's size, the next batch takes the one
+    freed last (the likeliest still in cache): a loop that keeps k batches
+    alive then writes k + 1 blocks in turn, not every kept block in turn."""
+    tokens, offsets = eod_corpus(9, n=400)
+    samples = posembed.gpt_samples(np.diff(offsets), 16, num_epochs=1, seed=2)
+    corpus = (tokens, offsets)
+
+    def made() -> posembed.GPTBatch:
+        return posembed.gpt_batch(samples, np.arange(5), corpus, eod=EOD)
+
+    def where(batch: posembed.GPTBatch) -> int:
+        return int(batch.tokens.__array_interface__["data"][0])
+
+    batches = [made() for _ in range(4)]
+    blocks = [where(b) for b in batches]
+    while batches:
+        batches.pop(0)  # freed in the order made: blocks[-1] last
+    again = [made() for _ in range(4)]
+    assert [where(b) for b in again] == blocks[::-1]
