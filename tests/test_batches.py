@@ -19,6 +19,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -232,6 +233,76 @@ def _threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "posembed-batches"]
 
 
+class Slow:
+    """A reader that dawdles over the tokens of ``slow`` (a range), so that a
+    later run read on another thread is ready first."""
+
+    def __init__(self, data: tuple[np.ndarray, np.ndarray], slow: range) -> None:
+        self.tokens, self.offsets = data
+        self.slow = slow
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        if start < self.slow.stop and self.slow.start < stop:
+            time.sleep(0.05)
+        return self.tokens[start:stop]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_runs_read_on_several_threads_come_in_order(threads, restore_threads):
+    tokens, offsets = corpus(1, 60)
+    samples = posembed.gpt_samples(np.diff(offsets), 16, num_samples=40, seed=3)
+    want = [
+        (mb.step, mb.indices, mb.batch)
+        for mb in take(posembed.Batches(order(samples), (tokens, offsets), prefetch=0, eod=EOD), 30)
+    ]
+    # the first micro-batch's reads are slow: the second run, on another reader, is ready first
+    probe = Failing((tokens, offsets), -1)
+    next(iter(posembed.Batches(order(samples), probe, prefetch=0, eod=EOD)))
+    start, stop = probe.reads[0]
+    posembed.set_num_threads(threads)
+    batches = posembed.Batches(
+        order(samples), Slow((tokens, offsets), range(start, stop)), prefetch=2, eod=EOD
+    )
+    with batches:
+        items = iter(batches)
+        got = [next(items) for _ in range(30)]
+        assert len(_threads()) == min(threads, 2)  # at most one more run than prefetch asks
+    assert [mb.step for mb in got] == [w[0] for w in want]
+    for mb, (_, indices, batch) in zip(got, want, strict=True):
+        np.testing.assert_array_equal(mb.indices, indices)
+        for name in GPT_FIELDS:
+            np.testing.assert_array_equal(getattr(mb.batch, name), getattr(batch, name))
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_an_error_in_an_earlier_run_wins_over_a_later_run_read_first(threads, restore_threads):
+    tokens, offsets = corpus(1, 60)
+    samples = posembed.gpt_samples(np.diff(offsets), 16, num_samples=40, seed=3)
+    probe = Failing((tokens, offsets), -1)
+    items = iter(posembed.Batches(order(samples), probe, prefetch=0, eod=EOD))
+    next(items)
+    first = set(range(*probe.reads[0]))
+    probe.reads.clear()
+    next(items)
+    # a token the first micro-batch reads, and the second does not
+    bad = min(first - {t for a, b in probe.reads for t in range(a, b)})
+
+    class SlowFailing(Failing):
+        def read(self, start: int, stop: int) -> np.ndarray:
+            if start <= self.bad < stop:
+                time.sleep(0.05)  # the second run is read meanwhile
+            return super().read(start, stop)
+
+    posembed.set_num_threads(threads)
+    batches = posembed.Batches(
+        order(samples), SlowFailing((tokens, offsets), bad), prefetch=1, eod=EOD
+    )
+    with pytest.raises(OSError, match=f"the disk went away at token {bad}"):
+        next(iter(batches))
+    assert batches.consumed_samples == 0
+    assert _threads() == []
+
+
 @pytest.mark.parametrize("prefetch", [0, 3])
 def test_a_reading_error_reaches_the_caller_and_the_thread_stops(prefetch):
     tokens, offsets = corpus(1, 60)
@@ -259,8 +330,9 @@ def test_a_reading_error_reaches_the_caller_and_the_thread_stops(prefetch):
     assert _threads() == []
 
 
-def test_the_thread_stops_on_close_on_exit_and_when_dropped(sources):
+def test_the_thread_stops_on_close_on_exit_and_when_dropped(sources, restore_threads):
     samples, indexed, options, _ = sources["samples"]
+    posembed.set_num_threads(1)  # one reader
     batches = posembed.Batches(order(samples), indexed, prefetch=4, **options)
     it = iter(batches)
     next(it)
@@ -268,10 +340,11 @@ def test_the_thread_stops_on_close_on_exit_and_when_dropped(sources):
     batches.close()
     assert _threads() == []
     assert list(it) == []  # the closed iteration gives nothing more
+    posembed.set_num_threads(2)  # two readers
     with batches:
         held = iter(batches)
         next(held)
-        assert len(_threads()) == 1
+        assert len(_threads()) == 2
     assert _threads() == []
     next(iter(batches))  # an iterator dropped at once stops its thread at once
     assert _threads() == []

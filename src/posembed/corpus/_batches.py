@@ -3,7 +3,7 @@
 A :class:`posembed.BatchOrder` says which samples each rank takes at each
 micro-step; this module reads them (GPT samples and blends through
 ``gpt_batch``, a packing plan's rows through ``PackPlan.cut``, windows from
-memory) on a background thread, ``prefetch`` micro-batches ahead of the
+memory) on background threads, ``prefetch`` micro-batches ahead of the
 caller, and keeps the order's position at what the caller was given, never at
 what was read ahead, so that its ``state_dict`` resumes exactly.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 import atexit
 import collections
 import itertools
-import queue
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from posembed import _core
 from posembed.kernels._blend_build import GPTBlendSplit
 from posembed.kernels._gpt_batch import GPTBatch, _BatchMaker
 from posembed.kernels._pack import PackedRows, PackPlan
@@ -84,7 +84,7 @@ class Batches:
 
     Iterating gives this rank's micro-batches (:class:`MicroBatch`) from the
     order's ``consumed_samples`` on, without end (the order's stream runs
-    epoch after epoch) or until ``total_samples``. A background thread reads
+    epoch after epoch) or until ``total_samples``. Background threads read
     ``prefetch`` micro-batches ahead while the caller trains (the reading
     kernels release the GIL). The order's ``consumed_samples`` moves as
     micro-batches are given to the caller, never as they are read ahead, so
@@ -111,8 +111,12 @@ class Batches:
         micro-batches (and at most 2^20 tokens) in one call of the kernel,
         which costs less than a call each, and each run is handed to the
         caller's thread whole (so up to ``prefetch`` micro-batches, rounded up
-        to whole runs, wait); a run's arrays share one block of memory,
-        reused once all its micro-batches are dropped.
+        to whole runs, wait, and one more run is being read); a run's arrays
+        share one block of memory, reused once all its micro-batches are
+        dropped. Runs are read on as many threads as a kernel called by the
+        caller would use (:func:`get_num_threads`), at most one per run that
+        may be read ahead, each run's kernel on its share of those threads:
+        on 2 cores, two runs at once on one core each.
     total_samples : int or None
         Stop once the stream has reached this many samples (counted from its
         start, every rank together: a training run's ``train_samples``), a
@@ -138,8 +142,8 @@ class Batches:
     Notes
     -----
     One iteration runs at a time: starting another, :meth:`load_state_dict`
-    or :meth:`close` ends the one before (its thread stops; its iterator
-    gives nothing more). A reading error on the background thread is raised
+    or :meth:`close` ends the one before (its threads stop; its iterator
+    gives nothing more). A reading error on a background thread is raised
     in the caller, with its type and message, at the micro-batch it hit.
     """
 
@@ -273,7 +277,7 @@ class Batches:
         return _yielding(iteration, self.order if advance else None)
 
     def close(self) -> None:
-        """End the running iteration and stop its read-ahead thread (waits for it)."""
+        """End the running iteration and stop its read-ahead threads (waits for them)."""
         with self._lock:
             running, self._running = self._running, None
         if running is not None:
@@ -309,7 +313,7 @@ class Batches:
 
 # -- the read-ahead ---------------------------------------------------------------------
 
-# Iterations whose read-ahead thread may be running: stopped (and waited for)
+# Iterations whose read-ahead threads may be running: stopped (and waited for)
 # when the interpreter exits, so that no thread is inside a kernel while the
 # process tears down (a daemon thread killed there would abort the process).
 _RUNNING: weakref.WeakSet[_Iteration] = weakref.WeakSet()
@@ -345,11 +349,11 @@ class _Iteration:
         tokens = _sample_tokens(order.source) * int(order.micro_batch_size)
         self.run_length = max(1, min(prefetch, RUN_TOKENS // max(tokens, 1)))
         self.stop = threading.Event()
-        # whole runs, handed over in one step each: prefetch micro-batches, rounded
-        # up to whole runs (a handoff between threads costs more than a micro-batch)
-        self.items: queue.Queue[Any] = queue.Queue(maxsize=max(1, -(-prefetch // self.run_length)))
+        # runs read (or being read) that the caller has not taken: prefetch
+        # micro-batches rounded up to whole runs, and the one being read
+        self.ahead = max(1, -(-prefetch // self.run_length)) + 1
         self.pending: collections.deque[MicroBatch] = collections.deque()  # of the run taken
-        self.thread: threading.Thread | None = None
+        self.reading: _ReadAhead | None = None
         self.unread = self.numbers()  # for prefetch 0
 
     def numbers(self) -> Iterator[int]:
@@ -399,15 +403,10 @@ class _Iteration:
         return given, None
 
     def begin(self) -> None:
-        if self.prefetch and self.thread is None:
-            self.thread = threading.Thread(
-                target=_read_ahead,
-                args=(self.run, self.numbers(), self.items, self.stop, self.run_length),
-                name="posembed-batches",
-                daemon=True,
-            )
+        if self.prefetch and self.reading is None:
+            self.reading = _ReadAhead(self.run, self.numbers(), self.run_length, self.ahead)
             _RUNNING.add(self)
-            self.thread.start()
+            self.reading.start(_core.get_num_threads())
 
     def take(self) -> MicroBatch | None:
         """The next micro-batch, None at the end; a reading error is raised here."""
@@ -419,74 +418,136 @@ class _Iteration:
         if self.pending:
             return self.pending.popleft()
         self.begin()
-        while True:
-            try:
-                kind, value = self.items.get(timeout=POLL_S)
-            except queue.Empty:
-                if self.stop.is_set():
-                    return None
-                continue
-            if kind == "items":
-                self.pending.extend(value)
-                return self.pending.popleft()
-            self.stop.set()
-            if kind == "error":
-                raise value
+        reading = self.reading
+        if reading is None:  # closed meanwhile, from another thread
             return None
+        given, error = reading.take(self.stop)
+        if given:
+            self.pending.extend(given)
+            return self.pending.popleft()
+        self.stop.set()
+        if error is not None:
+            raise error
+        return None
 
     def close(self) -> None:
         self.stop.set()
         self.pending.clear()
-        thread = self.thread
-        if thread is not None:
-            while thread.is_alive():
-                _drain(self.items)  # room, so that a reader blocked on a full queue sees the stop
-                thread.join(POLL_S)
-            self.thread = None
-        _drain(self.items)
+        reading, self.reading = self.reading, None
+        if reading is not None:
+            reading.close()
 
 
-def _drain(items: queue.Queue[Any]) -> None:
-    """Take what the queue holds without waiting, its only taker being the
-    caller. No exception is raised for an empty queue: at interpreter exit, a
-    generator's ``finally`` may run after the ``queue`` module's names are gone."""
-    while items.qsize():
-        items.get_nowait()
+class _ReadAhead:
+    """Runs of ``length`` micro-batches read ahead on threads of their own.
 
+    Readers take the next run in turn and read it whole; the caller takes
+    the runs in the order the readers took them. At most ``ahead`` runs are
+    taken by readers and not yet by the caller.
 
-def _read_ahead(
-    run: Callable[[list[int]], tuple[list[MicroBatch], BaseException | None]],
-    numbers: Iterator[int],
-    items: queue.Queue[Any],
-    stop: threading.Event,
-    length: int,
-) -> None:
-    """The thread: read runs of ``length`` micro-batches and queue each run,
-    until told to stop."""
+    Why several readers of one kernel thread each (on a machine with no more
+    cores than runs in flight) rather than one reader whose kernels use all
+    the cores: a thread that runs a kernel on several threads keeps a pool
+    of OpenMP helper threads for the rest of its life. With the caller's own
+    pool beside it, GNU OpenMP then manages more threads than there are
+    cores and lets every idle helper sleep almost at once, so each kernel
+    call, the caller's included, waits for its helpers to wake. On a 2-core
+    machine that cost an epoch of GPT samples a third of its speed and the
+    caller's own kernels up to half of theirs. One reader's Python work
+    between calls also overlaps another's kernel.
+    """
 
-    def put(entry: tuple[str, Any]) -> bool:
-        while not stop.is_set():
+    def __init__(
+        self,
+        run: Callable[[list[int]], tuple[list[MicroBatch], BaseException | None]],
+        numbers: Iterator[int],
+        length: int,
+        ahead: int,
+    ) -> None:
+        self.run, self.numbers, self.length, self.ahead = run, numbers, length, ahead
+        self.changed = threading.Condition()
+        self.done: dict[int, tuple[list[MicroBatch], BaseException | None]] = {}
+        self.claimed = 0  # the next run a reader takes
+        self.taken = 0  # the next run the caller takes
+        self.last: int | None = None  # the run that ends the reading (its end or error)
+        self.closing = False
+        self.threads: list[threading.Thread] = []
+
+    def start(self, threads: int) -> None:
+        """Start the readers: as many as the caller's kernels would use threads
+        (at most ``ahead``), the threads shared among them."""
+        readers = max(1, min(threads, self.ahead))
+        each = max(1, threads // readers)
+        for _ in range(readers):
+            thread = threading.Thread(
+                target=self._read, args=(each,), name="posembed-batches", daemon=True
+            )
+            self.threads.append(thread)
+            thread.start()
+
+    def _read(self, threads: int) -> None:
+        """A reader: claim the next run, read it, hand it over; until the end,
+        an error or the caller's close."""
+        _core.set_calling_thread_threads(threads)
+        while True:
+            with self.changed:
+                while not self.closing and self.last is None:
+                    if self.claimed - self.taken < self.ahead:
+                        break
+                    self.changed.wait(POLL_S)
+                if self.closing or self.last is not None:
+                    return
+                number = self.claimed
+                self.claimed += 1
+                wanted = list(itertools.islice(self.numbers, self.length))
+                if not wanted:
+                    self.last = number
+                    self.done[number] = ([], None)
+                    self.changed.notify_all()
+                    return
             try:
-                items.put(entry, timeout=POLL_S)
-                return True
-            except queue.Full:
-                continue
-        return False
+                given, error = self.run(wanted)
+            except BaseException as exc:  # raised in the caller, at the micro-batch it hit
+                given, error = [], exc
+            self._hand_over(number, given, error)
 
-    try:
-        while not stop.is_set():
-            wanted = list(itertools.islice(numbers, length))
-            if not wanted:
-                put(("end", None))
-                return
-            given, error = run(wanted)
-            if given and not put(("items", given)):
-                return
-            if error is not None:
-                put(("error", error))
-                return
-    except BaseException as exc:  # raised in the caller, at the micro-batch it hit
-        put(("error", exc))
+    def _hand_over(self, number: int, given: list[MicroBatch], error: BaseException | None) -> None:
+        """Run ``number`` read; an error ends the reading there (unless an
+        earlier run already ended it)."""
+        with self.changed:
+            if error is not None and (self.last is None or number < self.last):
+                self.last = number
+            self.done[number] = (given, error)
+            self.changed.notify_all()
+
+    def take(self, stop: threading.Event) -> tuple[list[MicroBatch], BaseException | None]:
+        """The next run: its micro-batches and the error that ended it, if any
+        (no micro-batches and no error: the end, or the caller closed)."""
+        with self.changed:
+            while self.taken not in self.done:
+                if stop.is_set():
+                    return [], None
+                self.changed.wait(POLL_S)
+            given, error = self.done.pop(self.taken)
+            if given and error is not None:
+                # this run's micro-batches now, its error at the next take
+                self.done[self.taken] = ([], error)
+                return given, None
+            self.taken += 1
+            self.changed.notify_all()
+            return given, error
+
+    def close(self) -> None:
+        """Stop the readers and wait for them (a reader inside a kernel call
+        finishes it first)."""
+        with self.changed:
+            self.closing = True
+            self.done.clear()
+            self.changed.notify_all()
+        for thread in self.threads:
+            thread.join()
+        self.threads = []
+        self.done.clear()
 
 
 def _yielding(iteration: _Iteration, order: Any) -> Iterator[MicroBatch]:

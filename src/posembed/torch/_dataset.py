@@ -84,7 +84,7 @@ class BatchDataset(IterableDataset):  # type: ignore[type-arg,misc,unused-ignore
 
     In a ``DataLoader(dataset, batch_size=None, num_workers=n)`` each worker
     reads its share (micro-batches w, w + n, ...; ``get_worker_info()``
-    says which), on its own read-ahead thread, and the loader, which takes
+    says which), on its own read-ahead threads, and the loader, which takes
     one item from each worker in turn, gives them back in the rank's order.
     Each item is :func:`tensors` of a micro-batch.
 
@@ -218,7 +218,7 @@ class BatchLoader:
     batches : Batches
         The rank's micro-batches.
     num_workers : int
-        Worker processes (0: read in this process, on its read-ahead thread).
+        Worker processes (0: read in this process, on its read-ahead threads).
     **dataloader_options
         Other ``torch.utils.data.DataLoader`` options (``pin_memory``,
         ``prefetch_factor``, ``multiprocessing_context``, ``timeout``,
