@@ -197,3 +197,35 @@ def test_pytorch_packed_rows_columns_are_tensors_too(torch, sources):
     assert item["columns"]["mask"].dtype == torch.bool
     assert np.shares_memory(item["columns"]["mask"].numpy(), micro.batch.columns["mask"])
     assert item["input_ids"].dtype == torch.uint16  # the corpus's own token type
+
+
+@pytest.mark.parametrize("kind", ["samples", "packed"])
+def test_pytorch_worker_items_cross_in_one_block_and_equal_the_in_process_items(
+    torch, sources, kind
+):
+    from posembed.torch import BatchLoader, tensors
+
+    source, data, options, _ = sources[kind]
+    if kind == "packed":
+        mask = np.arange(int(data.offsets[-1])) % 3 == 0
+        options = {**options, "columns": {"mask": mask}}
+    with posembed.Batches(order(source), data, prefetch=0, **options) as batches:
+        expected = [tensors(mb) for mb in take(batches, 6)]  # they keep their memory
+    loader = BatchLoader(posembed.Batches(order(source), data, **options), num_workers=2)
+    got = take(loader, 6)
+    loader.close()
+    for g, w in zip(got, expected, strict=True):
+        assert list(g) == list(w)
+        storages = set()
+        for key, value in w.items():
+            pairs = value.items() if isinstance(value, dict) else [(None, value)]
+            for name, t in pairs:
+                have = g[key] if name is None else g[key][name]
+                if isinstance(t, torch.Tensor):
+                    assert have.dtype == t.dtype, (key, name)
+                    assert have.shape == t.shape, (key, name)
+                    assert torch.equal(have, t), (key, name)
+                    storages.add(have.untyped_storage().data_ptr())
+                else:
+                    assert have == t, key
+        assert len(storages) == 1  # every tensor a view of the one block

@@ -79,6 +79,57 @@ def _tensor(a: np.ndarray) -> Any:
     return torch.from_numpy(a)
 
 
+# A worker's item as it crosses to the loop: every array of the micro-batch in
+# one block of bytes (PyTorch moves each tensor of an item through a shared
+# memory segment of its own, and a segment costs more than its bytes), and
+# where each lies in it.
+BLOCK, LAYOUT = "_posembed_block", "_posembed_layout"
+_ALIGN = 64
+
+
+def _one_block(micro_batch: MicroBatch) -> dict[str, Any]:
+    """:func:`tensors` of a micro-batch with its arrays copied into one uint8
+    tensor; :func:`_from_block` gives :func:`tensors`' dict back."""
+    item = tensors(micro_batch)
+    arrays: list[tuple[str, str | None, np.ndarray]] = []
+    plain: dict[str, Any] = {}
+    for key, value in item.items():
+        if isinstance(value, dict):
+            arrays += [(key, name, t.numpy()) for name, t in value.items()]
+            if not value:
+                plain[key] = {}
+        elif isinstance(value, torch.Tensor):
+            arrays.append((key, None, value.numpy()))
+        else:
+            plain[key] = value
+    layout, at = [], 0
+    for key, name, a in arrays:
+        layout.append((key, name, a.dtype.str, a.shape, at))
+        at += -(-a.nbytes // _ALIGN) * _ALIGN
+    block = torch.empty(max(at, 1), dtype=torch.uint8)
+    raw = block.numpy()
+    for (_, _, _, _, start), (_, _, a) in zip(layout, arrays, strict=True):
+        raw[start : start + a.nbytes].view(a.dtype).reshape(a.shape)[...] = a
+    order = list(item)
+    return {**plain, BLOCK: block, LAYOUT: (order, layout)}
+
+
+def _from_block(item: dict[str, Any]) -> dict[str, Any]:
+    """The dict of tensors a worker sent in one block, each a view of it."""
+    block = item.pop(BLOCK)
+    order, layout = item.pop(LAYOUT)
+    for key, name, dtype, shape, start in layout:
+        kind = np.dtype(dtype)
+        n = int(np.prod(shape, dtype=np.int64)) * kind.itemsize
+        t = block[start : start + n].view(torch.from_numpy(np.empty(0, kind)).dtype)
+        t = t.reshape(shape)
+        if name is None:
+            item[key] = t
+        else:
+            item.setdefault(key, {})[name] = t
+    return {key: item[key] for key in order}
+
+
 class BatchDataset(IterableDataset):  # type: ignore[type-arg,misc,unused-ignore]
     """The micro-batches of :class:`posembed.Batches` as a PyTorch ``IterableDataset``.
 
@@ -112,6 +163,7 @@ class BatchDataset(IterableDataset):  # type: ignore[type-arg,misc,unused-ignore
         self.batches = batches
         self._resume = 0  # micro-batches this worker gave before a loaded state
         self._live: dict[str, Any] | None = None
+        self._one_block = False  # BatchLoader's workers: each item's arrays in one block
 
     @staticmethod
     def _worker() -> tuple[int, int]:
@@ -129,7 +181,7 @@ class BatchDataset(IterableDataset):  # type: ignore[type-arg,misc,unused-ignore
         }
         self._live = live
         share = self.batches._share(worker + given * num_workers, num_workers)
-        return _counting(share, live)
+        return _counting(share, live, self._one_block and get_worker_info() is not None)
 
     def state_dict(self) -> dict[str, Any]:
         """This worker's position: the order's state where its share began, and
@@ -195,10 +247,13 @@ class BatchDataset(IterableDataset):  # type: ignore[type-arg,misc,unused-ignore
         self._resume, self._live = given, None
 
 
-def _counting(share: Iterator[MicroBatch], live: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _counting(
+    share: Iterator[MicroBatch], live: dict[str, Any], one_block: bool
+) -> Iterator[dict[str, Any]]:
+    make = _one_block if one_block else tensors
     for micro_batch in share:
         live["given"] += 1
-        yield tensors(micro_batch)
+        yield make(micro_batch)
 
 
 class BatchLoader:
@@ -218,7 +273,12 @@ class BatchLoader:
     batches : Batches
         The rank's micro-batches.
     num_workers : int
-        Worker processes (0: read in this process, on its read-ahead threads).
+        Worker processes (0: read in this process, on its read-ahead threads,
+        each item's tensors over the micro-batch's own memory). A worker
+        copies each micro-batch's arrays into one block, which crosses to
+        this process as one shared memory segment instead of one a tensor
+        (a segment costs more than its bytes); the item's tensors are views
+        of that block, with the same names, dtypes and shapes.
     **dataloader_options
         Other ``torch.utils.data.DataLoader`` options (``pin_memory``,
         ``prefetch_factor``, ``multiprocessing_context``, ``timeout``,
@@ -238,6 +298,7 @@ class BatchLoader:
 
     def __init__(self, batches: Batches, *, num_workers: int = 0, **dataloader_options: Any):
         self.dataset = BatchDataset(batches)
+        self.dataset._one_block = True  # unpacked in _in_order
         owned = sorted(set(dataloader_options) & set(LOADER_OWNS))
         if owned:
             raise TypeError(
@@ -322,7 +383,7 @@ def _in_order(loader: Any, batches: Batches) -> Iterator[dict[str, Any]]:
                 )
             order.advance(1)
             expected += 1
-            yield item
+            yield _from_block(item) if BLOCK in item else item
     finally:
         # the workers stop now, even where an error's traceback keeps this frame
         del items
