@@ -421,7 +421,7 @@ class _Iteration:
         reading = self.reading
         if reading is None:  # closed meanwhile, from another thread
             return None
-        given, error = reading.take(self.stop)
+        given, error = reading.take()
         if given:
             self.pending.extend(given)
             return self.pending.popleft()
@@ -491,9 +491,11 @@ class _ReadAhead:
         _core.set_calling_thread_threads(threads)
         while True:
             with self.changed:
-                while not self.closing and self.last is None:
-                    if self.claimed - self.taken < self.ahead:
-                        break
+                while (
+                    not self.closing
+                    and self.last is None
+                    and self.claimed - self.taken >= self.ahead
+                ):
                     self.changed.wait(POLL_S)
                 if self.closing or self.last is not None:
                     return
@@ -520,12 +522,12 @@ class _ReadAhead:
             self.done[number] = (given, error)
             self.changed.notify_all()
 
-    def take(self, stop: threading.Event) -> tuple[list[MicroBatch], BaseException | None]:
+    def take(self) -> tuple[list[MicroBatch], BaseException | None]:
         """The next run: its micro-batches and the error that ended it, if any
-        (no micro-batches and no error: the end, or the caller closed)."""
+        (no micro-batches and no error: the end, or the reading was closed)."""
         with self.changed:
             while self.taken not in self.done:
-                if stop.is_set():
+                if self.closing:
                     return [], None
                 self.changed.wait(POLL_S)
             given, error = self.done.pop(self.taken)
@@ -542,12 +544,11 @@ class _ReadAhead:
         finishes it first)."""
         with self.changed:
             self.closing = True
-            self.done.clear()
             self.changed.notify_all()
         for thread in self.threads:
             thread.join()
         self.threads = []
-        self.done.clear()
+        self.done.clear()  # the runs read and not taken, also those handed over meanwhile
 
 
 def _yielding(iteration: _Iteration, order: Any) -> Iterator[MicroBatch]:

@@ -51,6 +51,19 @@ def tensors(micro_batch: MicroBatch) -> dict[str, Any]:
     TypeError
         Something that is not a :class:`posembed.MicroBatch`.
     """
+    out: dict[str, Any] = {}
+    for key, value in _fields(micro_batch).items():
+        if isinstance(value, np.ndarray):
+            out[key] = _tensor(value)
+        elif isinstance(value, dict):  # packed rows' columns
+            out[key] = {name: _tensor(column) for name, column in value.items()}
+        else:
+            out[key] = value
+    return out
+
+
+def _fields(micro_batch: MicroBatch) -> dict[str, Any]:
+    """What :func:`tensors` gives, its arrays still NumPy's."""
     if not isinstance(micro_batch, MicroBatch):
         raise TypeError(
             f"micro_batch must be a posembed.MicroBatch; got {type(micro_batch).__name__}"
@@ -58,16 +71,14 @@ def tensors(micro_batch: MicroBatch) -> dict[str, Any]:
     out: dict[str, Any] = {
         "step": micro_batch.step,
         "consumed_samples": micro_batch.consumed_samples,
-        "indices": _tensor(micro_batch.indices),
+        "indices": micro_batch.indices,
     }
     for field in dataclasses.fields(micro_batch.batch):
         if field.name == "doc_offsets":  # the whole corpus's, not the batch's
             continue
         value = getattr(micro_batch.batch, field.name)
-        if isinstance(value, np.ndarray):
-            out[field.name] = _tensor(value)
-        elif isinstance(value, dict) and field.name == "columns":  # packed rows' columns
-            out[field.name] = {name: _tensor(column) for name, column in value.items()}
+        if isinstance(value, np.ndarray) or (isinstance(value, dict) and field.name == "columns"):
+            out[field.name] = value
         elif isinstance(value, (int, np.integer)) and field.name == "max_seqlen":
             out[field.name] = int(value)
     return out
@@ -90,43 +101,39 @@ _ALIGN = 64
 def _one_block(micro_batch: MicroBatch) -> dict[str, Any]:
     """:func:`tensors` of a micro-batch with its arrays copied into one uint8
     tensor; :func:`_from_block` gives :func:`tensors`' dict back."""
-    item = tensors(micro_batch)
+    fields = _fields(micro_batch)
     arrays: list[tuple[str, str | None, np.ndarray]] = []
     plain: dict[str, Any] = {}
-    for key, value in item.items():
-        if isinstance(value, dict):
-            arrays += [(key, name, t.numpy()) for name, t in value.items()]
-            if not value:
-                plain[key] = {}
-        elif isinstance(value, torch.Tensor):
-            arrays.append((key, None, value.numpy()))
+    for key, value in fields.items():
+        if isinstance(value, np.ndarray):
+            arrays.append((key, None, value))
+        elif isinstance(value, dict):
+            arrays += [(key, name, column) for name, column in value.items()]
+            plain[key] = {}  # filled in by name; stays empty without columns
         else:
             plain[key] = value
     layout, at = [], 0
     for key, name, a in arrays:
-        layout.append((key, name, a.dtype.str, a.shape, at))
+        dtype = torch.from_numpy(np.empty(0, a.dtype)).dtype  # (a may be read-only)
+        layout.append((key, name, dtype, a.shape, at, a.nbytes))
         at += -(-a.nbytes // _ALIGN) * _ALIGN
     block = torch.empty(max(at, 1), dtype=torch.uint8)
     raw = block.numpy()
-    for (_, _, _, _, start), (_, _, a) in zip(layout, arrays, strict=True):
-        raw[start : start + a.nbytes].view(a.dtype).reshape(a.shape)[...] = a
-    order = list(item)
-    return {**plain, BLOCK: block, LAYOUT: (order, layout)}
+    for (_, _, _, _, start, nbytes), (_, _, a) in zip(layout, arrays, strict=True):
+        raw[start : start + nbytes].view(a.dtype).reshape(a.shape)[...] = a
+    return {**plain, BLOCK: block, LAYOUT: (list(fields), layout)}
 
 
 def _from_block(item: dict[str, Any]) -> dict[str, Any]:
     """The dict of tensors a worker sent in one block, each a view of it."""
     block = item.pop(BLOCK)
     order, layout = item.pop(LAYOUT)
-    for key, name, dtype, shape, start in layout:
-        kind = np.dtype(dtype)
-        n = int(np.prod(shape, dtype=np.int64)) * kind.itemsize
-        t = block[start : start + n].view(torch.from_numpy(np.empty(0, kind)).dtype)
-        t = t.reshape(shape)
+    for key, name, dtype, shape, start, nbytes in layout:
+        t = block[start : start + nbytes].view(dtype).reshape(shape)
         if name is None:
             item[key] = t
         else:
-            item.setdefault(key, {})[name] = t
+            item[key][name] = t
     return {key: item[key] for key in order}
 
 
