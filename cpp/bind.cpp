@@ -229,7 +229,7 @@ int64_t output_block_size(const py::handle& base) {
   return static_cast<int64_t>(block->size);
 }
 
-py::capsule output_block(int64_t size) {
+OutputBlock* take_output_block(int64_t size) {
   const auto bytes = static_cast<size_t>((std::max<int64_t>(size, 64) + 63) / 64 * 64);
   void* data = nullptr;
   {
@@ -248,9 +248,16 @@ py::capsule output_block(int64_t size) {
   }
   if (data == nullptr) data = std::aligned_alloc(64, bytes);
   if (data == nullptr) throw std::bad_alloc();
-  auto* block = new OutputBlock{data, bytes};
+  return new OutputBlock{data, bytes};
+}
+
+void give_back_output_block(OutputBlock* block) { return_block(block); }
+
+py::capsule wrap_output_block(OutputBlock* block) {
   return py::capsule(block, kOutputBlockName, &return_block);
 }
+
+py::capsule output_block(int64_t size) { return wrap_output_block(take_output_block(size)); }
 
 std::pair<const uint8_t*, int64_t> mapped_view(const py::object& mapping) {
   if (mapping.is_none()) return {nullptr, 0};

@@ -117,6 +117,13 @@ struct OutputBlock {
 // for outputs of the same shape each step gets memory written before, not
 // fresh pages to fault in. Owned by the capsule returned.
 py::capsule output_block(int64_t size);
+// The same in two steps, the first without the GIL (on any thread): a block
+// taken from the cache (or allocated; std::bad_alloc where it cannot be),
+// then either wrapped into the capsule that owns it (with the GIL) or given
+// back to the cache unused.
+OutputBlock* take_output_block(int64_t size);
+py::capsule wrap_output_block(OutputBlock* block);
+void give_back_output_block(OutputBlock* block);
 
 // The sizes of the freed blocks kept for reuse, oldest first (a probe).
 std::vector<int64_t> kept_output_blocks();

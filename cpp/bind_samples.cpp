@@ -3,6 +3,12 @@
 // indices at once.
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +20,9 @@
 #include <type_traits>
 #include <vector>
 
+#include <unistd.h>
+
+#include "batch_order.hpp"
 #include "bind.hpp"
 #include "gpt_batch.hpp"
 #include "mapped.hpp"
@@ -334,6 +343,39 @@ IndexView index_view(const py::array& a, const char* name, bool unsigned_ok) {
   throw py::error_already_set();
 }
 
+// Gives an output block back to the cache (a read that failed, or was never taken).
+struct BlockReturn {
+  void operator()(OutputBlock* block) const { give_back_output_block(block); }
+};
+using BlockPtr = std::unique_ptr<OutputBlock, BlockReturn>;
+
+// Where a batch's five outputs lie in the block they share, each at a
+// 64-byte boundary: tokens, labels, position_ids (int64), loss_mask (float32),
+// cu_seqlens_padded (int32).
+struct BatchLayout {
+  int64_t wide, loss, cu, total;
+  BatchLayout(int64_t rows, int64_t S)
+      : wide(round_up(rows * S * 8)),
+        loss(round_up(rows * S * 4)),
+        cu(round_up(rows * (S + 1) * 4)),
+        total(3 * wide + loss + cu) {}
+  static int64_t round_up(int64_t n) { return (n + 63) / 64 * 64; }
+};
+
+// One call's outputs, read without the GIL: the block they share (owned
+// until wrapped into arrays), what the kernel and the file check found, and
+// each part's flat cu_seqlens (one after another), where each begins and its
+// longest document.
+struct BatchRead {
+  BlockPtr block;
+  int64_t rows = 0, part_rows = 1;
+  BatchResult result;
+  FileStatus status;
+  std::vector<int32_t> flat;
+  std::vector<int64_t> starts, longest;
+  bool ok() const { return status.kind == FileStatus::ok && result.fault == BatchFault::none; }
+};
+
 // Batches of GPT samples (see gpt_batch.hpp) from one set of indices, one
 // corpus and one set of options, checked once; each call checks and reads
 // only its sample numbers. The tokens come from `tokens` (in memory), else
@@ -419,7 +461,7 @@ class GPTBatchReader {
   // change while the batch is read.
   py::object call(const py::array& indices, int64_t part_rows, const py::object& text_obj) {
     std::vector<int64_t> wanted;
-    if (!index_numbers(indices, samples_.count / 2 - 1, &wanted)) return py::none();
+    if (!index_numbers(indices, sample_count(), &wanted)) return py::none();
     const int64_t S = options_.sequence_length;
     const auto rows = static_cast<int64_t>(wanted.size());
     if (rows > ((int64_t{1} << 31) - 1) / S) {
@@ -444,28 +486,6 @@ class GPTBatchReader {
       }
       source.text = text->data();
     }
-    // The five outputs share one block (each at a 64-byte boundary), which
-    // goes back to a small cache when the last of them is freed: a training
-    // loop that asks for a batch of the same shape each step gets the memory
-    // of a batch it dropped, written before, instead of fresh pages to fault in.
-    const auto round_up = [](int64_t n) { return (n + 63) / 64 * 64; };
-    const int64_t wide_bytes = round_up(rows * S * 8), loss_bytes = round_up(rows * S * 4);
-    const int64_t cu_bytes = round_up(rows * (S + 1) * 4);
-    const py::capsule block = output_block(3 * wide_bytes + loss_bytes + cu_bytes);
-    auto* start = static_cast<uint8_t*>(static_cast<OutputBlock*>(block.get_pointer())->data);
-    const auto view = [&](auto* type, int64_t at, Shape shape) {
-      using T = std::remove_pointer_t<decltype(type)>;
-      return py::array_t<T>(shape, reinterpret_cast<T*>(start + at), block);
-    };
-    py::array_t<int64_t> out_tokens = view(static_cast<int64_t*>(nullptr), 0, Shape{rows, S});
-    py::array_t<int64_t> out_labels =
-        view(static_cast<int64_t*>(nullptr), wide_bytes, Shape{rows, S});
-    py::array_t<int64_t> out_positions =
-        view(static_cast<int64_t*>(nullptr), 2 * wide_bytes, Shape{rows, S});
-    py::array_t<float> out_loss =
-        view(static_cast<float*>(nullptr), 3 * wide_bytes, Shape{rows, S});
-    py::array_t<int32_t> out_cu =
-        view(static_cast<int32_t*>(nullptr), 3 * wide_bytes + loss_bytes, Shape{rows, S + 1});
     py::object mask = py::none();
     uint8_t* mask_data = nullptr;
     if (attention_mask_) {
@@ -473,52 +493,134 @@ class GPTBatchReader {
       mask_data = reinterpret_cast<uint8_t*>(m.mutable_data());
       mask = m;
     }
-    const BatchOut out{out_tokens.mutable_data(),   out_labels.mutable_data(),
-                       out_loss.mutable_data(),     out_positions.mutable_data(),
-                       out_cu.mutable_data(),       mask_data};
-    BatchResult result;
-    FileStatus status;
+    BatchRead read;
     {
       py::gil_scoped_release nogil;
-      std::shared_ptr<const OpenFile> file;  // held to the end of the reads
-      if (file_ != nullptr) {
-        status = file_->open(&file);
-        if (file != nullptr) set_file(*file, &source.fd, &source.map, &source.map_size);
-      }
-      if (status.kind == FileStatus::ok) {
-        result = posembed::gpt_batch(docs_, samples_, shuffle_, wanted.data(), rows, source,
-                                     options_, out, get_num_threads());
-        // rewritten during the reads: old and new tokens would mix
-        if (file != nullptr && result.fault == BatchFault::none) status = file_->check(*file);
-      }
+      read = this->read(wanted.data(), rows, part_rows, source, mask_data);
     }
-    if (status.kind != FileStatus::ok) raise_file_status(status, bin_, stamp_);
-    if (result.fault != BatchFault::none) raise_batch_fault(result, bin_.c_str());
-    const int64_t parts = rows / part_rows;
+    return finish(read, mask);
+  }
+
+  // The batch of sample numbers wanted[0..rows) in parts of part_rows rows
+  // (dividing rows), read from `source` into a block of the output cache.
+  // Needs no GIL: safe on any thread, several at once; throws only
+  // std::bad_alloc. The outputs share one block (each at a 64-byte
+  // boundary), which goes back to a small cache when the last of them is
+  // freed: a training loop that asks for a batch of the same shape each step
+  // gets the memory of a batch it dropped, written before, instead of fresh
+  // pages to fault in.
+  BatchRead read(const int64_t* wanted, int64_t rows, int64_t part_rows,
+                 const TokenSource& source, uint8_t* mask_data) {
+    BatchRead r;
+    r.rows = rows;
+    r.part_rows = part_rows;
+    r.block.reset(take_output_block(BatchLayout(rows, options_.sequence_length).total));
+    std::tie(r.result, r.status) =
+        read_rows(wanted, rows, static_cast<uint8_t*>(r.block->data), rows, 0, source, mask_data);
+    cut(&r);
+    return r;
+  }
+
+  // Rows first..first+count of a batch of `rows` rows laid out in `block`
+  // (BatchLayout), sample numbers wanted[0..count): what the kernel and the
+  // file checks found. Needs no GIL; several calls may fill one block's rows.
+  std::pair<BatchResult, FileStatus> read_rows(const int64_t* wanted, int64_t count,
+                                               uint8_t* block, int64_t rows, int64_t first,
+                                               const TokenSource& source, uint8_t* mask_data) {
+    const int64_t S = options_.sequence_length;
+    const BatchLayout at(rows, S);
+    const BatchOut out{reinterpret_cast<int64_t*>(block) + first * S,
+                       reinterpret_cast<int64_t*>(block + at.wide) + first * S,
+                       reinterpret_cast<float*>(block + 3 * at.wide) + first * S,
+                       reinterpret_cast<int64_t*>(block + 2 * at.wide) + first * S,
+                       reinterpret_cast<int32_t*>(block + 3 * at.wide + at.loss) + first * (S + 1),
+                       mask_data};
+    BatchResult result;
+    FileStatus status;
+    TokenSource from = source;
+    std::shared_ptr<const OpenFile> file;  // held to the end of the reads
+    if (file_ != nullptr) {
+      status = file_->open(&file);
+      if (file != nullptr) set_file(*file, &from.fd, &from.map, &from.map_size);
+    }
+    if (status.kind == FileStatus::ok) {
+      result = posembed::gpt_batch(docs_, samples_, shuffle_, wanted, count, from, options_, out,
+                                   get_num_threads());
+      // rewritten during the reads: old and new tokens would mix
+      if (file != nullptr && result.fault == BatchFault::none) status = file_->check(*file);
+    }
+    return {std::move(result), status};
+  }
+
+  // A read made whole: failed, its block back in the cache; read, each
+  // part's flat cu_seqlens, where each begins and its longest document.
+  void cut(BatchRead* read) const {
+    BatchRead& r = *read;
+    if (!r.ok()) {
+      r.block.reset();
+      return;
+    }
+    const int64_t S = options_.sequence_length;
+    const BatchLayout at(r.rows, S);
+    const auto* cu = reinterpret_cast<const int32_t*>(static_cast<uint8_t*>(r.block->data) +
+                                                      3 * at.wide + at.loss);
+    const int64_t part_rows = r.part_rows, parts = r.rows / part_rows;
     int64_t total = parts;
-    for (const int64_t s : result.segments) total += s;
-    py::array_t<int32_t> flat(Shape{std::max<int64_t>(total, 1)});
-    py::array_t<int64_t> starts(Shape{parts + 1}), longest(Shape{parts});
-    int64_t* at = starts.mutable_data();
-    int64_t* most = longest.mutable_data();
-    at[0] = 0;
-    if (parts == 0) flat.mutable_data()[0] = 0;
+    for (const int64_t s : r.result.segments) total += s;
+    r.flat.assign(static_cast<size_t>(std::max<int64_t>(total, 1)), 0);
+    r.starts.assign(static_cast<size_t>(parts + 1), 0);
+    r.longest.assign(static_cast<size_t>(parts), 0);
     for (int64_t k = 0; k < parts; ++k) {
       const int64_t first = k * part_rows;
       int64_t count = 1;
-      most[k] = 0;
-      for (int64_t r = first; r < first + part_rows; ++r) {
-        count += result.segments[static_cast<size_t>(r)];
-        most[k] = std::max(most[k], result.longest[static_cast<size_t>(r)]);
+      int64_t most = 0;
+      for (int64_t row = first; row < first + part_rows; ++row) {
+        count += r.result.segments[static_cast<size_t>(row)];
+        most = std::max(most, r.result.longest[static_cast<size_t>(row)]);
       }
-      posembed::flat_cu_seqlens(out_cu.data() + first * (S + 1),
-                                result.segments.data() + first, part_rows, S,
-                                flat.mutable_data() + at[k]);
-      at[k + 1] = at[k] + count;
+      r.longest[static_cast<size_t>(k)] = most;
+      const int64_t begin = r.starts[static_cast<size_t>(k)];
+      posembed::flat_cu_seqlens(cu + first * (S + 1), r.result.segments.data() + first,
+                                part_rows, S, r.flat.data() + begin);
+      r.starts[static_cast<size_t>(k + 1)] = begin + count;
     }
-    return py::make_tuple(out_tokens, out_labels, out_loss, out_positions, flat, out_cu,
-                          result.max_seqlen, mask, starts, longest);
   }
+
+  // The tuple of a read (see the class comment), with the GIL; a read that
+  // failed raises its error (its block already back in the cache).
+  py::object finish(BatchRead& r, const py::object& mask) {
+    if (r.status.kind != FileStatus::ok) raise_file_status(r.status, bin_, stamp_);
+    if (r.result.fault != BatchFault::none) raise_batch_fault(r.result, bin_.c_str());
+    const int64_t S = options_.sequence_length, rows = r.rows;
+    const BatchLayout at(rows, S);
+    auto* start = static_cast<uint8_t*>(r.block->data);
+    const py::capsule block = wrap_output_block(r.block.release());
+    const auto view = [&](auto* type, int64_t offset, Shape shape) {
+      using T = std::remove_pointer_t<decltype(type)>;
+      return py::array_t<T>(shape, reinterpret_cast<T*>(start + offset), block);
+    };
+    const auto copied = [](const auto& values) {
+      using T = typename std::decay_t<decltype(values)>::value_type;
+      py::array_t<T> a(Shape{static_cast<py::ssize_t>(values.size())});
+      std::copy(values.begin(), values.end(), a.mutable_data());
+      return a;
+    };
+    return py::make_tuple(
+        view(static_cast<int64_t*>(nullptr), 0, Shape{rows, S}),
+        view(static_cast<int64_t*>(nullptr), at.wide, Shape{rows, S}),
+        view(static_cast<float*>(nullptr), 3 * at.wide, Shape{rows, S}),
+        view(static_cast<int64_t*>(nullptr), 2 * at.wide, Shape{rows, S}), copied(r.flat),
+        view(static_cast<int32_t*>(nullptr), 3 * at.wide + at.loss, Shape{rows, S + 1}),
+        r.result.max_seqlen, mask, copied(r.starts), copied(r.longest));
+  }
+
+  // The samples' count (the sample numbers are 0..count - 1).
+  int64_t sample_count() const { return samples_.count / 2 - 1; }
+  // Whether a read needs nothing of the caller's: tokens in memory or in a
+  // local file, and no dense attention mask (a NumPy array).
+  bool reads_alone() const { return source_.offsets != nullptr && !attention_mask_; }
+  const TokenSource& source() const { return source_; }
+  int64_t sequence_length() const { return options_.sequence_length; }
 
  private:
   py::array document_index_, sample_index_, shuffle_index_;
@@ -533,6 +635,354 @@ class GPTBatchReader {
   std::unique_ptr<StableFile> file_;
 };
 
+// The read-ahead threads alive in the process (a probe for the tests).
+std::atomic<int> g_ahead_readers{0};
+
+constexpr int64_t kMaxPosition = int64_t{1} << 62;
+
+// A rank's micro-batches of GPT samples read ahead on threads of its own,
+// which never take the GIL (a reader that had to would wait for the caller's
+// Python at every call). Micro-batch i of the iteration is micro-step
+// step0 + i of the sample stream; its m samples are the batch order's
+// (n samples, seed, shuffle: batch_order.hpp) at positions
+// (step0 + i) * stride + offset + 0..m-1. The micro-batches first,
+// first + every, ... (below `count` where count >= 0) are read in runs of
+// `run_length`, at most `ahead` runs begun and not yet taken by the caller,
+// who takes them in order. Each run is one block of the output cache whose
+// rows the `readers` fill together, each a share of them in one kernel call
+// on `threads` threads: one block at a time is written by every core, as one
+// kernel call on all of them would write it, with no OpenMP pool per reader
+// (see the Python layer). A run that fails is read again one micro-batch at
+// a time: those before the failing one are given, then its error.
+class GPTBatchAhead {
+ public:
+  GPTBatchAhead(const py::object& reader, int64_t n, uint64_t seed, bool shuffle, int64_t step0,
+                int64_t stride, int64_t offset, int64_t m, int64_t first, int64_t every,
+                int64_t count, int64_t run_length, int64_t ahead, int readers, int threads)
+      : keep_(reader),
+        reader_(reader.cast<GPTBatchReader*>()),
+        n_(n),
+        seed_(seed),
+        shuffle_(shuffle),
+        step0_(step0),
+        stride_(stride),
+        offset_(offset),
+        m_(m),
+        first_(first),
+        every_(every),
+        run_length_(run_length),
+        ahead_(ahead),
+        shares_(readers),
+        pid_(getpid()) {
+    if (!reader_->reads_alone()) {
+      throw py::value_error("gpt batch read-ahead: the reader needs the caller's rows");
+    }
+    if (n < 1 || step0 < 0 || stride < 1 || offset < 0 || m < 1 || offset + m > stride ||
+        first < 0 || every < 1 || run_length < 1 || ahead < 1 || readers < 1 || threads < 1 ||
+        m * run_length > ((int64_t{1} << 31) - 1) / reader_->sequence_length()) {
+      throw py::value_error("gpt batch read-ahead: inconsistent arguments");
+    }
+    // the micro-batches to read: first, first + every, ... below count
+    total_ = count < 0 ? -1 : (count > first ? (count - first - 1) / every + 1 : 0);
+    try {
+      for (int k = 0; k < readers; ++k) {
+        readers_.emplace_back([this, threads] { reader_loop(threads); });
+      }
+    } catch (const std::exception&) {
+      stop();
+      throw;
+    }
+  }
+
+  GPTBatchAhead(const GPTBatchAhead&) = delete;
+  GPTBatchAhead& operator=(const GPTBatchAhead&) = delete;
+  ~GPTBatchAhead() { stop(); }
+
+  // The next run: a list of (micro-batch numbers, samples (k, m), the batch
+  // tuple of their k parts), or None at the end or once closed; a run's
+  // error is raised once its micro-batches before the failing one are given.
+  py::object next() {
+    if (getpid() != pid_) throw py::value_error("gpt batch read-ahead: started in another process");
+    Run run;
+    for (;;) {
+      bool got = false;
+      {
+        py::gil_scoped_release nogil;
+        std::unique_lock<std::mutex> lock(mutex_);
+        got = ready_.wait_for(lock, std::chrono::milliseconds(50),
+                              [&] { return closing_ || done_.count(taken_) != 0; });
+        if (got && !closing_) run = pop();
+      }
+      if (got) break;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C while waiting
+    }
+    if (!run.pieces.empty()) {
+      py::list out;
+      for (Piece& piece : run.pieces) {
+        const auto k = static_cast<py::ssize_t>(piece.numbers.size());
+        py::list numbers;
+        for (const int64_t i : piece.numbers) numbers.append(i);
+        py::array_t<int64_t> samples(Shape{k, static_cast<py::ssize_t>(m_)});
+        std::copy(piece.samples.begin(), piece.samples.end(), samples.mutable_data());
+        out.append(py::make_tuple(numbers, samples, reader_->finish(piece.read, py::none())));
+      }
+      return std::move(out);
+    }
+    switch (run.error) {
+      case Error::none: return py::none();  // the end, or closed
+      case Error::read: reader_->finish(run.failed, py::none()); break;  // raises
+      case Error::position: throw py::index_error(run.message);
+      case Error::memory: throw std::bad_alloc();
+    }
+    return py::none();
+  }
+
+  // Stops the readers and waits for them (one inside a kernel call finishes
+  // it first); the runs read and not taken go back to the output cache.
+  void stop() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      closing_ = true;
+    }
+    ready_.notify_all();
+    room_.notify_all();
+    if (readers_.empty()) return;
+    if (getpid() != pid_) {
+      // a forked child: its copies of the readers never ran here; never joined, never destroyed
+      new std::vector<std::thread>(std::move(readers_));
+      readers_.clear();
+      return;
+    }
+    {
+      py::gil_scoped_release nogil;
+      for (std::thread& t : readers_) t.join();
+    }
+    readers_.clear();
+    const std::lock_guard<std::mutex> lock(mutex_);
+    reading_.clear();
+    done_.clear();
+  }
+
+ private:
+  enum class Error { none, read, position, memory };
+  struct Piece {
+    std::vector<int64_t> numbers, samples;
+    BatchRead read;
+  };
+  // A run as the caller takes it: its micro-batches (one piece, or one a
+  // micro-batch where it was read again), or the error that ends it, or
+  // neither (the end).
+  struct Run {
+    std::vector<Piece> pieces;
+    Error error = Error::none;
+    BatchRead failed;
+    std::string message;
+  };
+  // A run being read: its micro-batches, samples and block, and each share's
+  // result as the readers hand them in.
+  struct Reading {
+    std::vector<int64_t> numbers, samples;
+    BlockPtr block;
+    int next_share = 0, shares_left = 0;
+    std::vector<BatchResult> results;
+    std::vector<FileStatus> statuses;
+  };
+
+  // The run the caller takes next (under the lock); its error stays for the
+  // next call where it comes with micro-batches.
+  Run pop() {
+    auto it = done_.find(taken_);
+    Run run = std::move(it->second);
+    if (!run.pieces.empty() && run.error != Error::none) {
+      Run rest;
+      rest.error = run.error;
+      rest.failed = std::move(run.failed);
+      rest.message = std::move(run.message);
+      run.error = Error::none;
+      it->second = std::move(rest);
+    } else {
+      done_.erase(it);
+      ++taken_;
+      room_.notify_all();  // one run more may begin
+    }
+    return run;
+  }
+
+  // Hands a run over to the caller (under the lock).
+  void hand_over(int64_t number, Run run) {
+    // the end (no micro-batches) or an error: no run after it begins
+    if (run.pieces.empty() || run.error != Error::none) {
+      ended_ = true;
+      room_.notify_all();  // the other readers stop
+    }
+    done_.emplace(number, std::move(run));
+    if (number == taken_) ready_.notify_one();  // the caller waits for no other
+  }
+
+  // Begins run `number` (under the lock): its micro-batches, samples and
+  // block; false where it is the end or cannot be read (handed over as such).
+  bool begin(int64_t number) {
+    Run run;
+    Reading reading;
+    try {
+      if (plan(number, &reading, &run)) {
+        const int64_t rows = static_cast<int64_t>(reading.samples.size());
+        reading.block.reset(
+            take_output_block(BatchLayout(rows, reader_->sequence_length()).total));
+        reading.shares_left = shares_;
+        reading.results.resize(static_cast<size_t>(shares_));
+        reading.statuses.resize(static_cast<size_t>(shares_));
+        reading_.emplace(number, std::move(reading));
+        return true;
+      }
+    } catch (const std::bad_alloc&) {
+      run = Run{};
+      run.error = Error::memory;
+    }
+    hand_over(number, std::move(run));
+    return false;
+  }
+
+  void reader_loop(int threads) {
+    g_ahead_readers.fetch_add(1);
+    set_calling_thread_threads(threads);
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      // a share of the run being read, else a new run where there is room
+      if (closing_) break;
+      if (open_ < 0) {
+        if (ended_) break;
+        if (claimed_ - taken_ >= ahead_) {
+          room_.wait(lock);
+          continue;
+        }
+        const int64_t number = claimed_++;
+        if (!begin(number)) continue;
+        open_ = number;
+      }
+      const int64_t number = open_;
+      Reading& reading = reading_.at(number);  // stays in the map until its last share is in
+      const int share = reading.next_share++;
+      if (reading.next_share == shares_) open_ = -1;
+      lock.unlock();
+      const auto rows = static_cast<int64_t>(reading.samples.size());
+      const int64_t lo = rows * share / shares_, hi = rows * (share + 1) / shares_;
+      std::pair<BatchResult, FileStatus> got;
+      if (hi > lo) {
+        got = reader_->read_rows(reading.samples.data() + lo, hi - lo,
+                                 static_cast<uint8_t*>(reading.block->data), rows, lo,
+                                 reader_->source(), nullptr);
+      }
+      lock.lock();
+      reading.results[static_cast<size_t>(share)] = std::move(got.first);
+      reading.statuses[static_cast<size_t>(share)] = got.second;
+      if (--reading.shares_left > 0) continue;
+      Reading whole = std::move(reading);
+      reading_.erase(number);
+      lock.unlock();
+      Run run = finish_run(std::move(whole));
+      lock.lock();
+      hand_over(number, std::move(run));
+    }
+    lock.unlock();
+    g_ahead_readers.fetch_sub(1);
+  }
+
+  // Run `number`'s micro-batches and samples into *reading; false where it
+  // is the end (*run then nothing) or its positions pass 2^62 (*run the error).
+  bool plan(int64_t number, Reading* reading, Run* run) const {
+    const int64_t lo = number * run_length_;  // below 2^62 runs: the positions end first
+    int64_t hi = lo + run_length_;
+    if (total_ >= 0) hi = std::min(hi, total_);
+    if (lo >= hi) return false;  // the end
+    const int64_t k = hi - lo;
+    std::vector<int64_t> positions(static_cast<size_t>(k * m_));
+    reading->numbers.resize(static_cast<size_t>(k));
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t idx = lo + j;
+      // micro-batch first + every * idx, at micro-step step0 + that, its
+      // positions below 2^62 (each product checked before it is made)
+      const int64_t limit = (kMaxPosition - offset_ - m_) / stride_;  // the last micro-step
+      if (idx > (limit - first_) / every_ || first_ + every_ * idx > limit - step0_) {
+        run->error = Error::position;
+        run->message = "positions: position past 2^62 - 1 reached: positions are 0..2^62 - 1";
+        return false;
+      }
+      const int64_t i = first_ + every_ * idx;
+      reading->numbers[static_cast<size_t>(j)] = i;
+      const int64_t base = (step0_ + i) * stride_ + offset_;
+      for (int64_t q = 0; q < m_; ++q) positions[static_cast<size_t>(j * m_ + q)] = base + q;
+    }
+    reading->samples.resize(positions.size());
+    batch_order_samples(positions.data(), reading->samples.data(), k * m_, n_, seed_, shuffle_);
+    return true;
+  }
+
+  // A run whose shares are all in: read (one piece), or failed somewhere
+  // and read again one micro-batch at a time.
+  Run finish_run(Reading reading) {
+    Run run;
+    BatchRead whole;
+    whole.rows = static_cast<int64_t>(reading.samples.size());
+    whole.part_rows = m_;
+    whole.block = std::move(reading.block);
+    for (size_t p = 0; p < reading.results.size(); ++p) {
+      BatchResult& got = reading.results[p];
+      if (reading.statuses[p].kind != FileStatus::ok) whole.status = reading.statuses[p];
+      if (got.fault != BatchFault::none) whole.result.fault = got.fault;
+      whole.result.max_seqlen = std::max(whole.result.max_seqlen, got.max_seqlen);
+      whole.result.segments.insert(whole.result.segments.end(), got.segments.begin(),
+                                   got.segments.end());
+      whole.result.longest.insert(whole.result.longest.end(), got.longest.begin(),
+                                  got.longest.end());
+    }
+    try {
+      reader_->cut(&whole);
+      if (whole.ok()) {
+        run.pieces.push_back(
+            Piece{std::move(reading.numbers), std::move(reading.samples), std::move(whole)});
+        return run;
+      }
+      const auto k = static_cast<int64_t>(reading.numbers.size());
+      // read again one micro-batch at a time: those before the failing one are given
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t* own = reading.samples.data() + j * m_;
+        BatchRead alone = reader_->read(own, m_, m_, reader_->source(), nullptr);
+        if (!alone.ok()) {
+          run.error = Error::read;
+          run.failed = std::move(alone);
+          return run;
+        }
+        run.pieces.push_back(Piece{{reading.numbers[static_cast<size_t>(j)]},
+                                   std::vector<int64_t>(own, own + m_),
+                                   std::move(alone)});
+      }
+    } catch (const std::bad_alloc&) {
+      run.error = Error::memory;
+    }
+    return run;
+  }
+
+  py::object keep_;  // the reader, alive while the readers are
+  GPTBatchReader* reader_;
+  const int64_t n_;
+  const uint64_t seed_;
+  const bool shuffle_;
+  const int64_t step0_, stride_, offset_, m_, first_, every_, run_length_, ahead_;
+  const int shares_;  // the readers: a run's rows are read in as many shares
+  int64_t total_ = -1;
+  const pid_t pid_;
+  std::mutex mutex_;
+  std::condition_variable ready_;  // the caller waits for the run it takes next
+  std::condition_variable room_;   // the readers wait for room to begin a run
+  std::map<int64_t, Reading> reading_;
+  std::map<int64_t, Run> done_;
+  int64_t claimed_ = 0, taken_ = 0;
+  int64_t open_ = -1;  // the run whose shares are not all claimed, or -1
+  bool closing_ = false, ended_ = false;
+  std::vector<std::thread> readers_;
+};
+
 }  // namespace
 
 void bind_samples(py::module_& m) {
@@ -545,7 +995,16 @@ void bind_samples(py::module_& m) {
            "eod_mask_loss"_a, "attention_mask"_a, "offsets"_a, "lengths"_a, "tokens"_a, "bin"_a,
            "file_dtype"_a, "file_offset"_a, "swap"_a, "ntokens"_a, "stamp"_a)
       .def("__call__", &GPTBatchReader::call, "indices"_a, "part_rows"_a = 0,
-           "text"_a = py::none());
+           "text"_a = py::none())
+      .def("reads_alone", &GPTBatchReader::reads_alone);
+  py::class_<GPTBatchAhead>(m, "GPTBatchAhead")
+      .def(py::init<const py::object&, int64_t, uint64_t, bool, int64_t, int64_t, int64_t,
+                    int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int>(),
+           "reader"_a, "n"_a, "seed"_a, "shuffle"_a, "step0"_a, "stride"_a, "offset"_a, "m"_a,
+           "first"_a, "every"_a, "count"_a, "run_length"_a, "ahead"_a, "readers"_a, "threads"_a)
+      .def("next", &GPTBatchAhead::next)
+      .def("close", &GPTBatchAhead::stop);
+  m.def("gpt_batch_ahead_readers", [] { return g_ahead_readers.load(); });
   m.def("document_tokens", &document_tokens, "lengths"_a, "documents"_a = py::none());
   m.def("sample_index", &sample_index, "lengths"_a, "document_index"_a, "sequence_length"_a,
         "extra"_a, "num_samples"_a, "wide"_a);

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 import posembed
+from posembed.corpus._batches import _NativeAhead
 
 EOD = 0
 G, M = 16, 2  # global and micro-batch size: 1, 2, 4 and 8 ranks divide it
@@ -229,8 +230,10 @@ class Failing:
         return self.tokens[start:stop]
 
 
-def _threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "posembed-batches"]
+def _threads() -> list[Any]:
+    """The read-ahead's threads alive: Python ones, and the native readers of GPT samples."""
+    native = [None] * posembed._core.gpt_batch_ahead_readers()
+    return [t for t in threading.enumerate() if t.name == "posembed-batches"] + native
 
 
 class Slow:
@@ -520,3 +523,87 @@ def test_micro_batches_read_in_runs_equal_those_read_alone(sources, kind, reset)
         else:
             np.testing.assert_array_equal(micro.batch.tokens, source.tokens[micro.indices])
             np.testing.assert_array_equal(micro.batch.starts, source.starts[micro.indices])
+
+
+def _documents_read(samples: Any, data: tuple[np.ndarray, np.ndarray], n: int) -> list[set[int]]:
+    """The documents each of the first n micro-batches reads (recorded by a reader)."""
+    tokens, offsets = data
+    probe = Failing((tokens, offsets), -1)
+    read: list[set[int]] = []
+    for _ in itertools.islice(posembed.Batches(order(samples), probe, prefetch=0, eod=EOD), n):
+        read.append(
+            {int(np.searchsorted(offsets, a, side="right")) - 1 for a, b in probe.reads if b > a}
+        )
+        probe.reads.clear()
+    return read
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("prefetch", [1, 3, 8])
+@pytest.mark.parametrize("in_memory", [False, True])
+def test_gpt_samples_read_ahead_by_native_readers_equal_those_read_alone(
+    sources, threads, prefetch, in_memory, restore_threads
+):
+    # GPT samples from a local file or memory are read ahead by native
+    # threads that fill each run's rows together (some with no rows where a
+    # run has fewer rows than readers): a rank's share, a worker's share, a
+    # resumed position and an end, each equal to reading on the caller
+    samples, indexed, options, _ = sources["samples"]
+    pair = (np.fromfile(indexed.bin_path, np.uint16), np.asarray(indexed.offsets))
+    data = pair if in_memory else indexed
+    options = {**options, "reset_attention_mask": True}
+    posembed.set_num_threads(threads)
+    start = order(samples, 2, 1)
+    start.advance(3)  # resumed at micro-step 3
+    state = start.state_dict()
+
+    def batches(ahead: int) -> Any:
+        b = posembed.Batches(
+            order(samples, 2, 1), data, prefetch=ahead, total_samples=96, **options
+        )
+        b.load_state_dict(state)
+        return b
+
+    for make in (iter, lambda b: b.worker(1, 3)):
+        with batches(0) as alone, batches(prefetch) as ahead:
+            want, items = list(make(alone)), make(ahead)
+            got = [next(items)]
+            assert isinstance(ahead._running.reading, _NativeAhead)
+            got.extend(items)
+        assert [m.step for m in got] == [m.step for m in want]
+        assert len(want) > 4
+        for g, w in zip(got, want, strict=True):
+            assert g.consumed_samples == w.consumed_samples
+            np.testing.assert_array_equal(g.indices, w.indices)
+            for name in (*GPT_FIELDS, "cu_seqlens"):
+                np.testing.assert_array_equal(getattr(g.batch, name), getattr(w.batch, name))
+            assert g.batch.max_seqlen == w.batch.max_seqlen
+    assert _threads() == []
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("prefetch", [1, 4])
+def test_native_readers_give_the_micro_batches_before_a_failing_one(
+    threads, prefetch, restore_threads
+):
+    tokens, offsets = corpus(1, 60)
+    samples = posembed.gpt_samples(np.diff(offsets), 16, num_samples=40, seed=3)
+    read = _documents_read(samples, (tokens, offsets), 10)
+    # a document a later micro-batch j reads and none before it does, one
+    # token shorter in the corpus than in the lengths that built the samples
+    j = next(j for j in range(2, 10) if read[j] - set().union(*read[:j]))
+    bad = min(read[j] - set().union(*read[:j]))
+    short = np.delete(tokens, offsets[bad])
+    shorter = offsets.copy()
+    shorter[bad + 1 :] -= 1
+    posembed.set_num_threads(threads)
+    batches = posembed.Batches(order(samples), (short, shorter), prefetch=prefetch, eod=EOD)
+    assert posembed._core.gpt_batch_ahead_readers() == 0
+    items = iter(batches)
+    got = [next(items).step for _ in range(j)]
+    assert isinstance(batches._running.reading, _NativeAhead)
+    with pytest.raises(ValueError, match=f"corpus: sequence {bad} holds"):
+        next(items)
+    assert got == list(range(j))
+    assert batches.consumed_samples == j * M
+    assert _threads() == []

@@ -202,8 +202,8 @@ PROBES_STUB = STUBS / "_probes.pyi"
 # The bound enums, as pybind11 writes their type and as the stub names them.
 ENUMS = ("Align", "FloatKind", "GridMethod", "IndexMode", "OwnerRule", "Reduce", "Tail")
 # the bound classes that are not enums (a file's read-only mapping, the
-# reader of GPT batches)
-CLASSES = ("FileMap", "GPTBatchReader", "PackCutReader")
+# reader of GPT batches and its read-ahead)
+CLASSES = ("FileMap", "GPTBatchAhead", "GPTBatchReader", "PackCutReader")
 
 # How pybind11 (2.13 and 3.x) writes an argument's C++ type -> what the stub
 # says. A py::object argument is converted by the binding itself; the stub

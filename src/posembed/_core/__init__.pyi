@@ -299,6 +299,53 @@ class GPTBatchReader:
         ]
         | None
     ): ...
+    def reads_alone(self) -> bool: ...
+
+class GPTBatchAhead:
+    def __init__(
+        self,
+        reader: GPTBatchReader,
+        n: SupportsIndex,
+        seed: SupportsIndex,
+        shuffle: bool,
+        step0: SupportsIndex,
+        stride: SupportsIndex,
+        offset: SupportsIndex,
+        m: SupportsIndex,
+        first: SupportsIndex,
+        every: SupportsIndex,
+        count: SupportsIndex,
+        run_length: SupportsIndex,
+        ahead: SupportsIndex,
+        readers: SupportsIndex,
+        threads: SupportsIndex,
+    ) -> None: ...
+    def next(
+        self,
+    ) -> (
+        list[
+            tuple[
+                list[int],
+                np.ndarray,
+                tuple[
+                    np.ndarray,
+                    np.ndarray,
+                    np.ndarray,
+                    np.ndarray,
+                    np.ndarray,
+                    np.ndarray,
+                    int,
+                    np.ndarray | None,
+                    np.ndarray,
+                    np.ndarray,
+                ],
+            ]
+        ]
+        | None
+    ): ...
+    def close(self) -> None: ...
+
+def gpt_batch_ahead_readers() -> int: ...
 
 class FileMap:
     def __init__(self, fd: SupportsIndex, size: SupportsIndex) -> None: ...

@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from posembed import _core
+from posembed.kernels._batch_order import BatchOrder
 from posembed.kernels._blend_build import GPTBlendSplit
-from posembed.kernels._gpt_batch import GPTBatch, _BatchMaker
+from posembed.kernels._gpt_batch import GPTBatch, _BatchMaker, _cut_parts
 from posembed.kernels._pack import PackedRows, PackPlan
 from posembed.kernels._samples import GPTSamples
 from posembed.kernels._windows import Windows
@@ -45,6 +46,10 @@ MAX_PREFETCH = 1024
 # once cost less than one call each; a call's outputs live until all its
 # micro-batches are dropped).
 RUN_TOKENS = 2**20
+# The same for the native read-ahead of GPT samples, whose runs cost little
+# apart: smaller runs keep fewer bytes in flight (the caller's run, those
+# waiting, the one being read), which stay in the cache the caller reads.
+NATIVE_RUN_TOKENS = 2**17
 # How often a blocked reader or caller looks whether it should stop (seconds).
 POLL_S = 0.05
 
@@ -113,10 +118,14 @@ class Batches:
         caller's thread whole (so up to ``prefetch`` micro-batches, rounded up
         to whole runs, wait, and one more run is being read); a run's arrays
         share one block of memory, reused once all its micro-batches are
-        dropped. Runs are read on as many threads as a kernel called by the
-        caller would use (:func:`get_num_threads`), at most one per run that
-        may be read ahead, each run's kernel on its share of those threads:
-        on 2 cores, two runs at once on one core each.
+        dropped. GPT samples from a local file or from memory (without a
+        dense ``attention_mask``) are read by native threads that never take
+        the GIL, as many as a kernel called by the caller would use
+        (:func:`get_num_threads`), which fill each run's rows together, one
+        kernel thread each, in runs of at most 2^17 tokens. Other sources
+        are read on Python threads, as many (at most one per run that may be
+        read ahead), each run's kernel on its share of those threads, in runs
+        of at most 2^20 tokens.
     total_samples : int or None
         Stop once the stream has reached this many samples (counted from its
         start, every rank together: a training run's ``train_samples``), a
@@ -345,15 +354,17 @@ class _Iteration:
         self.start, self.stride, self.first, self.every = start, stride, first, every
         self.count = count  # micro-batches left to the rank (None: no end)
         self.prefetch = prefetch
-        # micro-batches read in one call: up to prefetch, at most RUN_TOKENS tokens
+        # micro-batches read in one call: up to prefetch, at most RUN_TOKENS
+        # (NATIVE_RUN_TOKENS) tokens
         tokens = _sample_tokens(order.source) * int(order.micro_batch_size)
-        self.run_length = max(1, min(prefetch, RUN_TOKENS // max(tokens, 1)))
+        most = NATIVE_RUN_TOKENS if _native_reader(read, order) else RUN_TOKENS
+        self.run_length = max(1, min(prefetch, most // max(tokens, 1)))
         self.stop = threading.Event()
         # runs read (or being read) that the caller has not taken: prefetch
         # micro-batches rounded up to whole runs, and the one being read
         self.ahead = max(1, -(-prefetch // self.run_length)) + 1
         self.pending: collections.deque[MicroBatch] = collections.deque()  # of the run taken
-        self.reading: _ReadAhead | None = None
+        self.reading: _ReadAhead | _NativeAhead | None = None
         self.unread = self.numbers()  # for prefetch 0
 
     def numbers(self) -> Iterator[int]:
@@ -404,9 +415,48 @@ class _Iteration:
 
     def begin(self) -> None:
         if self.prefetch and self.reading is None:
-            self.reading = _ReadAhead(self.run, self.numbers(), self.run_length, self.ahead)
+            # as many readers as the caller's kernels would use threads, at
+            # most one a run in flight, the threads shared among them
+            threads = _core.get_num_threads()
+            native = self.native(threads)
+            if native is not None:
+                self.reading = native
+            else:
+                readers = max(1, min(threads, self.ahead))
+                self.reading = _ReadAhead(self.run, self.numbers(), self.run_length, self.ahead)
+                self.reading.start(readers, max(1, threads // readers))
             _RUNNING.add(self)
-            self.reading.start(_core.get_num_threads())
+
+    def native(self, threads: int) -> _NativeAhead | None:
+        """The read-ahead of the GPT batch kernel's own ``threads`` threads
+        (of one kernel thread each, filling each run's rows together), where
+        it can read alone: GPT samples (of a :class:`BatchOrder`) from a
+        local file or memory, no dense attention mask, a run of fewer than
+        2^31 tokens."""
+        read, order = self.read, self.order
+        if not _native_reader(read, order):
+            return None
+        assert isinstance(read, _BatchMaker)
+        m = int(order.micro_batch_size)
+        if m * self.run_length * int(order.source.sequence_length) >= 2**31 - 1:
+            return None  # each micro-batch's own error, from the reads one at a time
+        ahead = read.read_ahead(
+            order,
+            step0=self.start // self.stride,
+            stride=self.stride,
+            offset=int(order.rank) * m,
+            m=m,
+            first=self.first,
+            every=self.every,
+            count=-1 if self.count is None else self.count,
+            run_length=self.run_length,
+            ahead=self.ahead,
+            readers=threads,
+            threads=1,
+        )
+        if ahead is None:
+            return None
+        return _NativeAhead(ahead, self.start // self.stride, self.stride, m)
 
     def take(self) -> MicroBatch | None:
         """The next micro-batch, None at the end; a reading error is raised here."""
@@ -473,11 +523,8 @@ class _ReadAhead:
         self.closing = False
         self.threads: list[threading.Thread] = []
 
-    def start(self, threads: int) -> None:
-        """Start the readers: as many as the caller's kernels would use threads
-        (at most ``ahead``), the threads shared among them."""
-        readers = max(1, min(threads, self.ahead))
-        each = max(1, threads // readers)
+    def start(self, readers: int, each: int) -> None:
+        """Start ``readers`` readers whose kernels use ``each`` threads."""
         for _ in range(readers):
             thread = threading.Thread(
                 target=self._read, args=(each,), name="posembed-batches", daemon=True
@@ -551,6 +598,33 @@ class _ReadAhead:
         self.done.clear()  # the runs read and not taken, also those handed over meanwhile
 
 
+class _NativeAhead:
+    """Runs read ahead by the GPT batch kernel's own threads (``_core.GPTBatchAhead``),
+    given as :class:`_ReadAhead` gives them. Those threads never take the
+    GIL: a reader of Python threads waits for the interpreter at every call,
+    the caller's Python and the other readers' included."""
+
+    def __init__(self, ahead: Any, step0: int, stride: int, m: int) -> None:
+        self.ahead, self.step0, self.stride, self.m = ahead, step0, stride, m
+
+    def take(self) -> tuple[list[MicroBatch], BaseException | None]:
+        """The next run and the error that ended it, as :meth:`_ReadAhead.take`."""
+        try:
+            got = self.ahead.next()
+        except Exception as exc:  # raised in the caller, at the micro-batch it hit
+            return [], exc
+        given: list[MicroBatch] = []
+        for numbers, samples, out in got or ():
+            for i, row, part in zip(numbers, samples, _cut_parts(out, self.m), strict=True):
+                step = self.step0 + i
+                given.append(MicroBatch(step, (step + 1) * self.stride, row, part))
+        return given, None
+
+    def close(self) -> None:
+        """Stop the threads and wait for them."""
+        self.ahead.close()
+
+
 def _yielding(iteration: _Iteration, order: Any) -> Iterator[MicroBatch]:
     """Give the micro-batches, moving ``order`` (when given) as each is given."""
     try:
@@ -610,6 +684,12 @@ def _reader(source: Any, corpus: Any, options: dict[str, Any]) -> Callable[[np.n
         )
     read(np.zeros(0, np.int64))  # the corpus and options checked now, nothing read
     return read
+
+
+def _native_reader(read: Any, order: Any) -> bool:
+    """Whether the micro-batches of ``order`` read by ``read`` may be read
+    ahead natively: GPT samples of a :class:`BatchOrder` read alone."""
+    return isinstance(read, _BatchMaker) and type(order) is BatchOrder and read.reads_alone()
 
 
 def _sample_tokens(source: Any) -> int:

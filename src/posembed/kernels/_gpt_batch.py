@@ -403,27 +403,26 @@ class _BatchMaker:
                 text = samples.samples(wanted, corpus, pad_value=self._pad)
             out = self._reader(wanted, part_rows, text)
             assert out is not None  # checked sample numbers, an int64 array
-        tokens, labels, loss, positions, flat, padded, longest, mask, starts, most = out
-        rows = tokens.shape[0]
-        if part_rows == 0 or part_rows == rows:
-            return [GPTBatch(tokens, labels, loss, positions, flat, padded, longest, mask)]
-        bounds, most = starts.tolist(), most.tolist()
-        parts = []
-        for j in range(len(most)):
-            part = slice(j * part_rows, (j + 1) * part_rows)
-            parts.append(
-                GPTBatch(
-                    tokens[part],
-                    labels[part],
-                    loss[part],
-                    positions[part],
-                    flat[bounds[j] : bounds[j + 1]],
-                    padded[part],
-                    most[j],
-                    None if mask is None else mask[part],
-                )
-            )
-        return parts
+        return _cut_parts(out, part_rows)
+
+    def reads_alone(self) -> bool:
+        """Whether a batch needs nothing of the caller's to be read: tokens in
+        memory or in a local file, no dense attention mask."""
+        return self._read_through is None and bool(self._reader.reads_alone())
+
+    def read_ahead(self, order: Any, **plan: int) -> Any:
+        """Runs of micro-batches of ``order`` (a :class:`BatchOrder` over these
+        samples) read ahead on native threads that never take the GIL, or
+        None where this maker cannot read alone (a reader without a local
+        file, a dense attention mask). ``plan``: what
+        ``_core.GPTBatchAhead`` takes after the order (the iteration's first
+        micro-step, its micro-batches, the runs, the readers and threads);
+        its ``next()`` gives each run's (micro-batch numbers, samples, the
+        kernel's tuple, cut with :func:`_cut_parts`)."""
+        if not self.reads_alone():
+            return None
+        n, seed, shuffle = int(order.num_samples), int(order.seed), bool(order.shuffle)
+        return _core.GPTBatchAhead(self._reader, n, seed, shuffle, **plan)
 
     def _cacheable(self, samples: Any, corpus: Any) -> bool:
         """Whether this maker reads a local file and the caller's own arrays,
@@ -437,6 +436,31 @@ class _BatchMaker:
             and self._lengths is samples.lengths
             and self._offsets is getattr(corpus, "offsets", None)
         )
+
+
+def _cut_parts(out: tuple[Any, ...], part_rows: int) -> list[GPTBatch]:
+    """The kernel's tuple cut into its parts of ``part_rows`` rows (0: one part)."""
+    tokens, labels, loss, positions, flat, padded, longest, mask, starts, most = out
+    rows = tokens.shape[0]
+    if part_rows == 0 or part_rows == rows:
+        return [GPTBatch(tokens, labels, loss, positions, flat, padded, longest, mask)]
+    bounds, most = starts.tolist(), most.tolist()
+    parts = []
+    for j in range(len(most)):
+        part = slice(j * part_rows, (j + 1) * part_rows)
+        parts.append(
+            GPTBatch(
+                tokens[part],
+                labels[part],
+                loss[part],
+                positions[part],
+                flat[bounds[j] : bounds[j + 1]],
+                padded[part],
+                most[j],
+                None if mask is None else mask[part],
+            )
+        )
+    return parts
 
 
 def _stamp(file: Any) -> tuple[int, int, int] | None:
