@@ -645,8 +645,10 @@ constexpr int64_t kMaxPosition = int64_t{1} << 62;
 // Python at every call). Micro-batch i of the iteration is micro-step
 // step0 + i of the sample stream; its m samples are the batch order's
 // (n samples, seed, shuffle: batch_order.hpp) at positions
-// (step0 + i) * stride + offset + 0..m-1. The micro-batches first,
-// first + every, ... (below `count` where count >= 0) are read in runs of
+// (step0 + i) * stride + offset + 0..m-1. The micro-batches of groups
+// first, first + every, ... of `group` micro-batches each (micro-batches
+// first * group .. first * group + group - 1, and so on; below `count` where
+// count >= 0) are read in runs of
 // `run_length`, at most `ahead` runs begun and not yet taken by the caller,
 // who takes them in order. Each run is one block of the output cache whose
 // rows the `readers` fill together, each a share of them in one kernel call
@@ -658,7 +660,8 @@ class GPTBatchAhead {
  public:
   GPTBatchAhead(const py::object& reader, int64_t n, uint64_t seed, bool shuffle, int64_t step0,
                 int64_t stride, int64_t offset, int64_t m, int64_t first, int64_t every,
-                int64_t count, int64_t run_length, int64_t ahead, int readers, int threads)
+                int64_t group, int64_t count, int64_t run_length, int64_t ahead, int readers,
+                int threads)
       : keep_(reader),
         reader_(reader.cast<GPTBatchReader*>()),
         n_(n),
@@ -670,6 +673,8 @@ class GPTBatchAhead {
         m_(m),
         first_(first),
         every_(every),
+        group_(group),
+        count_(count),
         run_length_(run_length),
         ahead_(ahead),
         shares_(readers),
@@ -678,12 +683,10 @@ class GPTBatchAhead {
       throw py::value_error("gpt batch read-ahead: the reader needs the caller's rows");
     }
     if (n < 1 || step0 < 0 || stride < 1 || offset < 0 || m < 1 || offset + m > stride ||
-        first < 0 || every < 1 || run_length < 1 || ahead < 1 || readers < 1 || threads < 1 ||
-        m * run_length > ((int64_t{1} << 31) - 1) / reader_->sequence_length()) {
+        first < 0 || every < 1 || group < 1 || run_length < 1 || ahead < 1 || readers < 1 ||
+        threads < 1 || m * run_length > ((int64_t{1} << 31) - 1) / reader_->sequence_length()) {
       throw py::value_error("gpt batch read-ahead: inconsistent arguments");
     }
-    // the micro-batches to read: first, first + every, ... below count
-    total_ = count < 0 ? -1 : (count > first ? (count - first - 1) / every + 1 : 0);
     try {
       for (int k = 0; k < readers; ++k) {
         readers_.emplace_back([this, threads] { reader_loop(threads); });
@@ -892,29 +895,30 @@ class GPTBatchAhead {
   // is the end (*run then nothing) or its positions pass 2^62 (*run the error).
   bool plan(int64_t number, Reading* reading, Run* run) const {
     const int64_t lo = number * run_length_;  // below 2^62 runs: the positions end first
-    int64_t hi = lo + run_length_;
-    if (total_ >= 0) hi = std::min(hi, total_);
-    if (lo >= hi) return false;  // the end
-    const int64_t k = hi - lo;
-    std::vector<int64_t> positions(static_cast<size_t>(k * m_));
-    reading->numbers.resize(static_cast<size_t>(k));
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t idx = lo + j;
-      // micro-batch first + every * idx, at micro-step step0 + that, its
-      // positions below 2^62 (each product checked before it is made)
-      const int64_t limit = (kMaxPosition - offset_ - m_) / stride_;  // the last micro-step
-      if (idx > (limit - first_) / every_ || first_ + every_ * idx > limit - step0_) {
+    // the last micro-batch of the iteration whose positions stay below 2^62
+    const int64_t last = (kMaxPosition - offset_ - m_) / stride_ - step0_;
+    std::vector<int64_t> positions;
+    for (int64_t idx = lo; idx < lo + run_length_; ++idx) {
+      // micro-batch (first + every * block) * group + within, each product
+      // checked before it is made
+      const int64_t block = idx / group_, within = idx % group_;
+      const int64_t room = last < within ? -1 : (last - within) / group_ - first_;
+      if (room < 0 || block > room / every_) {
+        if (count_ >= 0) break;  // past the end, which comes first
         run->error = Error::position;
         run->message = "positions: position past 2^62 - 1 reached: positions are 0..2^62 - 1";
         return false;
       }
-      const int64_t i = first_ + every_ * idx;
-      reading->numbers[static_cast<size_t>(j)] = i;
+      const int64_t i = (first_ + every_ * block) * group_ + within;
+      if (count_ >= 0 && i >= count_) break;  // the end
+      reading->numbers.push_back(i);
       const int64_t base = (step0_ + i) * stride_ + offset_;
-      for (int64_t q = 0; q < m_; ++q) positions[static_cast<size_t>(j * m_ + q)] = base + q;
+      for (int64_t q = 0; q < m_; ++q) positions.push_back(base + q);
     }
+    if (reading->numbers.empty()) return false;  // the end
     reading->samples.resize(positions.size());
-    batch_order_samples(positions.data(), reading->samples.data(), k * m_, n_, seed_, shuffle_);
+    batch_order_samples(positions.data(), reading->samples.data(),
+                        static_cast<int64_t>(positions.size()), n_, seed_, shuffle_);
     return true;
   }
 
@@ -968,9 +972,8 @@ class GPTBatchAhead {
   const int64_t n_;
   const uint64_t seed_;
   const bool shuffle_;
-  const int64_t step0_, stride_, offset_, m_, first_, every_, run_length_, ahead_;
+  const int64_t step0_, stride_, offset_, m_, first_, every_, group_, count_, run_length_, ahead_;
   const int shares_;  // the readers: a run's rows are read in as many shares
-  int64_t total_ = -1;
   const pid_t pid_;
   std::mutex mutex_;
   std::condition_variable ready_;  // the caller waits for the run it takes next
@@ -999,9 +1002,10 @@ void bind_samples(py::module_& m) {
       .def("reads_alone", &GPTBatchReader::reads_alone);
   py::class_<GPTBatchAhead>(m, "GPTBatchAhead")
       .def(py::init<const py::object&, int64_t, uint64_t, bool, int64_t, int64_t, int64_t,
-                    int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int>(),
+                    int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int>(),
            "reader"_a, "n"_a, "seed"_a, "shuffle"_a, "step0"_a, "stride"_a, "offset"_a, "m"_a,
-           "first"_a, "every"_a, "count"_a, "run_length"_a, "ahead"_a, "readers"_a, "threads"_a)
+           "first"_a, "every"_a, "group"_a, "count"_a, "run_length"_a, "ahead"_a, "readers"_a,
+           "threads"_a)
       .def("next", &GPTBatchAhead::next)
       .def("close", &GPTBatchAhead::stop);
   m.def("gpt_batch_ahead_readers", [] { return g_ahead_readers.load(); });

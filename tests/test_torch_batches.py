@@ -204,16 +204,21 @@ def test_pytorch_worker_items_cross_in_one_block_and_equal_the_in_process_items(
     torch, sources, kind
 ):
     from posembed.torch import BatchLoader, tensors
+    from posembed.torch._dataset import _group
 
     source, data, options, _ = sources[kind]
     if kind == "packed":
         mask = np.arange(int(data.offsets[-1])) % 3 == 0
         options = {**options, "columns": {"mask": mask}}
-    with posembed.Batches(order(source), data, prefetch=0, **options) as batches:
-        expected = [tensors(mb) for mb in take(batches, 6)]  # they keep their memory
     loader = BatchLoader(posembed.Batches(order(source), data, **options), num_workers=2)
-    got = take(loader, 6)
+    group = _group(loader.batches)
+    assert group > 1  # small micro-batches: several an item
+    n = 2 * group + 3  # two whole items (one from each worker), then part of a third
+    with posembed.Batches(order(source), data, prefetch=0, **options) as batches:
+        expected = [tensors(mb) for mb in take(batches, n)]  # they keep their memory
+    got = take(loader, n)
     loader.close()
+    blocks = []
     for g, w in zip(got, expected, strict=True):
         assert list(g) == list(w)
         storages = set()
@@ -229,3 +234,7 @@ def test_pytorch_worker_items_cross_in_one_block_and_equal_the_in_process_items(
                 else:
                     assert have == t, key
         assert len(storages) == 1  # every tensor a view of the one block
+        blocks.append(storages.pop())
+    # a worker's item holds `group` micro-batches in one block
+    assert blocks == [blocks[k // group * group] for k in range(n)]
+    assert len(set(blocks)) == 3

@@ -314,6 +314,7 @@ class GPTBatchAhead:
         m: SupportsIndex,
         first: SupportsIndex,
         every: SupportsIndex,
+        group: SupportsIndex,
         count: SupportsIndex,
         run_length: SupportsIndex,
         ahead: SupportsIndex,

@@ -264,11 +264,14 @@ class Batches:
             raise ValueError(f"worker must be 0..{n - 1} (num_workers - 1); got {w}")
         return self._iterate(w, n, advance=False)
 
-    def _share(self, first: int, every: int) -> Iterator[MicroBatch]:
-        """Micro-batches first, first + every, ... (a worker's share, resumed)."""
-        return self._iterate(first, every, advance=False)
+    def _share(self, first: int, every: int, group: int = 1) -> Iterator[MicroBatch]:
+        """The micro-batches of groups first, first + every, ... of ``group``
+        micro-batches each (a worker's share, resumed)."""
+        return self._iterate(first, every, advance=False, group=group)
 
-    def _iterate(self, first: int, every: int, *, advance: bool) -> Iterator[MicroBatch]:
+    def _iterate(
+        self, first: int, every: int, *, advance: bool, group: int = 1
+    ) -> Iterator[MicroBatch]:
         self.close()
         start = self.consumed_samples
         iteration = _Iteration(
@@ -278,6 +281,7 @@ class Batches:
             self._stride,
             first,
             every,
+            group,
             self.prefetch,
             None if self.total_samples is None else (self.total_samples - start) // self._stride,
         )
@@ -335,8 +339,10 @@ def _stop_all() -> None:
 
 
 class _Iteration:
-    """The micro-batches first, first + every, ... of a rank from position start,
-    read on a thread that holds no reference to what iterates it."""
+    """The micro-batches of a rank from position start in groups first,
+    first + every, ... of ``group`` micro-batches each (group g holds
+    micro-batches g * group .. g * group + group - 1), read on threads that
+    hold no reference to what iterates them."""
 
     def __init__(
         self,
@@ -346,12 +352,14 @@ class _Iteration:
         stride: int,
         first: int,
         every: int,
+        group: int,
         prefetch: int,
         count: int | None,
     ) -> None:
         self.read = read
         self.order = order
         self.start, self.stride, self.first, self.every = start, stride, first, every
+        self.group = group
         self.count = count  # micro-batches left to the rank (None: no end)
         self.prefetch = prefetch
         # micro-batches read in one call: up to prefetch, at most RUN_TOKENS
@@ -368,10 +376,13 @@ class _Iteration:
         self.unread = self.numbers()  # for prefetch 0
 
     def numbers(self) -> Iterator[int]:
-        i = self.first
-        while self.count is None or i < self.count:
-            yield i
-            i += self.every
+        block = self.first
+        while True:
+            for i in range(block * self.group, (block + 1) * self.group):
+                if self.count is not None and i >= self.count:
+                    return
+                yield i
+            block += self.every
 
     def item(self, i: int) -> MicroBatch:
         """Micro-batch i of the rank from the iteration's start."""
@@ -448,6 +459,7 @@ class _Iteration:
             m=m,
             first=self.first,
             every=self.every,
+            group=self.group,
             count=-1 if self.count is None else self.count,
             run_length=self.run_length,
             ahead=self.ahead,

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from posembed.corpus._batches import Batches, MicroBatch
+from posembed.corpus._batches import Batches, MicroBatch, _sample_tokens
 
 try:
     import torch
@@ -90,51 +90,87 @@ def _tensor(a: np.ndarray) -> Any:
     return torch.from_numpy(a)
 
 
-# A worker's item as it crosses to the loop: every array of the micro-batch in
-# one block of bytes (PyTorch moves each tensor of an item through a shared
-# memory segment of its own, and a segment costs more than its bytes), and
-# where each lies in it.
+# A worker's item as it crosses to the loop: every array of a group of
+# micro-batches in one block of bytes (PyTorch moves each tensor of an item
+# through a shared memory segment of its own, a segment costs more than its
+# bytes, and each item costs the loader's queues and threads more again),
+# and where each lies in it.
 BLOCK, LAYOUT = "_posembed_block", "_posembed_layout"
 _ALIGN = 64
+# The most tokens a worker's item holds (its micro-batches, at most
+# GROUP_MOST of them): items of several micro-batches cost less than one
+# item each.
+GROUP_TOKENS = 2**19
+GROUP_MOST = 8
 
 
-def _one_block(micro_batch: MicroBatch) -> dict[str, Any]:
-    """:func:`tensors` of a micro-batch with its arrays copied into one uint8
-    tensor; :func:`_from_block` gives :func:`tensors`' dict back."""
-    fields = _fields(micro_batch)
-    arrays: list[tuple[str, str | None, np.ndarray]] = []
-    plain: dict[str, Any] = {}
-    for key, value in fields.items():
-        if isinstance(value, np.ndarray):
-            arrays.append((key, None, value))
-        elif isinstance(value, dict):
-            arrays += [(key, name, column) for name, column in value.items()]
-            plain[key] = {}  # filled in by name; stays empty without columns
-        else:
-            plain[key] = value
-    layout, at = [], 0
-    for key, name, a in arrays:
-        dtype = torch.from_numpy(np.empty(0, a.dtype)).dtype  # (a may be read-only)
-        layout.append((key, name, dtype, a.shape, at, a.nbytes))
-        at += -(-a.nbytes // _ALIGN) * _ALIGN
-    block = torch.empty(max(at, 1), dtype=torch.uint8)
+def _one_block(micro_batches: list[MicroBatch]) -> dict[str, Any]:
+    """:func:`tensors` of each micro-batch with all their arrays copied into
+    one uint8 tensor; :func:`_from_block` gives :func:`tensors`' dicts back."""
+    parts: list[tuple[list[str], dict[str, Any], list[tuple[Any, ...]]]] = []
+    arrays: list[np.ndarray] = []
+    at = 0
+    for micro_batch in micro_batches:
+        fields = _fields(micro_batch)
+        plain: dict[str, Any] = {}
+        layout: list[tuple[Any, ...]] = []
+        for key, value in fields.items():
+            named = (
+                [(None, value)]
+                if isinstance(value, np.ndarray)
+                else list(value.items())
+                if isinstance(value, dict)
+                else []
+            )
+            if isinstance(value, dict):
+                plain[key] = {}  # filled in by name; stays empty without columns
+            elif not named:
+                plain[key] = value
+            for name, a in named:
+                dtype = torch.from_numpy(np.empty(0, a.dtype)).dtype  # (a may be read-only)
+                layout.append((key, name, dtype, a.shape, at, a.nbytes))
+                arrays.append(a)
+                at += -(-a.nbytes // _ALIGN) * _ALIGN
+        parts.append((list(fields), plain, layout))
+    block = _shared_bytes(max(at, 1))
     raw = block.numpy()
-    for (_, _, _, _, start, nbytes), (_, _, a) in zip(layout, arrays, strict=True):
+    entries = [entry for _, _, layout in parts for entry in layout]
+    for (_, _, _, _, start, nbytes), a in zip(entries, arrays, strict=True):
         raw[start : start + nbytes].view(a.dtype).reshape(a.shape)[...] = a
-    return {**plain, BLOCK: block, LAYOUT: (list(fields), layout)}
+    return {BLOCK: block, LAYOUT: parts}
 
 
-def _from_block(item: dict[str, Any]) -> dict[str, Any]:
-    """The dict of tensors a worker sent in one block, each a view of it."""
-    block = item.pop(BLOCK)
-    order, layout = item.pop(LAYOUT)
-    for key, name, dtype, shape, start, nbytes in layout:
-        t = block[start : start + nbytes].view(dtype).reshape(shape)
-        if name is None:
-            item[key] = t
-        else:
-            item[key][name] = t
-    return {key: item[key] for key in order}
+def _shared_bytes(n: int) -> Any:
+    """A uint8 tensor of n bytes in shared memory from the start, so that the
+    loader sends it as it is (a tensor in private memory is copied into a
+    new shared segment when a worker's item is sent)."""
+    new_shared = getattr(torch.UntypedStorage, "_new_shared", None)
+    if new_shared is None:  # pragma: no cover - PyTorch without it copies once more
+        return torch.empty(n, dtype=torch.uint8)
+    return torch.empty(0, dtype=torch.uint8).set_(new_shared(n))
+
+
+def _from_block(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """The dicts of tensors a worker sent in one block, each tensor a view of it."""
+    block = item[BLOCK]
+    out = []
+    for order, plain, layout in item[LAYOUT]:
+        fields = dict(plain)
+        for key, name, dtype, shape, start, nbytes in layout:
+            t = block[start : start + nbytes].view(dtype).reshape(shape)
+            if name is None:
+                fields[key] = t
+            else:
+                fields[key][name] = t
+        out.append({key: fields[key] for key in order})
+    return out
+
+
+def _group(batches: Batches) -> int:
+    """Micro-batches a worker's item holds: at most GROUP_TOKENS tokens, GROUP_MOST."""
+    order = batches.order
+    tokens = _sample_tokens(order.source) * int(order.micro_batch_size)
+    return max(1, min(GROUP_MOST, GROUP_TOKENS // max(tokens, 1)))
 
 
 class BatchDataset(IterableDataset):  # type: ignore[type-arg,misc,unused-ignore]
@@ -170,7 +206,9 @@ class BatchDataset(IterableDataset):  # type: ignore[type-arg,misc,unused-ignore
         self.batches = batches
         self._resume = 0  # micro-batches this worker gave before a loaded state
         self._live: dict[str, Any] | None = None
-        self._one_block = False  # BatchLoader's workers: each item's arrays in one block
+        # BatchLoader's workers: items of `_group` micro-batches, their arrays in one block
+        self._one_block = False
+        self._group = 1
 
     @staticmethod
     def _worker() -> tuple[int, int]:
@@ -187,8 +225,11 @@ class BatchDataset(IterableDataset):  # type: ignore[type-arg,misc,unused-ignore
             "order": self.batches.state_dict(),  # its position: the share's start
         }
         self._live = live
-        share = self.batches._share(worker + given * num_workers, num_workers)
-        return _counting(share, live, self._one_block and get_worker_info() is not None)
+        grouped = self._one_block and get_worker_info() is not None
+        group = self._group if grouped else 1
+        # `given` counts items: the share resumes at this worker's next one
+        share = self.batches._share(worker + given * num_workers, num_workers, group)
+        return _counting(share, live, group if grouped else 0)
 
     def state_dict(self) -> dict[str, Any]:
         """This worker's position: the order's state where its share began, and
@@ -255,12 +296,26 @@ class BatchDataset(IterableDataset):  # type: ignore[type-arg,misc,unused-ignore
 
 
 def _counting(
-    share: Iterator[MicroBatch], live: dict[str, Any], one_block: bool
+    share: Iterator[MicroBatch], live: dict[str, Any], group: int
 ) -> Iterator[dict[str, Any]]:
-    make = _one_block if one_block else tensors
+    """The share's items: each micro-batch's :func:`tensors`, or with a
+    ``group``, each group's micro-batches in one block (the last group may
+    be short, at the end of the share)."""
+    if not group:
+        for micro_batch in share:
+            live["given"] += 1
+            yield tensors(micro_batch)
+        return
+    held: list[MicroBatch] = []
     for micro_batch in share:
+        held.append(micro_batch)
+        if len(held) == group:
+            live["given"] += 1
+            yield _one_block(held)
+            held = []
+    if held:
         live["given"] += 1
-        yield make(micro_batch)
+        yield _one_block(held)
 
 
 class BatchLoader:
@@ -306,6 +361,7 @@ class BatchLoader:
     def __init__(self, batches: Batches, *, num_workers: int = 0, **dataloader_options: Any):
         self.dataset = BatchDataset(batches)
         self.dataset._one_block = True  # unpacked in _in_order
+        self.dataset._group = _group(batches)
         owned = sorted(set(dataloader_options) & set(LOADER_OWNS))
         if owned:
             raise TypeError(
@@ -383,14 +439,16 @@ def _in_order(loader: Any, batches: Batches) -> Iterator[dict[str, Any]]:
     items = iter(loader)
     try:
         for item in items:
-            if item["step"] != expected:
-                raise RuntimeError(
-                    f"the data loader gave micro-step {item['step']} where {expected} was "
-                    "next: its items must come in order, one from each worker in turn"
-                )
-            order.advance(1)
-            expected += 1
-            yield _from_block(item) if BLOCK in item else item
+            for micro_batch in _from_block(item) if BLOCK in item else [item]:
+                if micro_batch["step"] != expected:
+                    raise RuntimeError(
+                        f"the data loader gave micro-step {micro_batch['step']} where "
+                        f"{expected} was next: its items must come in order, one from each "
+                        "worker in turn"
+                    )
+                order.advance(1)
+                expected += 1
+                yield micro_batch
     finally:
         # the workers stop now, even where an error's traceback keeps this frame
         del items
