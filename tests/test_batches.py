@@ -564,7 +564,9 @@ def test_gpt_samples_read_ahead_by_native_readers_equal_those_read_alone(
         b.load_state_dict(state)
         return b
 
-    for make in (iter, lambda b: b.worker(1, 3)):
+    # the whole rank, a worker's share, and a loader worker's groups of 4
+    # (the end, 21 micro-steps on, falls inside a group)
+    for make in (iter, lambda b: b.worker(1, 3), lambda b: b._share(1, 2, 4)):
         with batches(0) as alone, batches(prefetch) as ahead:
             want, items = list(make(alone)), make(ahead)
             got = [next(items)]

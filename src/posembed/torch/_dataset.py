@@ -19,7 +19,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
     ) from exc
 
 DATASET_FORMAT = "posembed.BatchDataset/1"
-# What BatchLoader sets itself: one micro-batch an item, in the rank's order.
+# What BatchLoader sets itself: its own items (groups of micro-batches), in the rank's order.
 LOADER_OWNS = ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last", "in_order")
 
 
@@ -337,15 +337,18 @@ class BatchLoader:
     num_workers : int
         Worker processes (0: read in this process, on its read-ahead threads,
         each item's tensors over the micro-batch's own memory). A worker
-        copies each micro-batch's arrays into one block, which crosses to
-        this process as one shared memory segment instead of one a tensor
-        (a segment costs more than its bytes); the item's tensors are views
-        of that block, with the same names, dtypes and shapes.
+        takes groups of consecutive micro-batches in turn (up to 8, of at
+        most 2^19 tokens together) and copies each group's arrays into one
+        block of shared memory, which crosses to this process as one item
+        (a shared memory segment and a trip through the loader's queues cost
+        more than their bytes); this process gives its micro-batches back
+        one at a time, each a dict of views of that block with the same
+        names, dtypes and shapes as in-process.
     **dataloader_options
         Other ``torch.utils.data.DataLoader`` options (``pin_memory``,
         ``prefetch_factor``, ``multiprocessing_context``, ``timeout``,
-        ``worker_init_fn``, ...). The loader sets ``batch_size=None`` (one
-        micro-batch an item) and keeps items in order; workers are started
+        ``worker_init_fn``, ...). The loader sets ``batch_size=None`` (it
+        groups micro-batches itself) and keeps items in order; workers are started
         for each iteration, so that each starts at the position it was given.
 
     Raises
