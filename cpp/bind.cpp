@@ -9,6 +9,8 @@
 #include <mutex>
 #include <new>
 
+#include <pthread.h>
+
 #include "mapped.hpp"
 
 namespace posembed::bind {
@@ -183,6 +185,11 @@ constexpr size_t kCachedBlockBytes = size_t{64} << 20;
 namespace {
 
 std::mutex cache_lock;
+// The cache is also used without the GIL (GPT batches read ahead on threads
+// of their own): held across fork() so that a child never inherits it locked.
+[[maybe_unused]] const int cache_fork_guard =
+    pthread_atfork([] { cache_lock.lock(); }, [] { cache_lock.unlock(); },
+                   [] { cache_lock.unlock(); });
 std::vector<OutputBlock>& cached_blocks() {
   static auto* blocks = new std::vector<OutputBlock>();  // never destroyed: no exit-order issue
   return *blocks;

@@ -635,7 +635,8 @@ class GPTBatchReader {
   std::unique_ptr<StableFile> file_;
 };
 
-// The read-ahead threads alive in the process (a probe for the tests).
+// The read-ahead threads started and not finished in the process (a probe
+// for the tests).
 std::atomic<int> g_ahead_readers{0};
 
 constexpr int64_t kMaxPosition = int64_t{1} << 62;
@@ -683,13 +684,26 @@ class GPTBatchAhead {
       throw py::value_error("gpt batch read-ahead: the reader needs the caller's rows");
     }
     if (n < 1 || step0 < 0 || stride < 1 || offset < 0 || m < 1 || offset + m > stride ||
-        first < 0 || every < 1 || group < 1 || run_length < 1 || ahead < 1 || readers < 1 ||
-        threads < 1 || m * run_length > ((int64_t{1} << 31) - 1) / reader_->sequence_length()) {
+        first < 0 || every < 1 || group < 1 || count < -1 || run_length < 1 || ahead < 1 ||
+        readers < 1 || threads < 1 ||
+        m * run_length > ((int64_t{1} << 31) - 1) / reader_->sequence_length()) {
       throw py::value_error("gpt batch read-ahead: inconsistent arguments");
     }
     try {
       for (int k = 0; k < readers; ++k) {
-        readers_.emplace_back([this, threads] { reader_loop(threads); });
+        {
+          const std::lock_guard<std::mutex> lock(s_->mutex);
+          ++s_->alive;
+        }
+        g_ahead_readers.fetch_add(1);  // counted from here, so that a probe sees them all
+        try {
+          s_->readers.emplace_back([this, threads] { reader_loop(threads); });
+        } catch (...) {
+          g_ahead_readers.fetch_sub(1);
+          const std::lock_guard<std::mutex> lock(s_->mutex);
+          --s_->alive;
+          throw;
+        }
       }
     } catch (const std::exception&) {
       stop();
@@ -699,7 +713,10 @@ class GPTBatchAhead {
 
   GPTBatchAhead(const GPTBatchAhead&) = delete;
   GPTBatchAhead& operator=(const GPTBatchAhead&) = delete;
-  ~GPTBatchAhead() { stop(); }
+  ~GPTBatchAhead() {
+    stop();
+    if (getpid() != pid_) (void)s_.release();  // a forked child: see Shared
+  }
 
   // The next run: a list of (micro-batch numbers, samples (k, m), the batch
   // tuple of their k parts), or None at the end or once closed; a run's
@@ -711,10 +728,19 @@ class GPTBatchAhead {
       bool got = false;
       {
         py::gil_scoped_release nogil;
-        std::unique_lock<std::mutex> lock(mutex_);
-        got = ready_.wait_for(lock, std::chrono::milliseconds(50),
-                              [&] { return closing_ || done_.count(taken_) != 0; });
-        if (got && !closing_) run = pop();
+        std::unique_lock<std::mutex> lock(s_->mutex);
+        // the run, or closed, or no reader left to read it (the end was
+        // handed over and taken, or a reader ran out of memory)
+        got = s_->ready.wait_for(lock, std::chrono::milliseconds(50), [&] {
+          return s_->closing || s_->done.count(s_->taken) != 0 || s_->alive == 0;
+        });
+        if (got && !s_->closing) {
+          if (s_->done.count(s_->taken) != 0) {
+            run = pop();
+          } else if (s_->fatal) {
+            run.error = Error::memory;
+          }
+        }
       }
       if (got) break;
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C while waiting
@@ -743,27 +769,22 @@ class GPTBatchAhead {
   // Stops the readers and waits for them (one inside a kernel call finishes
   // it first); the runs read and not taken go back to the output cache.
   void stop() {
+    if (getpid() != pid_) return;  // a forked child: see Shared
     {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      closing_ = true;
+      const std::lock_guard<std::mutex> lock(s_->mutex);
+      s_->closing = true;
     }
-    ready_.notify_all();
-    room_.notify_all();
-    if (readers_.empty()) return;
-    if (getpid() != pid_) {
-      // a forked child: its copies of the readers never ran here; never joined, never destroyed
-      new std::vector<std::thread>(std::move(readers_));
-      readers_.clear();
-      return;
-    }
+    s_->ready.notify_all();
+    s_->room.notify_all();
+    if (s_->readers.empty()) return;
     {
       py::gil_scoped_release nogil;
-      for (std::thread& t : readers_) t.join();
+      for (std::thread& t : s_->readers) t.join();
     }
-    readers_.clear();
-    const std::lock_guard<std::mutex> lock(mutex_);
-    reading_.clear();
-    done_.clear();
+    s_->readers.clear();
+    const std::lock_guard<std::mutex> lock(s_->mutex);
+    s_->reading.clear();
+    s_->done.clear();
   }
 
  private:
@@ -791,10 +812,28 @@ class GPTBatchAhead {
     std::vector<FileStatus> statuses;
   };
 
+  // What the readers and the caller share, under `mutex`. In a forked child
+  // (whose copies of the readers never ran there) it is never touched nor
+  // destroyed: its mutex may have been copied locked, its conditions with
+  // waiters that do not exist there.
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable ready;  // the caller waits for the run it takes next
+    std::condition_variable room;   // the readers wait for room to begin a run
+    std::map<int64_t, Reading> reading;
+    std::map<int64_t, Run> done;
+    int64_t claimed = 0, taken = 0;
+    int64_t open = -1;  // the run whose shares are not all claimed, or -1
+    int alive = 0;      // readers not yet finished
+    bool closing = false, ended = false;
+    bool fatal = false;  // a reader ran out of memory: its run never comes
+    std::vector<std::thread> readers;
+  };
+
   // The run the caller takes next (under the lock); its error stays for the
   // next call where it comes with micro-batches.
   Run pop() {
-    auto it = done_.find(taken_);
+    auto it = s_->done.find(s_->taken);
     Run run = std::move(it->second);
     if (!run.pieces.empty() && run.error != Error::none) {
       Run rest;
@@ -804,9 +843,9 @@ class GPTBatchAhead {
       run.error = Error::none;
       it->second = std::move(rest);
     } else {
-      done_.erase(it);
-      ++taken_;
-      room_.notify_all();  // one run more may begin
+      s_->done.erase(it);
+      ++s_->taken;
+      s_->room.notify_all();  // one run more may begin
     }
     return run;
   }
@@ -815,11 +854,11 @@ class GPTBatchAhead {
   void hand_over(int64_t number, Run run) {
     // the end (no micro-batches) or an error: no run after it begins
     if (run.pieces.empty() || run.error != Error::none) {
-      ended_ = true;
-      room_.notify_all();  // the other readers stop
+      s_->ended = true;
+      s_->room.notify_all();  // the other readers stop
     }
-    done_.emplace(number, std::move(run));
-    if (number == taken_) ready_.notify_one();  // the caller waits for no other
+    s_->done.emplace(number, std::move(run));
+    if (number == s_->taken) s_->ready.notify_one();  // the caller waits for no other
   }
 
   // Begins run `number` (under the lock): its micro-batches, samples and
@@ -835,7 +874,7 @@ class GPTBatchAhead {
         reading.shares_left = shares_;
         reading.results.resize(static_cast<size_t>(shares_));
         reading.statuses.resize(static_cast<size_t>(shares_));
-        reading_.emplace(number, std::move(reading));
+        s_->reading.emplace(number, std::move(reading));
         return true;
       }
     } catch (const std::bad_alloc&) {
@@ -847,26 +886,44 @@ class GPTBatchAhead {
   }
 
   void reader_loop(int threads) {
-    g_ahead_readers.fetch_add(1);
     set_calling_thread_threads(threads);
-    std::unique_lock<std::mutex> lock(mutex_);
+    try {
+      read_runs();
+    } catch (...) {  // out of memory: no other exception comes out of the reads
+      const std::lock_guard<std::mutex> lock(s_->mutex);
+      s_->fatal = true;
+      s_->ended = true;
+    }
+    {
+      const std::lock_guard<std::mutex> lock(s_->mutex);
+      --s_->alive;
+    }
+    s_->ready.notify_all();
+    s_->room.notify_all();
+    g_ahead_readers.fetch_sub(1);
+  }
+
+  // A reader: a share of the run being read, else a new run where there is
+  // room; until closed or the end (or an error) is handed over.
+  void read_runs() {
+    std::unique_lock<std::mutex> lock(s_->mutex);
     for (;;) {
       // a share of the run being read, else a new run where there is room
-      if (closing_) break;
-      if (open_ < 0) {
-        if (ended_) break;
-        if (claimed_ - taken_ >= ahead_) {
-          room_.wait(lock);
+      if (s_->closing) break;
+      if (s_->open < 0) {
+        if (s_->ended) break;
+        if (s_->claimed - s_->taken >= ahead_) {
+          s_->room.wait(lock);
           continue;
         }
-        const int64_t number = claimed_++;
+        const int64_t number = s_->claimed++;
         if (!begin(number)) continue;
-        open_ = number;
+        s_->open = number;
       }
-      const int64_t number = open_;
-      Reading& reading = reading_.at(number);  // stays in the map until its last share is in
+      const int64_t number = s_->open;
+      Reading& reading = s_->reading.at(number);  // stays in the map until its last share is in
       const int share = reading.next_share++;
-      if (reading.next_share == shares_) open_ = -1;
+      if (reading.next_share == shares_) s_->open = -1;
       lock.unlock();
       const auto rows = static_cast<int64_t>(reading.samples.size());
       const int64_t lo = rows * share / shares_, hi = rows * (share + 1) / shares_;
@@ -881,14 +938,12 @@ class GPTBatchAhead {
       reading.statuses[static_cast<size_t>(share)] = got.second;
       if (--reading.shares_left > 0) continue;
       Reading whole = std::move(reading);
-      reading_.erase(number);
+      s_->reading.erase(number);
       lock.unlock();
       Run run = finish_run(std::move(whole));
       lock.lock();
       hand_over(number, std::move(run));
     }
-    lock.unlock();
-    g_ahead_readers.fetch_sub(1);
   }
 
   // Run `number`'s micro-batches and samples into *reading; false where it
@@ -975,15 +1030,7 @@ class GPTBatchAhead {
   const int64_t step0_, stride_, offset_, m_, first_, every_, group_, count_, run_length_, ahead_;
   const int shares_;  // the readers: a run's rows are read in as many shares
   const pid_t pid_;
-  std::mutex mutex_;
-  std::condition_variable ready_;  // the caller waits for the run it takes next
-  std::condition_variable room_;   // the readers wait for room to begin a run
-  std::map<int64_t, Reading> reading_;
-  std::map<int64_t, Run> done_;
-  int64_t claimed_ = 0, taken_ = 0;
-  int64_t open_ = -1;  // the run whose shares are not all claimed, or -1
-  bool closing_ = false, ended_ = false;
-  std::vector<std::thread> readers_;
+  std::unique_ptr<Shared> s_ = std::make_unique<Shared>();
 };
 
 }  // namespace

@@ -609,3 +609,53 @@ def test_native_readers_give_the_micro_batches_before_a_failing_one(
     assert got == list(range(j))
     assert batches.consumed_samples == j * M
     assert _threads() == []
+
+
+@pytest.mark.parametrize("prefetch", [0, 4])
+def test_a_position_past_total_samples_gives_nothing(sources, prefetch):
+    # resumed from a checkpoint past a (lowered) total_samples: the stream has ended
+    samples, indexed, options, _ = sources["samples"]
+    batches = posembed.Batches(
+        order(samples), indexed, prefetch=prefetch, total_samples=8, **options
+    )
+    batches.order.advance(6)  # 12 samples consumed
+    assert list(batches) == []
+    assert batches.consumed_samples == 12
+    assert _threads() == []
+
+
+def test_a_child_forked_while_batches_are_read_ahead_reads_its_own(tmp_path):
+    # the native readers exist only in the parent: the child drops the
+    # inherited iteration without touching its state, then reads on its own
+    script = tmp_path / "fork_while_reading.py"
+    script.write_text(
+        "import gc, os, sys, time, numpy as np, posembed\n"
+        "rng = np.random.default_rng(0)\n"
+        "lengths = rng.integers(2, 300, 3000)\n"
+        "tokens = rng.integers(1, 1000, int(lengths.sum())).astype(np.int32)\n"
+        "offsets = np.concatenate([[0], np.cumsum(lengths)])\n"
+        "samples = posembed.gpt_samples(lengths, 512, num_samples=2000, seed=1)\n"
+        f"posembed.write_indexed({str(tmp_path / 'corpus')!r}, tokens, offsets, force=True)\n"
+        f"corpus = posembed.IndexedCorpus({str(tmp_path / 'corpus')!r}, documents='sequences')\n"
+        "def batches():\n"
+        "    order = posembed.BatchOrder(samples, global_batch_size=8, micro_batch_size=8)\n"
+        "    return posembed.Batches(order, corpus, prefetch=64, eod=0)\n"
+        "parent = batches()\n"
+        "it = iter(parent)\n"
+        "first = next(it)\n"
+        "time.sleep(0.3)  # the readers wait for room\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    parent.close()  # the inherited read-ahead dropped, its state left alone\n"
+        "    gc.collect()\n"
+        "    again = next(iter(batches()))\n"
+        "    same = np.array_equal(again.batch.tokens, first.batch.tokens)\n"
+        "    os._exit(0 if same else 3)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print(os.waitstatus_to_exitcode(status), next(it).step)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "1"]

@@ -12,7 +12,15 @@
 # its functions no __text_signature__); tests/test_docstrings.py compares them
 # with the signature line pybind11 writes into each function's __doc__.
 
-from typing import Any, ClassVar, SupportsFloat, SupportsIndex, TypedDict, type_check_only
+from typing import (
+    Any,
+    ClassVar,
+    SupportsFloat,
+    SupportsIndex,
+    TypeAlias,
+    TypedDict,
+    type_check_only,
+)
 
 import numpy as np
 import numpy.typing as npt
@@ -258,6 +266,22 @@ def gpt_indices(
     wide_shuffle: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
+# What a GPTBatchReader call gives: tokens, labels, loss_mask, position_ids,
+# the parts' flat cu_seqlens, cu_seqlens_padded, max_seqlen, the attention
+# mask or None, where each part's cu_seqlens begin and its longest document.
+_BatchTuple: TypeAlias = tuple[
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    int,
+    np.ndarray | None,
+    np.ndarray,
+    np.ndarray,
+]
+
 class GPTBatchReader:
     def __init__(
         self,
@@ -284,21 +308,7 @@ class GPTBatchReader:
     ) -> None: ...
     def __call__(
         self, indices: np.ndarray, part_rows: SupportsIndex = 0, text: np.ndarray | None = None
-    ) -> (
-        tuple[
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-            int,
-            np.ndarray | None,
-            np.ndarray,
-            np.ndarray,
-        ]
-        | None
-    ): ...
+    ) -> _BatchTuple | None: ...
     def reads_alone(self) -> bool: ...
 
 class GPTBatchAhead:
@@ -321,29 +331,7 @@ class GPTBatchAhead:
         readers: SupportsIndex,
         threads: SupportsIndex,
     ) -> None: ...
-    def next(
-        self,
-    ) -> (
-        list[
-            tuple[
-                list[int],
-                np.ndarray,
-                tuple[
-                    np.ndarray,
-                    np.ndarray,
-                    np.ndarray,
-                    np.ndarray,
-                    np.ndarray,
-                    np.ndarray,
-                    int,
-                    np.ndarray | None,
-                    np.ndarray,
-                    np.ndarray,
-                ],
-            ]
-        ]
-        | None
-    ): ...
+    def next(self) -> list[tuple[list[int], np.ndarray, _BatchTuple]] | None: ...
     def close(self) -> None: ...
 
 def gpt_batch_ahead_readers() -> int: ...

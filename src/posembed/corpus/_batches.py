@@ -460,7 +460,9 @@ class _Iteration:
             first=self.first,
             every=self.every,
             group=self.group,
-            count=-1 if self.count is None else self.count,
+            # no end, or micro-batches left (none where the position is past
+            # total_samples; positions end at 2^62 before a larger count)
+            count=-1 if self.count is None or self.count >= 2**62 else max(self.count, 0),
             run_length=self.run_length,
             ahead=self.ahead,
             readers=threads,
