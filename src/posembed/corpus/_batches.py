@@ -365,7 +365,8 @@ class _Iteration:
         # micro-batches read in one call: up to prefetch, at most RUN_TOKENS
         # (NATIVE_RUN_TOKENS) tokens
         tokens = _sample_tokens(order.source) * int(order.micro_batch_size)
-        most = NATIVE_RUN_TOKENS if _native_reader(read, order) else RUN_TOKENS
+        self.alone = _native_reader(read, order)  # read ahead natively (see native)
+        most = NATIVE_RUN_TOKENS if self.alone else RUN_TOKENS
         self.run_length = max(1, min(prefetch, most // max(tokens, 1)))
         self.stop = threading.Event()
         # runs read (or being read) that the caller has not taken: prefetch
@@ -426,8 +427,9 @@ class _Iteration:
 
     def begin(self) -> None:
         if self.prefetch and self.reading is None:
-            # as many readers as the caller's kernels would use threads, at
-            # most one a run in flight, the threads shared among them
+            # as many readers as the caller's kernels would use threads: the
+            # native ones of one kernel thread each; Python ones at most one
+            # a run in flight, the threads shared among them
             threads = _core.get_num_threads()
             native = self.native(threads)
             if native is not None:
@@ -445,15 +447,16 @@ class _Iteration:
         local file or memory, no dense attention mask, a run of fewer than
         2^31 tokens."""
         read, order = self.read, self.order
-        if not _native_reader(read, order):
+        if not self.alone:
             return None
         assert isinstance(read, _BatchMaker)
         m = int(order.micro_batch_size)
         if m * self.run_length * int(order.source.sequence_length) >= 2**31 - 1:
             return None  # each micro-batch's own error, from the reads one at a time
+        step0 = self.start // self.stride
         ahead = read.read_ahead(
             order,
-            step0=self.start // self.stride,
+            step0=step0,
             stride=self.stride,
             offset=int(order.rank) * m,
             m=m,
@@ -470,7 +473,7 @@ class _Iteration:
         )
         if ahead is None:
             return None
-        return _NativeAhead(ahead, self.start // self.stride, self.stride, m)
+        return _NativeAhead(ahead, step0, self.stride, m)
 
     def take(self) -> MicroBatch | None:
         """The next micro-batch, None at the end; a reading error is raised here."""

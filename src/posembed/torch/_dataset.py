@@ -115,17 +115,14 @@ def _one_block(micro_batches: list[MicroBatch]) -> dict[str, Any]:
         plain: dict[str, Any] = {}
         layout: list[tuple[Any, ...]] = []
         for key, value in fields.items():
-            named = (
-                [(None, value)]
-                if isinstance(value, np.ndarray)
-                else list(value.items())
-                if isinstance(value, dict)
-                else []
-            )
-            if isinstance(value, dict):
+            if isinstance(value, np.ndarray):
+                named: list[tuple[str | None, np.ndarray]] = [(None, value)]
+            elif isinstance(value, dict):
                 plain[key] = {}  # filled in by name; stays empty without columns
-            elif not named:
+                named = list(value.items())
+            else:
                 plain[key] = value
+                continue
             for name, a in named:
                 dtype = torch.from_numpy(np.empty(0, a.dtype)).dtype  # (a may be read-only)
                 layout.append((key, name, dtype, a.shape, at, a.nbytes))
