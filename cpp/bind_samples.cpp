@@ -725,7 +725,7 @@ class GPTBatchAhead {
     if (getpid() != pid_) throw py::value_error("gpt batch read-ahead: started in another process");
     Run run;
     for (;;) {
-      bool got = false;
+      bool got = false, room = false;
       {
         py::gil_scoped_release nogil;
         std::unique_lock<std::mutex> lock(s_->mutex);
@@ -736,12 +736,13 @@ class GPTBatchAhead {
         });
         if (got && !s_->closing) {
           if (s_->done.count(s_->taken) != 0) {
-            run = pop();
+            room = pop(&run);
           } else if (s_->fatal) {
             run.error = Error::memory;
           }
         }
       }
+      if (room) s_->room.notify_all();  // one run more may begin
       if (got) break;
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C while waiting
     }
@@ -830,40 +831,54 @@ class GPTBatchAhead {
     std::vector<std::thread> readers;
   };
 
-  // The run the caller takes next (under the lock); its error stays for the
-  // next call where it comes with micro-batches.
-  Run pop() {
+  // The run the caller takes next into *run (under the lock); its error
+  // stays for the next call where it comes with micro-batches. True where a
+  // run was taken: one run more may begin (the readers are woken once the
+  // lock is let go).
+  bool pop(Run* run) {
     auto it = s_->done.find(s_->taken);
-    Run run = std::move(it->second);
-    if (!run.pieces.empty() && run.error != Error::none) {
+    *run = std::move(it->second);
+    if (!run->pieces.empty() && run->error != Error::none) {
       Run rest;
-      rest.error = run.error;
-      rest.failed = std::move(run.failed);
-      rest.message = std::move(run.message);
-      run.error = Error::none;
+      rest.error = run->error;
+      rest.failed = std::move(run->failed);
+      rest.message = std::move(run->message);
+      run->error = Error::none;
       it->second = std::move(rest);
-    } else {
-      s_->done.erase(it);
-      ++s_->taken;
-      s_->room.notify_all();  // one run more may begin
+      return false;
     }
-    return run;
+    s_->done.erase(it);
+    ++s_->taken;
+    return true;
+  }
+
+  // Whom a hand-over wakes. They are woken once the lock is let go: a
+  // thread woken under it would at once wait for it, and on a machine with
+  // no core to spare it would wait for the reader that holds it to run again.
+  struct Wake {
+    bool caller = false;   // it waits for this run
+    bool readers = false;  // the end or an error: the other readers stop
+  };
+  void wake(const Wake& w) {
+    if (w.caller) s_->ready.notify_one();  // the caller waits for no other
+    if (w.readers) s_->room.notify_all();
   }
 
   // Hands a run over to the caller (under the lock).
-  void hand_over(int64_t number, Run run) {
+  Wake hand_over(int64_t number, Run run) {
+    Wake w;
     // the end (no micro-batches) or an error: no run after it begins
-    if (run.pieces.empty() || run.error != Error::none) {
-      s_->ended = true;
-      s_->room.notify_all();  // the other readers stop
-    }
+    w.readers = run.pieces.empty() || run.error != Error::none;
+    if (w.readers) s_->ended = true;
     s_->done.emplace(number, std::move(run));
-    if (number == s_->taken) s_->ready.notify_one();  // the caller waits for no other
+    w.caller = number == s_->taken;
+    return w;
   }
 
   // Begins run `number` (under the lock): its micro-batches, samples and
-  // block; false where it is the end or cannot be read (handed over as such).
-  bool begin(int64_t number) {
+  // block; false where it is the end or cannot be read (handed over as such,
+  // *w whom to wake).
+  bool begin(int64_t number, Wake* w) {
     Run run;
     Reading reading;
     try {
@@ -881,7 +896,7 @@ class GPTBatchAhead {
       run = Run{};
       run.error = Error::memory;
     }
-    hand_over(number, std::move(run));
+    *w = hand_over(number, std::move(run));
     return false;
   }
 
@@ -917,7 +932,13 @@ class GPTBatchAhead {
           continue;
         }
         const int64_t number = s_->claimed++;
-        if (!begin(number)) continue;
+        Wake w;
+        if (!begin(number, &w)) {
+          lock.unlock();
+          wake(w);
+          lock.lock();
+          continue;
+        }
         s_->open = number;
       }
       const int64_t number = s_->open;
@@ -942,7 +963,10 @@ class GPTBatchAhead {
       lock.unlock();
       Run run = finish_run(std::move(whole));
       lock.lock();
-      hand_over(number, std::move(run));
+      const Wake w = hand_over(number, std::move(run));
+      lock.unlock();
+      wake(w);
+      lock.lock();
     }
   }
 
