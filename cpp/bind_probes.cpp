@@ -191,6 +191,9 @@ void bind_probes(py::module_& m) {
   m.def("truncate_after_open", &posembed::truncate_after_open, "path"_a, "size"_a,
         "The next open of `path` by a kernel that reads it on each call truncates it to `size` "
         "bytes after its checks (a file that shrinks while it is read).");
+  m.def("hold_file_lock", &posembed::hold_file_lock, "seconds"_a,
+        "A thread of its own holds the lock a kernel takes to look at the file it keeps open, "
+        "for `seconds` (returns once it holds it).");
   m.def("roofline_copy", &roofline_copy, "dst"_a, "src"_a, "stream"_a = false, "threads"_a = 0);
 }
 

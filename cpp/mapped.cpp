@@ -2,6 +2,7 @@
 #include "mapped.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,9 +13,12 @@
 #include <csetjmp>
 #include <csignal>
 #include <cstring>
+#include <chrono>
 #include <exception>
+#include <future>
 #include <mutex>
 #include <system_error>
+#include <thread>
 
 #include "fileio.hpp"
 
@@ -116,14 +120,37 @@ int read_mapped(int fd, const uint8_t* map, int64_t map_size, uint8_t* to, int64
 
 namespace {
 
+// The locks a read of a file takes (each StableFile's kept file, the
+// probe's request) are held across fork(): readers on threads of their own
+// may hold one at any moment, and a child that inherited it locked would
+// wait for it forever (a data loader's worker forked while batches are read
+// ahead in the parent).
+std::mutex g_kept_lock;  // every StableFile's kept_
 std::mutex g_probe_lock;
-std::string g_truncate_path;  // guarded by g_probe_lock; empty: none asked for
+[[maybe_unused]] const int g_fork_guard = pthread_atfork(
+    [] {
+      g_kept_lock.lock();
+      g_probe_lock.lock();
+    },
+    [] {
+      g_probe_lock.unlock();
+      g_kept_lock.unlock();
+    },
+    [] {
+      g_probe_lock.unlock();
+      g_kept_lock.unlock();
+    });
+
+std::atomic<bool> g_probe_armed{false};  // a truncate probe is asked for
+std::string g_truncate_path;             // guarded by g_probe_lock; empty: none asked for
 int64_t g_truncate_size = 0;
 
 void run_truncate_probe(const std::string& path) {
+  if (!g_probe_armed.load(std::memory_order_acquire)) return;
   const std::lock_guard<std::mutex> hold(g_probe_lock);
   if (g_truncate_path.empty() || g_truncate_path != path) return;
   g_truncate_path.clear();
+  g_probe_armed.store(false, std::memory_order_release);
   if (::truncate(path.c_str(), static_cast<off_t>(g_truncate_size)) != 0) return;
 }
 
@@ -187,7 +214,7 @@ FileStatus StableFile::open(std::shared_ptr<const OpenFile>* file) {
   int64_t identity[4];
   identity_of(st, identity);
   {
-    const std::lock_guard<std::mutex> hold(lock_);
+    const std::lock_guard<std::mutex> hold(g_kept_lock);
     if (kept_ != nullptr && kept_->same(identity)) *file = kept_;
   }
   if (*file == nullptr) {
@@ -209,7 +236,7 @@ FileStatus StableFile::open(std::shared_ptr<const OpenFile>* file) {
     }
     identity_of(st, identity);
     auto opened_file = std::make_shared<const OpenFile>(opened, identity);
-    const std::lock_guard<std::mutex> hold(lock_);
+    const std::lock_guard<std::mutex> hold(g_kept_lock);
     kept_ = opened_file;
     *file = std::move(opened_file);  // kept by this call while another replaces it
   }
@@ -221,6 +248,18 @@ void truncate_after_open(const std::string& path, int64_t size) {
   const std::lock_guard<std::mutex> hold(g_probe_lock);
   g_truncate_path = path;
   g_truncate_size = size;
+  g_probe_armed.store(true, std::memory_order_release);
+}
+
+void hold_file_lock(double seconds) {
+  std::promise<void> held;
+  std::future<void> taken = held.get_future();
+  std::thread([seconds, held = std::move(held)]() mutable {
+    const std::lock_guard<std::mutex> hold(g_kept_lock);
+    held.set_value();
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  }).detach();
+  taken.wait();
 }
 
 void set_file(const OpenFile& file, int* fd, const uint8_t** map, int64_t* map_size) {

@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 namespace posembed {
@@ -94,7 +93,6 @@ class StableFile {
  private:
   std::string path_;
   FileStamp stamp_;
-  std::mutex lock_;
   std::shared_ptr<const OpenFile> kept_;
 };
 
@@ -114,6 +112,11 @@ bool guarded_copy(uint8_t* to, const uint8_t* from, int64_t n);
 // Guarded copies that met a lost page since the process started (a probe
 // for the tests).
 int64_t mapped_faults();
+
+// A probe for the tests: a thread of its own holds the lock every
+// StableFile takes to look at its kept file for `seconds` (returns once it
+// holds it), as a reader would at the moment another thread forks.
+void hold_file_lock(double seconds);
 
 // A probe for the tests: the next StableFile::open of `path` truncates the
 // file to `size` bytes once its checks passed and its mapping was taken (a

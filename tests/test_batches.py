@@ -624,6 +624,42 @@ def test_a_position_past_total_samples_gives_nothing(sources, prefetch):
     assert _threads() == []
 
 
+def test_a_child_forked_while_a_reader_holds_the_files_lock_reads(tmp_path):
+    # the lock each read takes to look at the file it keeps open is held
+    # across fork(): a child never inherits it locked (it would wait forever)
+    script = tmp_path / "fork_while_locked.py"
+    script.write_text(
+        "import os, signal, sys, time, numpy as np, posembed\n"
+        "from posembed import _core\n"
+        "rng = np.random.default_rng(0)\n"
+        "lengths = rng.integers(2, 300, 300)\n"
+        "tokens = rng.integers(1, 1000, int(lengths.sum())).astype(np.int32)\n"
+        "offsets = np.concatenate([[0], np.cumsum(lengths)])\n"
+        "samples = posembed.gpt_samples(lengths, 64, num_samples=100, seed=1)\n"
+        f"posembed.write_indexed({str(tmp_path / 'corpus')!r}, tokens, offsets, force=True)\n"
+        f"corpus = posembed.IndexedCorpus({str(tmp_path / 'corpus')!r}, documents='sequences')\n"
+        "first = posembed.gpt_batch(samples, np.arange(4), corpus, eod=0)\n"
+        "_core._probes.hold_file_lock(0.5)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    again = posembed.gpt_batch(samples, np.arange(4), corpus, eod=0)\n"
+        "    os._exit(0 if np.array_equal(again.tokens, first.tokens) else 3)\n"
+        "deadline = time.monotonic() + 30\n"
+        "while time.monotonic() < deadline:\n"
+        "    done, status = os.waitpid(pid, os.WNOHANG)\n"
+        "    if done:\n"
+        "        sys.exit(os.waitstatus_to_exitcode(status))\n"
+        "    time.sleep(0.05)\n"
+        "os.kill(pid, signal.SIGKILL)\n"
+        "os.waitpid(pid, 0)\n"
+        "sys.exit(4)  # the child hung\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def test_a_child_forked_while_batches_are_read_ahead_reads_its_own(tmp_path):
     # the native readers exist only in the parent: the child drops the
     # inherited iteration without touching its state, then reads on its own

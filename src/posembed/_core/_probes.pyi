@@ -47,6 +47,10 @@ def output_block_size(base: object) -> int:
 def kept_output_blocks() -> list[int]:
     """The sizes in bytes of the freed output blocks kept for reuse, oldest first."""
 
+def hold_file_lock(seconds: float) -> None:
+    """A thread of its own holds the lock a kernel takes to look at the file
+    it keeps open, for ``seconds`` (returns once it holds it)."""
+
 def truncate_after_open(path: str, size: SupportsIndex) -> None:
     """The next open of ``path`` by a kernel that reads it on each call
     truncates it to ``size`` bytes after its checks (a file that shrinks
