@@ -624,20 +624,36 @@ def test_a_position_past_total_samples_gives_nothing(sources, prefetch):
     assert _threads() == []
 
 
+def _run_on_a_corpus(tmp_path, name, docs, seq, body):
+    """Runs a script that writes an indexed corpus of ``docs`` documents and
+    its GPT samples of ``seq`` tokens (``corpus``, ``samples``), then ``body``;
+    its completed process."""
+    script = tmp_path / name
+    corpus = str(tmp_path / "corpus")
+    script.write_text(
+        "import gc, os, signal, sys, time, numpy as np, posembed\n"
+        "from posembed import _core\n"
+        "rng = np.random.default_rng(0)\n"
+        f"lengths = rng.integers(2, 300, {docs})\n"
+        "tokens = rng.integers(1, 1000, int(lengths.sum())).astype(np.int32)\n"
+        "offsets = np.concatenate([[0], np.cumsum(lengths)])\n"
+        f"samples = posembed.gpt_samples(lengths, {seq}, num_samples={docs * 2 // 3}, seed=1)\n"
+        f"posembed.write_indexed({corpus!r}, tokens, offsets, force=True)\n"
+        f"corpus = posembed.IndexedCorpus({corpus!r}, documents='sequences')\n" + body
+    )
+    return subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+
+
 def test_a_child_forked_while_a_reader_holds_the_files_lock_reads(tmp_path):
     # the lock each read takes to look at the file it keeps open is held
     # across fork(): a child never inherits it locked (it would wait forever)
-    script = tmp_path / "fork_while_locked.py"
-    script.write_text(
-        "import os, signal, sys, time, numpy as np, posembed\n"
-        "from posembed import _core\n"
-        "rng = np.random.default_rng(0)\n"
-        "lengths = rng.integers(2, 300, 300)\n"
-        "tokens = rng.integers(1, 1000, int(lengths.sum())).astype(np.int32)\n"
-        "offsets = np.concatenate([[0], np.cumsum(lengths)])\n"
-        "samples = posembed.gpt_samples(lengths, 64, num_samples=100, seed=1)\n"
-        f"posembed.write_indexed({str(tmp_path / 'corpus')!r}, tokens, offsets, force=True)\n"
-        f"corpus = posembed.IndexedCorpus({str(tmp_path / 'corpus')!r}, documents='sequences')\n"
+    done = _run_on_a_corpus(
+        tmp_path,
+        "fork_while_locked.py",
+        300,
+        64,
         "first = posembed.gpt_batch(samples, np.arange(4), corpus, eod=0)\n"
         "_core._probes.hold_file_lock(0.5)\n"
         "pid = os.fork()\n"
@@ -652,10 +668,7 @@ def test_a_child_forked_while_a_reader_holds_the_files_lock_reads(tmp_path):
         "    time.sleep(0.05)\n"
         "os.kill(pid, signal.SIGKILL)\n"
         "os.waitpid(pid, 0)\n"
-        "sys.exit(4)  # the child hung\n"
-    )
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+        "sys.exit(4)  # the child hung\n",
     )
     assert done.returncode == 0, done.stderr
 
@@ -663,16 +676,11 @@ def test_a_child_forked_while_a_reader_holds_the_files_lock_reads(tmp_path):
 def test_a_child_forked_while_batches_are_read_ahead_reads_its_own(tmp_path):
     # the native readers exist only in the parent: the child drops the
     # inherited iteration without touching its state, then reads on its own
-    script = tmp_path / "fork_while_reading.py"
-    script.write_text(
-        "import gc, os, sys, time, numpy as np, posembed\n"
-        "rng = np.random.default_rng(0)\n"
-        "lengths = rng.integers(2, 300, 3000)\n"
-        "tokens = rng.integers(1, 1000, int(lengths.sum())).astype(np.int32)\n"
-        "offsets = np.concatenate([[0], np.cumsum(lengths)])\n"
-        "samples = posembed.gpt_samples(lengths, 512, num_samples=2000, seed=1)\n"
-        f"posembed.write_indexed({str(tmp_path / 'corpus')!r}, tokens, offsets, force=True)\n"
-        f"corpus = posembed.IndexedCorpus({str(tmp_path / 'corpus')!r}, documents='sequences')\n"
+    done = _run_on_a_corpus(
+        tmp_path,
+        "fork_while_reading.py",
+        3000,
+        512,
         "def batches():\n"
         "    order = posembed.BatchOrder(samples, global_batch_size=8, micro_batch_size=8)\n"
         "    return posembed.Batches(order, corpus, prefetch=64, eod=0)\n"
@@ -688,10 +696,7 @@ def test_a_child_forked_while_batches_are_read_ahead_reads_its_own(tmp_path):
         "    same = np.array_equal(again.batch.tokens, first.batch.tokens)\n"
         "    os._exit(0 if same else 3)\n"
         "_, status = os.waitpid(pid, 0)\n"
-        "print(os.waitstatus_to_exitcode(status), next(it).step)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+        "print(os.waitstatus_to_exitcode(status), next(it).step)\n",
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", "1"]
