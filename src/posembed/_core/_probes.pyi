@@ -1,7 +1,7 @@
 # Stubs for posembed._core._probes (cpp/bind_probes.cpp): rooflines and
 # thread-pool probes for the benchmark and the tests; not part of the API.
 
-from typing import SupportsIndex
+from typing import SupportsFloat, SupportsIndex
 
 import numpy as np
 import numpy.typing as npt
@@ -47,7 +47,7 @@ def output_block_size(base: object) -> int:
 def kept_output_blocks() -> list[int]:
     """The sizes in bytes of the freed output blocks kept for reuse, oldest first."""
 
-def hold_file_lock(seconds: float) -> None:
+def hold_file_lock(seconds: SupportsFloat | SupportsIndex) -> None:
     """A thread of its own holds the lock a kernel takes to look at the file
     it keeps open, for ``seconds`` (returns once it holds it)."""
 
