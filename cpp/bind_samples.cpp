@@ -859,9 +859,12 @@ class GPTBatchAhead {
     bool caller = false;   // it waits for this run
     bool readers = false;  // the end or an error: the other readers stop
   };
-  void wake(const Wake& w) {
+  // Wakes them with `lock` let go meanwhile (held again on return).
+  void wake(std::unique_lock<std::mutex>& lock, const Wake& w) {
+    lock.unlock();
     if (w.caller) s_->ready.notify_one();  // the caller waits for no other
     if (w.readers) s_->room.notify_all();
+    lock.lock();
   }
 
   // Hands a run over to the caller (under the lock).
@@ -934,9 +937,7 @@ class GPTBatchAhead {
         const int64_t number = s_->claimed++;
         Wake w;
         if (!begin(number, &w)) {
-          lock.unlock();
-          wake(w);
-          lock.lock();
+          wake(lock, w);
           continue;
         }
         s_->open = number;
@@ -963,10 +964,7 @@ class GPTBatchAhead {
       lock.unlock();
       Run run = finish_run(std::move(whole));
       lock.lock();
-      const Wake w = hand_over(number, std::move(run));
-      lock.unlock();
-      wake(w);
-      lock.lock();
+      wake(lock, hand_over(number, std::move(run)));
     }
   }
 

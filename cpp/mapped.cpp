@@ -10,10 +10,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csetjmp>
 #include <csignal>
 #include <cstring>
-#include <chrono>
 #include <exception>
 #include <future>
 #include <mutex>
