@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -983,7 +984,9 @@ class GPTBatchAhead {
       if (room < 0 || block > room / every_) {
         if (count_ >= 0) break;  // past the end, which comes first
         run->error = Error::position;
-        run->message = "positions: position past 2^62 - 1 reached: positions are 0..2^62 - 1";
+        // as BatchOrder.sample_at says it: the micro-batch's largest position
+        run->message = "positions: position " + last_position(block, within) +
+                       " is out of range: positions are 0..2^62 - 1";
         return false;
       }
       const int64_t i = (first_ + every_ * block) * group_ + within;
@@ -997,6 +1000,27 @@ class GPTBatchAhead {
     batch_order_samples(positions.data(), reading->samples.data(),
                         static_cast<int64_t>(positions.size()), n_, seed_, shuffle_);
     return true;
+  }
+
+  // The largest position of micro-batch (first + every * block) * group +
+  // within, in decimal, or "past 2^63" where it does not fit in int64 (the
+  // micro-batch right after one whose positions fit always does, but for
+  // sizes near 2^63).
+  std::string last_position(int64_t block, int64_t within) const {
+    // a * b + c of non-negative a, b, c into *out; false where it overflows
+    const auto mul_add = [](int64_t a, int64_t b, int64_t c, int64_t* out) {
+      constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+      if (b != 0 && a > (kMax - c) / b) return false;
+      *out = a * b + c;
+      return true;
+    };
+    int64_t i = 0, p = 0;
+    if (!mul_add(every_, block, first_, &i) || !mul_add(i, group_, within, &i) ||
+        i > std::numeric_limits<int64_t>::max() - step0_ ||
+        !mul_add(i + step0_, stride_, offset_ + m_ - 1, &p)) {
+      return "past 2^63";
+    }
+    return std::to_string(p);
   }
 
   // A run whose shares are all in: read (one piece), or failed somewhere

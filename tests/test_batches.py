@@ -624,6 +624,41 @@ def test_a_position_past_total_samples_gives_nothing(sources, prefetch):
     assert _threads() == []
 
 
+@pytest.mark.parametrize("workers", [(0, 1), (2, 3)])
+def test_positions_past_2_62_are_refused_alike_read_ahead_or_not(workers):
+    # a data-loader worker's share does not move the order, so it reads on
+    # until its positions pass 2^62: the native readers (prefetch 4) and the
+    # reads on the caller (prefetch 0) stop at the same micro-batch, naming
+    # the same position, as BatchOrder.sample_at names it
+    tokens, offsets = corpus(1, 60)
+    samples = posembed.gpt_samples(np.diff(offsets), 16, num_samples=40, seed=3)
+    outcomes = []
+    for prefetch in (0, 4):
+        batches = posembed.Batches(
+            order(samples, consumed_samples=2**62 - 3 * G),
+            (tokens, offsets),
+            prefetch=prefetch,
+            eod=EOD,
+        )
+        items = batches.worker(*workers)
+        steps = [next(items).step]
+        if prefetch:
+            assert isinstance(batches._running.reading, _NativeAhead)
+        with pytest.raises(IndexError) as caught:
+            steps.extend(mb.step for mb in items)
+        outcomes.append((steps, str(caught.value)))
+        batches.close()
+    assert outcomes[0] == outcomes[1]
+    steps, message = outcomes[0]
+    # the first micro-batch of the share past the 3 global batches left
+    following = steps[-1] + workers[1]
+    assert following * M + M - 1 >= 2**62 >= (steps[-1] + 1) * M
+    assert message == (
+        f"positions: position {following * M + M - 1} is out of range: positions are 0..2^62 - 1"
+    )
+    assert _threads() == []
+
+
 def _run_on_a_corpus(tmp_path, name, docs, seq, body):
     """Runs a script that writes an indexed corpus of ``docs`` documents and
     its GPT samples of ``seq`` tokens (``corpus``, ``samples``), then ``body``;
