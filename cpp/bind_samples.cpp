@@ -27,6 +27,7 @@
 #include "bind.hpp"
 #include "gpt_batch.hpp"
 #include "mapped.hpp"
+#include "parallel.hpp"
 #include "runtime.hpp"
 #include "samples.hpp"
 
@@ -528,30 +529,55 @@ class GPTBatchReader {
   std::pair<BatchResult, FileStatus> read_rows(const int64_t* wanted, int64_t count,
                                                uint8_t* block, int64_t rows, int64_t first,
                                                const TokenSource& source, uint8_t* mask_data) {
-    const int64_t S = options_.sequence_length;
-    const BatchLayout at(rows, S);
-    const BatchOut out{reinterpret_cast<int64_t*>(block) + first * S,
-                       reinterpret_cast<int64_t*>(block + at.wide) + first * S,
-                       reinterpret_cast<float*>(block + 3 * at.wide) + first * S,
-                       reinterpret_cast<int64_t*>(block + 2 * at.wide) + first * S,
-                       reinterpret_cast<int32_t*>(block + 3 * at.wide + at.loss) + first * (S + 1),
-                       mask_data};
     BatchResult result;
-    FileStatus status;
     TokenSource from = source;
     std::shared_ptr<const OpenFile> file;  // held to the end of the reads
-    if (file_ != nullptr) {
-      status = file_->open(&file);
-      if (file != nullptr) set_file(*file, &from.fd, &from.map, &from.map_size);
-    }
+    FileStatus status = open_source(&from, &file);
     if (status.kind == FileStatus::ok) {
-      result = posembed::gpt_batch(docs_, samples_, shuffle_, wanted, count, from, options_, out,
-                                   get_num_threads());
+      result = posembed::gpt_batch(docs_, samples_, shuffle_, wanted, count, from, options_,
+                                   outputs(block, rows, first, mask_data), get_num_threads());
       // rewritten during the reads: old and new tokens would mix
       if (file != nullptr && result.fault == BatchFault::none) status = file_->check(*file);
     }
     return {std::move(result), status};
   }
+
+  // Where rows first.. of a batch of `rows` rows laid out in `block`
+  // (BatchLayout) go; their dense masks from mask_data where given.
+  BatchOut outputs(uint8_t* block, int64_t rows, int64_t first, uint8_t* mask_data) const {
+    const int64_t S = options_.sequence_length;
+    const BatchLayout at(rows, S);
+    return BatchOut{reinterpret_cast<int64_t*>(block) + first * S,
+                    reinterpret_cast<int64_t*>(block + at.wide) + first * S,
+                    reinterpret_cast<float*>(block + 3 * at.wide) + first * S,
+                    reinterpret_cast<int64_t*>(block + 2 * at.wide) + first * S,
+                    reinterpret_cast<int32_t*>(block + 3 * at.wide + at.loss) + first * (S + 1),
+                    mask_data};
+  }
+
+  // Its file (where it reads one) checked unchanged, held in *file until
+  // check_source, and set in *from (a copy of source()). Needs no GIL.
+  FileStatus open_source(TokenSource* from, std::shared_ptr<const OpenFile>* file) {
+    FileStatus status;
+    if (file_ != nullptr) {
+      status = file_->open(file);
+      if (*file != nullptr) set_file(**file, &from->fd, &from->map, &from->map_size);
+    }
+    return status;
+  }
+  // Whether the file that open_source held is still the same one (ok where none).
+  FileStatus check_source(const std::shared_ptr<const OpenFile>& file) {
+    return file == nullptr ? FileStatus{} : file_->check(*file);
+  }
+  // Sample `sample` (checked by the caller to be one) read from `from` into `out`,
+  // on the calling thread. Needs no GIL.
+  BatchResult read_one(int64_t sample, const TokenSource& from, const BatchOut& out) const {
+    return posembed::gpt_batch(docs_, samples_, shuffle_, &sample, 1, from, options_, out, 1);
+  }
+  bool attention_mask() const { return attention_mask_; }
+  int64_t extra() const { return options_.extra; }
+  // Whether its tokens are its own (in memory or a local file), not each call's rows.
+  bool reads_own_tokens() const { return source_.offsets != nullptr; }
 
   // A read made whole: failed, its block back in the cache; read, each
   // part's flat cu_seqlens, where each begins and its longest document.
@@ -635,6 +661,168 @@ class GPTBatchReader {
   FileStamp stamp_;
   std::unique_ptr<StableFile> file_;
 };
+
+// A batch of a blend's samples (GPTBlendSplit.batch): sample w = indices[r]
+// of the blend is sample dataset_sample_index[w] of corpus dataset_index[w],
+// read by that corpus's reader (readers[d]: None for a corpus the batch does
+// not read) into row r of one block of the output cache. Gives the tuple
+// GPTBatchReader's call gives, parts of part_rows rows (0: one). Each entry
+// of the blend's indices is read once and checked. Where rows cannot be
+// read, the error raised is that of the first corpus with one (then its
+// first row, counted among its own rows), as reading each corpus's rows in
+// turn raises it.
+py::object blend_batch(const py::sequence& readers_obj, const py::array& dataset_index,
+                       const py::array& dataset_sample_index, const py::array& indices,
+                       int64_t part_rows) {
+  std::vector<GPTBatchReader*> readers;
+  GPTBatchReader* any = nullptr;
+  for (const py::handle h : readers_obj) {
+    GPTBatchReader* reader = h.is_none() ? nullptr : h.cast<GPTBatchReader*>();
+    if (reader != nullptr) {
+      if (!reader->reads_own_tokens()) {
+        throw py::value_error("gpt blend batch: a reader needs the caller's rows");
+      }
+      if (any != nullptr && (reader->sequence_length() != any->sequence_length() ||
+                             reader->extra() != any->extra() ||
+                             reader->attention_mask() != any->attention_mask())) {
+        throw py::value_error("gpt blend batch: the readers' samples or options differ");
+      }
+      any = reader;
+    }
+    readers.push_back(reader);
+  }
+  const auto typed = [](const py::array& a, char kind, py::ssize_t item) {
+    return a.ndim() == 1 && c_contiguous(a) && a.dtype().kind() == kind &&
+           a.itemsize() == item && a.dtype().byteorder() != '>';
+  };
+  if (any == nullptr || !typed(dataset_index, 'i', 2) || !typed(dataset_sample_index, 'i', 8) ||
+      dataset_index.size() != dataset_sample_index.size()) {
+    throw py::value_error(
+        "gpt blend batch: expected readers and a blend's int16 dataset_index and int64 "
+        "dataset_sample_index");
+  }
+  const auto n = static_cast<int64_t>(dataset_index.size());
+  std::vector<int64_t> wanted;
+  if (!index_numbers(indices, n, &wanted)) {
+    throw py::index_error("gpt blend batch: indices must be sample numbers of the blend");
+  }
+  const int64_t S = any->sequence_length();
+  const auto rows = static_cast<int64_t>(wanted.size());
+  if (rows > ((int64_t{1} << 31) - 1) / S) {
+    throw py::value_error("gpt blend batch: a batch must hold fewer than 2^31 tokens");
+  }
+  if (part_rows == 0) part_rows = std::max<int64_t>(rows, 1);
+  if (part_rows < 0 || rows % part_rows != 0) {
+    throw py::value_error("gpt blend batch: part_rows must divide the rows");
+  }
+  // each row's corpus and sample in it, read once (the caller's arrays may change)
+  const auto corpora = static_cast<int64_t>(readers.size());
+  std::vector<int64_t> corpus(static_cast<size_t>(rows)), local(static_cast<size_t>(rows));
+  std::vector<char> used(static_cast<size_t>(corpora), 0);
+  const auto* which = static_cast<const volatile int16_t*>(dataset_index.data());
+  const auto* number = static_cast<const int64_t*>(dataset_sample_index.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t w = wanted[static_cast<size_t>(r)];
+    const int64_t d = which[w], l = read_once(number + w);
+    const auto ll = [](int64_t x) { return static_cast<long long>(x); };
+    if (d < 0 || d >= corpora || readers[static_cast<size_t>(d)] == nullptr) {
+      PyErr_Format(PyExc_ValueError,
+                   "dataset_index: sample %lld of the blend names corpus %lld, which is not one "
+                   "this batch reads (0..%lld): the blend's indices changed while it was read",
+                   ll(w), ll(d), ll(corpora - 1));
+      throw py::error_already_set();
+    }
+    const int64_t has = readers[static_cast<size_t>(d)]->sample_count();
+    if (l < 0 || l >= has) {
+      PyErr_Format(PyExc_ValueError,
+                   "dataset_sample_index: sample %lld of the blend names sample %lld of corpus "
+                   "%lld, which has %lld samples",
+                   ll(w), ll(l), ll(d), ll(has));
+      throw py::error_already_set();
+    }
+    corpus[static_cast<size_t>(r)] = d;
+    local[static_cast<size_t>(r)] = l;
+    used[static_cast<size_t>(d)] = 1;
+  }
+  py::object mask = py::none();
+  uint8_t* mask_data = nullptr;
+  if (any->attention_mask()) {
+    py::array_t<bool> m(Shape{rows, 1, S, S});
+    mask_data = reinterpret_cast<uint8_t*>(m.mutable_data());
+    mask = m;
+  }
+  BatchRead read;
+  read.rows = rows;
+  read.part_rows = part_rows;
+  std::vector<BatchResult> results(static_cast<size_t>(rows));
+  std::vector<FileStatus> statuses(static_cast<size_t>(corpora));
+  {
+    py::gil_scoped_release nogil;
+    read.block.reset(take_output_block(BatchLayout(rows, S).total));
+    auto* block = static_cast<uint8_t*>(read.block->data);
+    std::vector<TokenSource> from(static_cast<size_t>(corpora));
+    std::vector<std::shared_ptr<const OpenFile>> files(static_cast<size_t>(corpora));
+    for (int64_t d = 0; d < corpora; ++d) {
+      const auto k = static_cast<size_t>(d);
+      if (used[k] == 0) continue;
+      from[k] = readers[k]->source();
+      statuses[k] = readers[k]->open_source(&from[k], &files[k]);
+    }
+    parallel_for(rows, get_num_threads(), [&](int64_t begin, int64_t end, int) {
+      for (int64_t r = begin; r < end; ++r) {
+        const auto k = static_cast<size_t>(corpus[static_cast<size_t>(r)]);
+        if (statuses[k].kind != FileStatus::ok) continue;
+        uint8_t* own_mask = mask_data == nullptr ? nullptr : mask_data + r * S * S;
+        results[static_cast<size_t>(r)] = readers[k]->read_one(
+            local[static_cast<size_t>(r)], from[k], readers[k]->outputs(block, rows, r, own_mask));
+      }
+    });
+    // each file read without a fault, checked unchanged after its reads
+    std::vector<char> faulted(static_cast<size_t>(corpora), 0);
+    for (int64_t r = 0; r < rows; ++r) {
+      if (results[static_cast<size_t>(r)].fault != BatchFault::none) {
+        faulted[static_cast<size_t>(corpus[static_cast<size_t>(r)])] = 1;
+      }
+    }
+    for (int64_t d = 0; d < corpora; ++d) {
+      const auto k = static_cast<size_t>(d);
+      if (used[k] != 0 && statuses[k].kind == FileStatus::ok && faulted[k] == 0) {
+        statuses[k] = readers[k]->check_source(files[k]);
+      }
+    }
+  }
+  // the first corpus that failed raises its error (its block back in the cache)
+  for (int64_t d = 0; d < corpora; ++d) {
+    const auto k = static_cast<size_t>(d);
+    if (used[k] == 0) continue;
+    if (statuses[k].kind != FileStatus::ok) {
+      read.status = statuses[k];
+      read.block.reset();
+      readers[k]->finish(read, mask);  // raises
+    }
+    int64_t own = 0;  // the row among this corpus's own rows
+    for (int64_t r = 0; r < rows; ++r) {
+      if (corpus[static_cast<size_t>(r)] != d) continue;
+      if (results[static_cast<size_t>(r)].fault != BatchFault::none) {
+        read.result = std::move(results[static_cast<size_t>(r)]);
+        read.result.row = own;
+        read.block.reset();
+        readers[k]->finish(read, mask);  // raises
+      }
+      ++own;
+    }
+  }
+  read.result.segments.resize(static_cast<size_t>(rows));
+  read.result.longest.resize(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const BatchResult& got = results[static_cast<size_t>(r)];
+    read.result.segments[static_cast<size_t>(r)] = got.segments.at(0);
+    read.result.longest[static_cast<size_t>(r)] = got.longest.at(0);
+    read.result.max_seqlen = std::max(read.result.max_seqlen, got.max_seqlen);
+  }
+  any->cut(&read);
+  return any->finish(read, mask);
+}
 
 // The read-ahead threads started and not finished in the process (a probe
 // for the tests).
@@ -1093,6 +1281,8 @@ void bind_samples(py::module_& m) {
       .def("__call__", &GPTBatchReader::call, "indices"_a, "part_rows"_a = 0,
            "text"_a = py::none())
       .def("reads_alone", &GPTBatchReader::reads_alone);
+  m.def("gpt_blend_batch", &blend_batch, "readers"_a, "dataset_index"_a, "dataset_sample_index"_a,
+        "indices"_a, "part_rows"_a = 0);
   py::class_<GPTBatchAhead>(m, "GPTBatchAhead")
       .def(py::init<const py::object&, int64_t, uint64_t, bool, int64_t, int64_t, int64_t,
                     int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int>(),

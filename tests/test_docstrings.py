@@ -218,6 +218,7 @@ ARGUMENT_TYPES = {
     "bytes": {"bytes"},
     "tuple": {"tuple[Any, ...]"},
     "list": {"list[tuple[Any, ...]]"},
+    "collections.abc.Sequence": {"Sequence[GPTBatchReader | None]"},  # readers, None: unread
     "numpy.ndarray": {"np.ndarray"},
     "numpy.dtype": {"np.dtype[Any]"},
     "numpy.ndarray[numpy.int64]": {"npt.ArrayLike"},
@@ -242,7 +243,7 @@ RETURN_TYPES = {
     "dict": {"_Config"},
     "list": {"list[int]"},
     "tuple[int, int]": {"tuple[int, int]"},
-    "object": {"np.ndarray | None"},
+    "object": {"np.ndarray | None", "_BatchTuple"},
     "tuple": {
         "tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], "
         "npt.NDArray[np.int64]]",

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import posembed
+from posembed import reference
 from posembed.cli import main
 
 from .conftest import megatron_or_skip
@@ -515,3 +516,128 @@ def test_a_blends_batches_equal_megatrons_blended_dataset(tmp_path: Path):
         ours.train.batch([0], readers[:2], eod=eod)
     with pytest.raises(IndexError, match=r"indices\[0\] = 120 is out of range"):
         ours.train.batch([120], readers, eod=eod)
+
+
+GPT_FIELDS = ("tokens", "labels", "loss_mask", "position_ids", "cu_seqlens", "cu_seqlens_padded")
+
+
+def _blend_sources(tmp_path: Path) -> tuple[Any, list[Any], list[tuple[np.ndarray, np.ndarray]]]:
+    """A blend of three corpora (an EOD in about 12 tokens, some sequences
+    of one token) and the corpora: local files and in-memory pairs."""
+    rng = np.random.default_rng(21)
+    files, pairs = [], []
+    for k in range(3):
+        lengths = rng.integers(1, 40, 200)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        tokens = rng.integers(0, 12, int(offsets[-1])).astype(np.int32)
+        posembed.write_indexed(tmp_path / f"c{k}", tokens, offsets, dtype=np.uint16)
+        files.append(posembed.IndexedCorpus(tmp_path / f"c{k}", documents="sequences"))
+        pairs.append((tokens, offsets))
+    lengths = [np.diff(offsets) for _, offsets in pairs]
+    blend = posembed.gpt_blend(
+        lengths, [0.5, 0.2, 0.3], split="90,10,0", sizes=[150, 15, 0], sequence_length=24, seed=9
+    )
+    return blend, files, pairs
+
+
+class _Through:
+    """A reader with no local file: its rows are read through ``.read``."""
+
+    def __init__(self, data: tuple[np.ndarray, np.ndarray]) -> None:
+        self.tokens, self.offsets = data
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        return self.tokens[start:stop]
+
+
+@pytest.mark.usefixtures("restore_threads")
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("where", ["files", "memory", "one read through"])
+def test_a_blends_batch_is_each_corpus_sample_in_its_row(tmp_path: Path, threads, where):
+    # every row is what reading its sample alone from its own corpus gives,
+    # read in one call (a reader without a file: corpus by corpus)
+    blend, files, pairs = _blend_sources(tmp_path)
+    corpora: list[Any] = {"files": files, "memory": pairs}.get(where) or [
+        files[0],
+        _Through(pairs[1]),
+        pairs[2],
+    ]
+    posembed.set_num_threads(threads)
+    switches = dict(reset_position_ids=True, reset_attention_mask=True, eod_mask_loss=True)
+    for part in (blend.train, blend.valid):
+        assert part is not None
+        indices = np.random.default_rng(threads).integers(0, len(part), 37)
+        got = part.batch(indices, corpora, eod=7, attention_mask=True, **switches)
+        assert len(set(part.dataset_index[indices].tolist())) == 3
+        flat = [0]
+        for row, i in enumerate(indices.tolist()):
+            d, local = int(part.dataset_index[i]), int(part.dataset_sample_index[i])
+            alone = posembed.gpt_batch(
+                part.datasets[d], [local], corpora[d], eod=7, attention_mask=True, **switches
+            )
+            for name in ("tokens", "labels", "loss_mask", "position_ids", "attention_mask"):
+                same(getattr(got, name)[row], getattr(alone, name)[0])
+            same(got.cu_seqlens_padded[row], alone.cu_seqlens_padded[0])
+            flat[-1:] = list(row * 24 + alone.cu_seqlens)
+        assert got.cu_seqlens.tolist() == flat
+        assert got.max_seqlen == int(np.diff(got.cu_seqlens).max())
+        twin = reference.gpt_blend_batch(
+            part, indices, corpora, eod=7, attention_mask=True, **switches
+        )
+        for name in (*GPT_FIELDS, "attention_mask"):
+            same(getattr(got, name), getattr(twin, name))
+        assert got.max_seqlen == twin.max_seqlen
+    empty = blend.train.batch(np.zeros(0, np.int64), corpora, eod=7)
+    assert empty.tokens.shape == (0, 24)
+    assert empty.cu_seqlens.tolist() == [0]
+
+
+def _shortened(data: tuple[np.ndarray, np.ndarray], sequence: int) -> tuple[np.ndarray, ...]:
+    """The corpus with one token of ``sequence`` gone: not the one its lengths built."""
+    tokens, offsets = data
+    shorter = offsets.copy()
+    shorter[sequence + 1 :] -= 1
+    return np.delete(tokens, offsets[sequence]), shorter
+
+
+def test_a_blends_batch_raises_the_first_corpus_error(tmp_path: Path):
+    # corpus 0 misses a token its last row reads, corpus 2 one its first row
+    # reads (an earlier row of the batch): the error is corpus 0's, as
+    # reading corpus 0's rows first gives it
+    blend, _, pairs = _blend_sources(tmp_path)
+    part = blend.train
+    indices = np.arange(40)
+    which, local = part.dataset_index[indices], part.dataset_sample_index[indices]
+    assert np.flatnonzero(which == 2)[0] < np.flatnonzero(which == 0)[-1]
+    corpora: list[Any] = list(pairs)
+    errors = []
+    for d, pick in ((0, -1), (2, 0)):
+        samples = part.datasets[d]
+        sample = samples.shuffle_index[local[which == d][pick]]
+        corpora[d] = _shortened(
+            pairs[d], int(samples.document_index[samples.sample_index[sample][0]])
+        )
+        with pytest.raises(ValueError, match=r"^corpus: ") as alone:
+            posembed.gpt_batch(samples, local[which == d], corpora[d], eod=7)
+        errors.append(str(alone.value))
+    assert errors[0] != errors[1]
+    with pytest.raises(ValueError, match=r"^corpus: ") as ours:
+        part.batch(indices, corpora, eod=7)
+    assert str(ours.value) == errors[0]
+
+
+def test_a_blend_whose_indices_were_changed_is_refused_by_name(tmp_path: Path):
+    blend, files, _ = _blend_sources(tmp_path)
+    part = blend.train
+    corpus_of, sample_of = part.dataset_index.copy(), part.dataset_sample_index.copy()
+    part.dataset_index[5] = 3
+    with pytest.raises(ValueError, match=r"dataset_index: the blend's samples name corpus 3"):
+        part.batch([5], files, eod=7)
+    part.dataset_index[5] = corpus_of[5]
+    d = int(corpus_of[5])
+    part.dataset_sample_index[5] = len(part.datasets[d])
+    with pytest.raises(ValueError, match=rf"dataset_sample_index: sample 5 of the blend names "
+                       rf"sample {len(part.datasets[d])} of corpus {d}"):  # fmt: skip
+        part.batch([4, 5], files, eod=7)
+    part.dataset_sample_index[5] = sample_of[5]
+    same(part.batch([5], files, eod=7).tokens, part.batch([5], files, eod=7).tokens)

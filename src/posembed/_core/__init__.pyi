@@ -12,6 +12,7 @@
 # its functions no __text_signature__); tests/test_docstrings.py compares them
 # with the signature line pybind11 writes into each function's __doc__.
 
+from collections.abc import Sequence
 from typing import (
     Any,
     ClassVar,
@@ -310,6 +311,14 @@ class GPTBatchReader:
         self, indices: np.ndarray, part_rows: SupportsIndex = 0, text: np.ndarray | None = None
     ) -> _BatchTuple | None: ...
     def reads_alone(self) -> bool: ...
+
+def gpt_blend_batch(
+    readers: Sequence[GPTBatchReader | None],
+    dataset_index: np.ndarray,
+    dataset_sample_index: np.ndarray,
+    indices: np.ndarray,
+    part_rows: SupportsIndex = 0,
+) -> _BatchTuple: ...
 
 class GPTBatchAhead:
     def __init__(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import inspect
 import itertools
 import threading
 import weakref
@@ -673,10 +674,7 @@ def _reader(source: Any, corpus: Any, options: dict[str, Any]) -> Callable[[np.n
             # the samples, corpus and options checked once, here; each call
             # checks only its indices
             return _BatchMaker(source, corpus, **options)
-        else:
-
-            def read(indices: np.ndarray) -> Any:
-                return source.batch(indices, corpus, **options)
+        return _BlendRead(source, corpus, options)
 
     elif isinstance(source, PackPlan):
         _known(options, PACK_OPTIONS, "PackPlan")
@@ -701,6 +699,30 @@ def _reader(source: Any, corpus: Any, options: dict[str, Any]) -> Callable[[np.n
         )
     read(np.zeros(0, np.int64))  # the corpus and options checked now, nothing read
     return read
+
+
+# GPTBlendSplit.batch's options that have defaults, with them
+_BATCH_DEFAULTS = {
+    name: p.default
+    for name, p in inspect.signature(GPTBlendSplit.batch).parameters.items()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is not inspect.Parameter.empty
+}
+
+
+class _BlendRead:
+    """Micro-batches of a blend's split: ``read(indices)`` is
+    ``split.batch(indices, corpora, **options)``, ``read.parts(indices, m)``
+    the batches of each m indices in turn, read in one call."""
+
+    def __init__(self, split: GPTBlendSplit, corpora: Any, options: dict[str, Any]) -> None:
+        self.split, self.corpora = split, corpora
+        self.options = {**_BATCH_DEFAULTS, **options}
+
+    def __call__(self, indices: np.ndarray) -> Any:
+        return self.parts(indices, 0)[0]
+
+    def parts(self, indices: np.ndarray, m: int) -> list[Any]:
+        return self.split._parts(indices, self.corpora, self.options, m)
 
 
 def _native_reader(read: Any, order: Any) -> bool:
@@ -728,7 +750,7 @@ def _splitter(
     """How a run (the samples of k micro-batches of m samples) is read in one
     call and cut into the k micro-batches' own, each equal to what reading its
     samples alone gives; None where a source is read one micro-batch at a time."""
-    if isinstance(read, _BatchMaker):  # the kernel cuts the document boundaries itself
+    if isinstance(read, (_BatchMaker, _BlendRead)):  # the kernel cuts the parts itself
         return lambda indices, k, m: read.parts(indices, m)
     return lambda indices, k, m: _split(read(indices), k, m)
 

@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from posembed import _core
 from posembed.kernels import _blend
 from posembed.kernels import _validate as v
-from posembed.kernels._gpt_batch import GPTBatch, gpt_batch
+from posembed.kernels._gpt_batch import GPTBatch, _batch_maker, _cut_parts, gpt_batch
 from posembed.kernels._runtime import get_num_threads
 from posembed.kernels._sample_reads import _Corpus, _sample_numbers
 from posembed.kernels._samples import GPTSamples, _lengths, _seed_state, gpt_samples
@@ -300,6 +301,24 @@ class GPTBlendSplit:
         IndexError
             An index outside 0..len(self)-1.
         """
+        options: dict[str, Any] = dict(
+            eod=eod,
+            reset_position_ids=reset_position_ids,
+            reset_attention_mask=reset_attention_mask,
+            eod_mask_loss=eod_mask_loss,
+            pad_value=pad_value,
+            attention_mask=attention_mask,
+        )
+        return self._parts(indices, corpora, options, 0)[0]
+
+    def _parts(
+        self, indices: Any, corpora: Any, options: dict[str, Any], part_rows: int
+    ) -> list[GPTBatch]:
+        """The batches of each ``part_rows`` indices in turn (0: one batch of
+        all), each equal to ``self.batch(indices[j * part_rows:(j + 1) *
+        part_rows], corpora, **options)``: read in one call of the kernel
+        where every corpus read holds its own tokens (in memory or a local
+        file), else each part stacked from its corpora's batches."""
         count = len(self.datasets)
         if isinstance(corpora, (str, bytes)) or not isinstance(corpora, (list, tuple)):
             raise TypeError(
@@ -316,17 +335,43 @@ class GPTBlendSplit:
                 _Corpus(corpus, self.datasets[d].lengths)
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"corpora[{d}]: {exc}") from None
-        options: dict[str, Any] = dict(
-            eod=eod,
-            reset_position_ids=reset_position_ids,
-            reset_attention_mask=reset_attention_mask,
-            eod_mask_loss=eod_mask_loss,
-            pad_value=pad_value,
-            attention_mask=attention_mask,
-        )
         wanted = _sample_numbers(indices, len(self))
         if self.dataset_index is None or self.dataset_sample_index is None:
-            return gpt_batch(self.datasets[0], wanted, corpora[0], **options)
+            return _batch_maker(self.datasets[0], corpora[0], options).parts(wanted, part_rows)
+        used = np.unique(self.dataset_index[wanted]).tolist()
+        if used and not 0 <= used[0] <= used[-1] < count:
+            d = used[0] if used[0] < 0 else used[-1]
+            raise ValueError(
+                f"dataset_index: the blend's samples name corpus {d}, but the blend has {count} "
+                f"corpora (0..{count - 1}): its indices were changed"
+            )
+        # each corpus read, its options checked, in order (as gpt_batch checks them)
+        makers = {d: _batch_maker(self.datasets[d], corpora[d], options) for d in used}
+        if (
+            makers
+            and all(maker.reads_own_tokens() for maker in makers.values())
+            and self.dataset_index.dtype == np.int16
+            and self.dataset_sample_index.dtype == np.int64
+        ):
+            readers = [makers[d]._reader if d in makers else None for d in range(count)]
+            dataset_index = v.kernel_array(self.dataset_index)
+            dataset_sample_index = v.kernel_array(self.dataset_sample_index)
+            out = _core.gpt_blend_batch(
+                readers, dataset_index, dataset_sample_index, wanted, part_rows
+            )
+            return _cut_parts(out, part_rows)
+        rows = wanted.shape[0]
+        step = part_rows or max(rows, 1)
+        return [
+            self._stacked_batch(wanted[j : j + step], corpora, options)
+            for j in range(0, max(rows, 1), step)
+        ]
+
+    def _stacked_batch(self, wanted: np.ndarray, corpora: Any, options: dict[str, Any]) -> GPTBatch:
+        """The batch of these samples of the blend, read corpus by corpus and
+        put back in their rows."""
+        assert self.dataset_index is not None
+        assert self.dataset_sample_index is not None
         which = self.dataset_index[wanted].astype(np.int64)
         local = self.dataset_sample_index[wanted]
         parts = [

@@ -161,13 +161,6 @@ def gpt_batch(
         built from (as :meth:`GPTSamples.samples` refuses it); a ``.bin``
         that changed while it was read; a batch of 2^31 tokens or more.
     """
-    values = (eod, reset_position_ids, reset_attention_mask, eod_mask_loss, pad_value)
-    key = (id(samples), id(corpus), attention_mask, *values, *map(type, (attention_mask, *values)))
-    kept = _kept(key, samples, corpus)
-    if kept is not None:  # checked when it was made: only the indices are new
-        return kept(indices)
-    _check_samples(samples)
-    wanted = _wanted(indices, len(samples))
     options = {
         "eod": eod,
         "reset_position_ids": reset_position_ids,
@@ -176,7 +169,34 @@ def gpt_batch(
         "pad_value": pad_value,
         "attention_mask": attention_mask,
     }
+    key = _key(samples, corpus, options)
+    kept = _kept(key, samples, corpus)
+    if kept is not None:  # checked when it was made: only the indices are new
+        return kept(indices)
+    _check_samples(samples)
+    wanted = _wanted(indices, len(samples))
     return _maker(key, samples, corpus, options).parts(wanted, 0)[0]
+
+
+def _key(samples: Any, corpus: Any, options: dict[str, Any]) -> tuple[Any, ...]:
+    """What a kept maker is kept under: the objects' ids, the options and their types."""
+    mask = options["attention_mask"]
+    names = ("eod", "reset_position_ids", "reset_attention_mask", "eod_mask_loss", "pad_value")
+    values = tuple(options[name] for name in names)
+    return (id(samples), id(corpus), mask, *values, *map(type, (mask, *values)))
+
+
+def _batch_maker(samples: Any, corpus: Any, options: dict[str, Any]) -> _BatchMaker:
+    """The maker that :func:`gpt_batch` reads these samples and corpus with
+    (``options``: its six, by name): the kept one where it reads what a new
+    one would, else a new one, kept where it may be; raises what gpt_batch
+    raises for them."""
+    key = _key(samples, corpus, options)
+    kept = _kept(key, samples, corpus)
+    if kept is not None:
+        return kept
+    _check_samples(samples)
+    return _maker(key, samples, corpus, options)
 
 
 def _wanted(indices: Any, count: int) -> np.ndarray:
@@ -404,6 +424,11 @@ class _BatchMaker:
             out = self._reader(wanted, part_rows, text)
             assert out is not None  # checked sample numbers, an int64 array
         return _cut_parts(out, part_rows)
+
+    def reads_own_tokens(self) -> bool:
+        """Whether its tokens are in memory or in a local file (not read
+        through a reader's ``.read`` on the calling thread)."""
+        return self._read_through is None
 
     def reads_alone(self) -> bool:
         """Whether a batch needs nothing of the caller's to be read: tokens in

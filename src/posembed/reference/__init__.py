@@ -40,7 +40,7 @@ from posembed.reference.embedding import LearnedPositionEmbedding
 from posembed.reference.extend import extend
 from posembed.reference.gather import gather, gather_backward
 from posembed.reference.gpt_batch import GPTBatch as GPTBatch
-from posembed.reference.gpt_batch import gpt_batch
+from posembed.reference.gpt_batch import gpt_batch, gpt_blend_batch
 from posembed.reference.indexed import IndexedCorpus, merge_indexed, write_indexed
 from posembed.reference.interpolate import interpolate, lerp
 from posembed.reference.pack import pack
@@ -65,6 +65,7 @@ __all__ = [
     "gather",
     "gather_backward",
     "gpt_batch",
+    "gpt_blend_batch",
     "gpt_sample_index",
     "gpt_samples",
     "interpolate",

@@ -161,6 +161,74 @@ def gpt_batch(
     )
 
 
+def gpt_blend_batch(
+    split: Any, indices: Any, corpora: Any, *, eod: int, **options: Any
+) -> GPTBatch:
+    """BlendedDataset.__getitem__ of each sample, stacked, with the documents' boundaries.
+
+    The twin of :meth:`posembed.GPTBlendSplit.batch`: sample ``i`` of the
+    split is sample ``dataset_sample_index[i]`` of corpus
+    ``dataset_index[i]``, each row read alone by :func:`gpt_batch` from its
+    own corpus, the rows stacked and their boundaries joined.
+
+    Parameters
+    ----------
+    split : GPTBlendSplit
+        A split of what ``gpt_blend`` built.
+    indices : array_like of int, shape (B,)
+        Which samples of the split.
+    corpora : sequence of corpora
+        One corpus per corpus of the blend, in its order (``corpora[d]`` as
+        :func:`gpt_batch` takes it).
+    eod : int
+        The end-of-document token id.
+    **options
+        :func:`gpt_batch`'s switches and ``pad_value``.
+
+    Returns
+    -------
+    GPTBatch
+
+    Raises
+    ------
+    TypeError
+        What :func:`gpt_batch` raises so for a row's sample and corpus.
+    IndexError
+        An index outside the split, or as :func:`gpt_batch` raises it.
+    ValueError
+        What :func:`gpt_batch` raises so for a row's sample and corpus.
+    """
+    wanted = [int(i) for i in np.asarray(indices, dtype=np.int64).reshape(-1)]
+    if any(not 0 <= i < len(split) for i in wanted):
+        raise IndexError(f"indices must be samples of the split, 0..{len(split) - 1}")
+    if split.dataset_index is None or not wanted:
+        return gpt_batch(split.datasets[0], wanted, corpora[0], eod=eod, **options)
+    rows = []
+    for i in wanted:
+        d, local = int(split.dataset_index[i]), int(split.dataset_sample_index[i])
+        rows.append(gpt_batch(split.datasets[d], [local], corpora[d], eod=eod, **options))
+    seq = int(rows[0].tokens.shape[1])
+    flat = [0]
+    for r, row in enumerate(rows):
+        flat.extend(r * seq + int(boundary) for boundary in row.cu_seqlens[1:])
+    lengths = np.diff(np.array(flat, dtype=np.int64))
+    masks = [row.attention_mask for row in rows if row.attention_mask is not None]
+
+    def stack(name: str) -> np.ndarray:
+        return np.concatenate([getattr(row, name) for row in rows])
+
+    return GPTBatch(
+        tokens=stack("tokens"),
+        labels=stack("labels"),
+        loss_mask=stack("loss_mask"),
+        position_ids=stack("position_ids"),
+        cu_seqlens=np.array(flat, dtype=np.int32),
+        cu_seqlens_padded=stack("cu_seqlens_padded"),
+        max_seqlen=int(lengths.max()),
+        attention_mask=np.concatenate(masks) if masks else None,
+    )
+
+
 def _one_sample(
     text: np.ndarray,
     seq: int,
