@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -373,9 +374,21 @@ struct BatchRead {
   int64_t rows = 0, part_rows = 1;
   BatchResult result;
   FileStatus status;
+  int64_t corpus = 0;   // a blend's corpus whose reader raises the failure
+  std::string message;  // a blend's indices that name nothing it reads
   std::vector<int32_t> flat;
   std::vector<int64_t> starts, longest;
-  bool ok() const { return status.kind == FileStatus::ok && result.fault == BatchFault::none; }
+  bool ok() const {
+    return status.kind == FileStatus::ok && result.fault == BatchFault::none && message.empty();
+  }
+};
+
+// What reading some rows found (see BatchRead).
+struct RowsRead {
+  BatchResult result;
+  FileStatus status;
+  int64_t corpus = 0;
+  std::string message;
 };
 
 // Batches of GPT samples (see gpt_batch.hpp) from one set of indices, one
@@ -662,51 +675,191 @@ class GPTBatchReader {
   std::unique_ptr<StableFile> file_;
 };
 
-// A batch of a blend's samples (GPTBlendSplit.batch): sample w = indices[r]
-// of the blend is sample dataset_sample_index[w] of corpus dataset_index[w],
-// read by that corpus's reader (readers[d]: None for a corpus the batch does
-// not read) into row r of one block of the output cache. Gives the tuple
-// GPTBatchReader's call gives, parts of part_rows rows (0: one). Each entry
-// of the blend's indices is read once and checked. Where rows cannot be
-// read, the error raised is that of the first corpus with one (then its
-// first row, counted among its own rows), as reading each corpus's rows in
-// turn raises it.
-py::object blend_batch(const py::sequence& readers_obj, const py::array& dataset_index,
+// The rows of a blend's samples: sample w of the blend is sample
+// dataset_sample_index[w] of corpus dataset_index[w], read by that corpus's
+// reader (readers[d]; None for a corpus that is not read). Each entry of
+// the blend's indices is read once and checked: the caller's arrays may
+// change meanwhile.
+class BlendRows {
+ public:
+  BlendRows(const py::sequence& readers, py::array dataset_index, py::array dataset_sample_index)
+      : keep_(readers),
+        dataset_index_(std::move(dataset_index)),
+        dataset_sample_index_(std::move(dataset_sample_index)) {
+    for (const py::handle h : readers) {
+      GPTBatchReader* reader = h.is_none() ? nullptr : h.cast<GPTBatchReader*>();
+      if (reader != nullptr) {
+        if (!reader->reads_own_tokens()) {
+          throw py::value_error("gpt blend batch: a reader needs the caller's rows");
+        }
+        if (any_ != nullptr && (reader->sequence_length() != any_->sequence_length() ||
+                                reader->extra() != any_->extra() ||
+                                reader->attention_mask() != any_->attention_mask())) {
+          throw py::value_error("gpt blend batch: the readers' samples or options differ");
+        }
+        if (any_ == nullptr) any_ = reader;  // the first
+      }
+      readers_.push_back(reader);
+    }
+    const auto typed = [](const py::array& a, char kind, py::ssize_t item) {
+      return a.ndim() == 1 && c_contiguous(a) && a.dtype().kind() == kind &&
+             a.itemsize() == item && a.dtype().byteorder() != '>';
+    };
+    if (any_ == nullptr || !typed(dataset_index_, 'i', 2) ||
+        !typed(dataset_sample_index_, 'i', 8) ||
+        dataset_index_.size() != dataset_sample_index_.size()) {
+      throw py::value_error(
+          "gpt blend batch: expected readers and a blend's int16 dataset_index and int64 "
+          "dataset_sample_index");
+    }
+    n_ = static_cast<int64_t>(dataset_index_.size());
+  }
+
+  GPTBatchReader* any() const { return any_; }
+  int64_t count() const { return n_; }
+
+  // Rows first..first+count of a batch of `rows` rows laid out in `block`,
+  // blend samples wanted[0..count), each read by its corpus's reader (their
+  // dense masks from mask_data, row `first`'s first, where given). A failure
+  // is the first corpus's with one (then its first row, counted among its
+  // own rows), as reading each corpus's rows in turn finds it. Needs no GIL.
+  RowsRead read_rows(const int64_t* wanted, int64_t count, uint8_t* block, int64_t rows,
+                     int64_t first, uint8_t* mask_data) const {
+    RowsRead got;
+    const auto corpora = static_cast<int64_t>(readers_.size());
+    std::vector<int64_t> corpus(static_cast<size_t>(count)), local(static_cast<size_t>(count));
+    std::vector<char> used(static_cast<size_t>(corpora), 0);
+    const auto* which = static_cast<const volatile int16_t*>(dataset_index_.data());
+    const auto* number = static_cast<const int64_t*>(dataset_sample_index_.data());
+    const auto text = [](int64_t x) { return std::to_string(x); };
+    for (int64_t j = 0; j < count; ++j) {
+      const int64_t w = wanted[j];
+      if (w < 0 || w >= n_) {
+        got.message = "indices: " + text(w) + " is not a sample of the blend (0.." +
+                      text(n_ - 1) + ")";
+        return got;
+      }
+      const int64_t d = which[w], l = read_once(number + w);
+      if (d < 0 || d >= corpora || readers_[static_cast<size_t>(d)] == nullptr) {
+        got.message = "dataset_index: sample " + text(w) + " of the blend names corpus " +
+                      text(d) + ", which is not one this batch reads (0.." + text(corpora - 1) +
+                      "): the blend's indices changed while it was read";
+        return got;
+      }
+      const int64_t has = readers_[static_cast<size_t>(d)]->sample_count();
+      if (l < 0 || l >= has) {
+        got.message = "dataset_sample_index: sample " + text(w) + " of the blend names sample " +
+                      text(l) + " of corpus " + text(d) + ", which has " + text(has) +
+                      " samples";
+        return got;
+      }
+      corpus[static_cast<size_t>(j)] = d;
+      local[static_cast<size_t>(j)] = l;
+      used[static_cast<size_t>(d)] = 1;
+    }
+    const int64_t S = any_->sequence_length();
+    std::vector<BatchResult> results(static_cast<size_t>(count));
+    std::vector<FileStatus> statuses(static_cast<size_t>(corpora));
+    std::vector<TokenSource> from(static_cast<size_t>(corpora));
+    std::vector<std::shared_ptr<const OpenFile>> files(static_cast<size_t>(corpora));
+    for (int64_t d = 0; d < corpora; ++d) {
+      const auto k = static_cast<size_t>(d);
+      if (used[k] == 0) continue;
+      from[k] = readers_[k]->source();
+      statuses[k] = readers_[k]->open_source(&from[k], &files[k]);
+    }
+    parallel_for(count, get_num_threads(), [&](int64_t begin, int64_t end, int) {
+      for (int64_t j = begin; j < end; ++j) {
+        const auto k = static_cast<size_t>(corpus[static_cast<size_t>(j)]);
+        if (statuses[k].kind != FileStatus::ok) continue;
+        uint8_t* own_mask = mask_data == nullptr ? nullptr : mask_data + j * S * S;
+        results[static_cast<size_t>(j)] =
+            readers_[k]->read_one(local[static_cast<size_t>(j)], from[k],
+                                  readers_[k]->outputs(block, rows, first + j, own_mask));
+      }
+    });
+    // each file read without a fault, checked unchanged after its reads
+    std::vector<char> faulted(static_cast<size_t>(corpora), 0);
+    for (int64_t j = 0; j < count; ++j) {
+      if (results[static_cast<size_t>(j)].fault != BatchFault::none) {
+        faulted[static_cast<size_t>(corpus[static_cast<size_t>(j)])] = 1;
+      }
+    }
+    for (int64_t d = 0; d < corpora; ++d) {
+      const auto k = static_cast<size_t>(d);
+      if (used[k] != 0 && statuses[k].kind == FileStatus::ok && faulted[k] == 0) {
+        statuses[k] = readers_[k]->check_source(files[k]);
+      }
+    }
+    for (int64_t d = 0; d < corpora; ++d) {
+      const auto k = static_cast<size_t>(d);
+      if (used[k] == 0) continue;
+      got.corpus = d;
+      if (statuses[k].kind != FileStatus::ok) {
+        got.status = statuses[k];
+        return got;
+      }
+      int64_t own = 0;
+      for (int64_t j = 0; j < count; ++j) {
+        if (corpus[static_cast<size_t>(j)] != d) continue;
+        if (results[static_cast<size_t>(j)].fault != BatchFault::none) {
+          got.result = std::move(results[static_cast<size_t>(j)]);
+          got.result.row = own;
+          return got;
+        }
+        ++own;
+      }
+    }
+    got.corpus = 0;
+    got.result.segments.resize(static_cast<size_t>(count));
+    got.result.longest.resize(static_cast<size_t>(count));
+    for (int64_t j = 0; j < count; ++j) {
+      const BatchResult& one = results[static_cast<size_t>(j)];
+      got.result.segments[static_cast<size_t>(j)] = one.segments.at(0);
+      got.result.longest[static_cast<size_t>(j)] = one.longest.at(0);
+      got.result.max_seqlen = std::max(got.result.max_seqlen, one.max_seqlen);
+    }
+    return got;
+  }
+
+  // A failed read's error, with the GIL: the blend's own message, else that
+  // of the reader of the corpus that failed (its block already let go).
+  [[noreturn]] void raise(BatchRead& r, const py::object& mask) const {
+    r.block.reset();
+    if (!r.message.empty()) throw py::value_error(r.message);
+    readers_.at(static_cast<size_t>(r.corpus))->finish(r, mask);
+    throw std::logic_error("gpt blend batch: a failed read raised nothing");
+  }
+
+ private:
+  py::object keep_;  // the readers, alive while this is
+  std::vector<GPTBatchReader*> readers_;
+  GPTBatchReader* any_ = nullptr;
+  py::array dataset_index_, dataset_sample_index_;
+  int64_t n_ = 0;
+};
+
+// A read's outcome moved into a BatchRead.
+void take(RowsRead&& got, BatchRead* read) {
+  read->result = std::move(got.result);
+  read->status = got.status;
+  read->corpus = got.corpus;
+  read->message = std::move(got.message);
+}
+
+// A batch of a blend's samples (GPTBlendSplit.batch): blend sample
+// indices[r] into row r of one block of the output cache (see BlendRows),
+// on all threads. Gives the tuple GPTBatchReader's call gives, parts of
+// part_rows rows (0: one).
+py::object blend_batch(const py::sequence& readers, const py::array& dataset_index,
                        const py::array& dataset_sample_index, const py::array& indices,
                        int64_t part_rows) {
-  std::vector<GPTBatchReader*> readers;
-  GPTBatchReader* any = nullptr;
-  for (const py::handle h : readers_obj) {
-    GPTBatchReader* reader = h.is_none() ? nullptr : h.cast<GPTBatchReader*>();
-    if (reader != nullptr) {
-      if (!reader->reads_own_tokens()) {
-        throw py::value_error("gpt blend batch: a reader needs the caller's rows");
-      }
-      if (any != nullptr && (reader->sequence_length() != any->sequence_length() ||
-                             reader->extra() != any->extra() ||
-                             reader->attention_mask() != any->attention_mask())) {
-        throw py::value_error("gpt blend batch: the readers' samples or options differ");
-      }
-      any = reader;
-    }
-    readers.push_back(reader);
-  }
-  const auto typed = [](const py::array& a, char kind, py::ssize_t item) {
-    return a.ndim() == 1 && c_contiguous(a) && a.dtype().kind() == kind &&
-           a.itemsize() == item && a.dtype().byteorder() != '>';
-  };
-  if (any == nullptr || !typed(dataset_index, 'i', 2) || !typed(dataset_sample_index, 'i', 8) ||
-      dataset_index.size() != dataset_sample_index.size()) {
-    throw py::value_error(
-        "gpt blend batch: expected readers and a blend's int16 dataset_index and int64 "
-        "dataset_sample_index");
-  }
-  const auto n = static_cast<int64_t>(dataset_index.size());
+  const BlendRows blend(readers, dataset_index, dataset_sample_index);
   std::vector<int64_t> wanted;
-  if (!index_numbers(indices, n, &wanted)) {
+  if (!index_numbers(indices, blend.count(), &wanted)) {
     throw py::index_error("gpt blend batch: indices must be sample numbers of the blend");
   }
-  const int64_t S = any->sequence_length();
+  const int64_t S = blend.any()->sequence_length();
   const auto rows = static_cast<int64_t>(wanted.size());
   if (rows > ((int64_t{1} << 31) - 1) / S) {
     throw py::value_error("gpt blend batch: a batch must hold fewer than 2^31 tokens");
@@ -715,38 +868,9 @@ py::object blend_batch(const py::sequence& readers_obj, const py::array& dataset
   if (part_rows < 0 || rows % part_rows != 0) {
     throw py::value_error("gpt blend batch: part_rows must divide the rows");
   }
-  // each row's corpus and sample in it, read once (the caller's arrays may change)
-  const auto corpora = static_cast<int64_t>(readers.size());
-  std::vector<int64_t> corpus(static_cast<size_t>(rows)), local(static_cast<size_t>(rows));
-  std::vector<char> used(static_cast<size_t>(corpora), 0);
-  const auto* which = static_cast<const volatile int16_t*>(dataset_index.data());
-  const auto* number = static_cast<const int64_t*>(dataset_sample_index.data());
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t w = wanted[static_cast<size_t>(r)];
-    const int64_t d = which[w], l = read_once(number + w);
-    const auto ll = [](int64_t x) { return static_cast<long long>(x); };
-    if (d < 0 || d >= corpora || readers[static_cast<size_t>(d)] == nullptr) {
-      PyErr_Format(PyExc_ValueError,
-                   "dataset_index: sample %lld of the blend names corpus %lld, which is not one "
-                   "this batch reads (0..%lld): the blend's indices changed while it was read",
-                   ll(w), ll(d), ll(corpora - 1));
-      throw py::error_already_set();
-    }
-    const int64_t has = readers[static_cast<size_t>(d)]->sample_count();
-    if (l < 0 || l >= has) {
-      PyErr_Format(PyExc_ValueError,
-                   "dataset_sample_index: sample %lld of the blend names sample %lld of corpus "
-                   "%lld, which has %lld samples",
-                   ll(w), ll(l), ll(d), ll(has));
-      throw py::error_already_set();
-    }
-    corpus[static_cast<size_t>(r)] = d;
-    local[static_cast<size_t>(r)] = l;
-    used[static_cast<size_t>(d)] = 1;
-  }
   py::object mask = py::none();
   uint8_t* mask_data = nullptr;
-  if (any->attention_mask()) {
+  if (blend.any()->attention_mask()) {
     py::array_t<bool> m(Shape{rows, 1, S, S});
     mask_data = reinterpret_cast<uint8_t*>(m.mutable_data());
     mask = m;
@@ -754,74 +878,16 @@ py::object blend_batch(const py::sequence& readers_obj, const py::array& dataset
   BatchRead read;
   read.rows = rows;
   read.part_rows = part_rows;
-  std::vector<BatchResult> results(static_cast<size_t>(rows));
-  std::vector<FileStatus> statuses(static_cast<size_t>(corpora));
   {
     py::gil_scoped_release nogil;
     read.block.reset(take_output_block(BatchLayout(rows, S).total));
-    auto* block = static_cast<uint8_t*>(read.block->data);
-    std::vector<TokenSource> from(static_cast<size_t>(corpora));
-    std::vector<std::shared_ptr<const OpenFile>> files(static_cast<size_t>(corpora));
-    for (int64_t d = 0; d < corpora; ++d) {
-      const auto k = static_cast<size_t>(d);
-      if (used[k] == 0) continue;
-      from[k] = readers[k]->source();
-      statuses[k] = readers[k]->open_source(&from[k], &files[k]);
-    }
-    parallel_for(rows, get_num_threads(), [&](int64_t begin, int64_t end, int) {
-      for (int64_t r = begin; r < end; ++r) {
-        const auto k = static_cast<size_t>(corpus[static_cast<size_t>(r)]);
-        if (statuses[k].kind != FileStatus::ok) continue;
-        uint8_t* own_mask = mask_data == nullptr ? nullptr : mask_data + r * S * S;
-        results[static_cast<size_t>(r)] = readers[k]->read_one(
-            local[static_cast<size_t>(r)], from[k], readers[k]->outputs(block, rows, r, own_mask));
-      }
-    });
-    // each file read without a fault, checked unchanged after its reads
-    std::vector<char> faulted(static_cast<size_t>(corpora), 0);
-    for (int64_t r = 0; r < rows; ++r) {
-      if (results[static_cast<size_t>(r)].fault != BatchFault::none) {
-        faulted[static_cast<size_t>(corpus[static_cast<size_t>(r)])] = 1;
-      }
-    }
-    for (int64_t d = 0; d < corpora; ++d) {
-      const auto k = static_cast<size_t>(d);
-      if (used[k] != 0 && statuses[k].kind == FileStatus::ok && faulted[k] == 0) {
-        statuses[k] = readers[k]->check_source(files[k]);
-      }
-    }
+    take(blend.read_rows(wanted.data(), rows, static_cast<uint8_t*>(read.block->data), rows, 0,
+                         mask_data),
+         &read);
   }
-  // the first corpus that failed raises its error (its block back in the cache)
-  for (int64_t d = 0; d < corpora; ++d) {
-    const auto k = static_cast<size_t>(d);
-    if (used[k] == 0) continue;
-    if (statuses[k].kind != FileStatus::ok) {
-      read.status = statuses[k];
-      read.block.reset();
-      readers[k]->finish(read, mask);  // raises
-    }
-    int64_t own = 0;  // the row among this corpus's own rows
-    for (int64_t r = 0; r < rows; ++r) {
-      if (corpus[static_cast<size_t>(r)] != d) continue;
-      if (results[static_cast<size_t>(r)].fault != BatchFault::none) {
-        read.result = std::move(results[static_cast<size_t>(r)]);
-        read.result.row = own;
-        read.block.reset();
-        readers[k]->finish(read, mask);  // raises
-      }
-      ++own;
-    }
-  }
-  read.result.segments.resize(static_cast<size_t>(rows));
-  read.result.longest.resize(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) {
-    const BatchResult& got = results[static_cast<size_t>(r)];
-    read.result.segments[static_cast<size_t>(r)] = got.segments.at(0);
-    read.result.longest[static_cast<size_t>(r)] = got.longest.at(0);
-    read.result.max_seqlen = std::max(read.result.max_seqlen, got.max_seqlen);
-  }
-  any->cut(&read);
-  return any->finish(read, mask);
+  if (!read.ok()) blend.raise(read, mask);
+  blend.any()->cut(&read);
+  return blend.any()->finish(read, mask);
 }
 
 // The read-ahead threads started and not finished in the process (a probe
@@ -851,7 +917,7 @@ class GPTBatchAhead {
   GPTBatchAhead(const py::object& reader, int64_t n, uint64_t seed, bool shuffle, int64_t step0,
                 int64_t stride, int64_t offset, int64_t m, int64_t first, int64_t every,
                 int64_t group, int64_t count, int64_t run_length, int64_t ahead, int readers,
-                int threads)
+                int threads, const py::object& blend)
       : keep_(reader),
         reader_(reader.cast<GPTBatchReader*>()),
         n_(n),
@@ -869,6 +935,16 @@ class GPTBatchAhead {
         ahead_(ahead),
         shares_(readers),
         pid_(getpid()) {
+    if (!blend.is_none()) {  // (readers, dataset_index, dataset_sample_index)
+      const auto parts = blend.cast<py::tuple>();
+      if (parts.size() != 3) throw py::value_error("gpt batch read-ahead: blend is 3 parts");
+      blend_ = std::make_unique<BlendRows>(parts[0].cast<py::sequence>(),
+                                           parts[1].cast<py::array>(),
+                                           parts[2].cast<py::array>());
+      if (blend_->any() != reader_ || blend_->any()->attention_mask()) {
+        throw py::value_error("gpt batch read-ahead: the blend's readers must read alone");
+      }
+    }
     if (!reader_->reads_alone()) {
       throw py::value_error("gpt batch read-ahead: the reader needs the caller's rows");
     }
@@ -949,7 +1025,10 @@ class GPTBatchAhead {
     }
     switch (run.error) {
       case Error::none: return py::none();  // the end, or closed
-      case Error::read: reader_->finish(run.failed, py::none()); break;  // raises
+      case Error::read:  // raises
+        if (blend_ != nullptr) blend_->raise(run.failed, py::none());
+        reader_->finish(run.failed, py::none());
+        break;
       case Error::position: throw py::index_error(run.message);
       case Error::memory: throw std::bad_alloc();
     }
@@ -998,8 +1077,7 @@ class GPTBatchAhead {
     std::vector<int64_t> numbers, samples;
     BlockPtr block;
     int next_share = 0, shares_left = 0;
-    std::vector<BatchResult> results;
-    std::vector<FileStatus> statuses;
+    std::vector<RowsRead> shares;  // each share's, as it comes in
   };
 
   // What the readers and the caller share, under `mutex`. In a forked child
@@ -1079,8 +1157,7 @@ class GPTBatchAhead {
         reading.block.reset(
             take_output_block(BatchLayout(rows, reader_->sequence_length()).total));
         reading.shares_left = shares_;
-        reading.results.resize(static_cast<size_t>(shares_));
-        reading.statuses.resize(static_cast<size_t>(shares_));
+        reading.shares.resize(static_cast<size_t>(shares_));
         s_->reading.emplace(number, std::move(reading));
         return true;
       }
@@ -1138,15 +1215,13 @@ class GPTBatchAhead {
       lock.unlock();
       const auto rows = static_cast<int64_t>(reading.samples.size());
       const int64_t lo = rows * share / shares_, hi = rows * (share + 1) / shares_;
-      std::pair<BatchResult, FileStatus> got;
+      RowsRead got;
       if (hi > lo) {
-        got = reader_->read_rows(reading.samples.data() + lo, hi - lo,
-                                 static_cast<uint8_t*>(reading.block->data), rows, lo,
-                                 reader_->source(), nullptr);
+        got = read_rows(reading.samples.data() + lo, hi - lo,
+                        static_cast<uint8_t*>(reading.block->data), rows, lo);
       }
       lock.lock();
-      reading.results[static_cast<size_t>(share)] = std::move(got.first);
-      reading.statuses[static_cast<size_t>(share)] = got.second;
+      reading.shares[static_cast<size_t>(share)] = std::move(got);
       if (--reading.shares_left > 0) continue;
       Reading whole = std::move(reading);
       s_->reading.erase(number);
@@ -1211,6 +1286,29 @@ class GPTBatchAhead {
     return std::to_string(p);
   }
 
+  // Rows first..first+count of a run's block of `rows` rows: samples
+  // wanted[0..count) of the order's source. Needs no GIL.
+  RowsRead read_rows(const int64_t* wanted, int64_t count, uint8_t* block, int64_t rows,
+                     int64_t first) {
+    if (blend_ != nullptr) return blend_->read_rows(wanted, count, block, rows, first, nullptr);
+    RowsRead got;
+    std::tie(got.result, got.status) =
+        reader_->read_rows(wanted, count, block, rows, first, reader_->source(), nullptr);
+    return got;
+  }
+
+  // One micro-batch read alone (of samples wanted[0..m)), into a block of its own.
+  BatchRead read_alone(const int64_t* wanted) {
+    if (blend_ == nullptr) return reader_->read(wanted, m_, m_, reader_->source(), nullptr);
+    BatchRead r;
+    r.rows = m_;
+    r.part_rows = m_;
+    r.block.reset(take_output_block(BatchLayout(m_, reader_->sequence_length()).total));
+    take(blend_->read_rows(wanted, m_, static_cast<uint8_t*>(r.block->data), m_, 0, nullptr), &r);
+    reader_->cut(&r);
+    return r;
+  }
+
   // A run whose shares are all in: read (one piece), or failed somewhere
   // and read again one micro-batch at a time.
   Run finish_run(Reading reading) {
@@ -1219,9 +1317,10 @@ class GPTBatchAhead {
     whole.rows = static_cast<int64_t>(reading.samples.size());
     whole.part_rows = m_;
     whole.block = std::move(reading.block);
-    for (size_t p = 0; p < reading.results.size(); ++p) {
-      BatchResult& got = reading.results[p];
-      if (reading.statuses[p].kind != FileStatus::ok) whole.status = reading.statuses[p];
+    for (RowsRead& share : reading.shares) {
+      BatchResult& got = share.result;
+      if (share.status.kind != FileStatus::ok) whole.status = share.status;
+      if (!share.message.empty()) whole.message = share.message;
       if (got.fault != BatchFault::none) whole.result.fault = got.fault;
       whole.result.max_seqlen = std::max(whole.result.max_seqlen, got.max_seqlen);
       whole.result.segments.insert(whole.result.segments.end(), got.segments.begin(),
@@ -1240,7 +1339,7 @@ class GPTBatchAhead {
       // read again one micro-batch at a time: those before the failing one are given
       for (int64_t j = 0; j < k; ++j) {
         const int64_t* own = reading.samples.data() + j * m_;
-        BatchRead alone = reader_->read(own, m_, m_, reader_->source(), nullptr);
+        BatchRead alone = read_alone(own);
         if (!alone.ok()) {
           run.error = Error::read;
           run.failed = std::move(alone);
@@ -1258,6 +1357,7 @@ class GPTBatchAhead {
 
   py::object keep_;  // the reader, alive while the readers are
   GPTBatchReader* reader_;
+  std::unique_ptr<BlendRows> blend_;  // a blend's rows, read by its corpora's readers
   const int64_t n_;
   const uint64_t seed_;
   const bool shuffle_;
@@ -1285,10 +1385,11 @@ void bind_samples(py::module_& m) {
         "indices"_a, "part_rows"_a = 0);
   py::class_<GPTBatchAhead>(m, "GPTBatchAhead")
       .def(py::init<const py::object&, int64_t, uint64_t, bool, int64_t, int64_t, int64_t,
-                    int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int>(),
+                    int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int,
+                    const py::object&>(),
            "reader"_a, "n"_a, "seed"_a, "shuffle"_a, "step0"_a, "stride"_a, "offset"_a, "m"_a,
            "first"_a, "every"_a, "group"_a, "count"_a, "run_length"_a, "ahead"_a, "readers"_a,
-           "threads"_a)
+           "threads"_a, "blend"_a = py::none())
       .def("next", &GPTBatchAhead::next)
       .def("close", &GPTBatchAhead::stop);
   m.def("gpt_batch_ahead_readers", [] { return g_ahead_readers.load(); });

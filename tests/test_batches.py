@@ -583,6 +583,91 @@ def test_gpt_samples_read_ahead_by_native_readers_equal_those_read_alone(
     assert _threads() == []
 
 
+def _blend_files(pairs: list[tuple[np.ndarray, np.ndarray]], folder: Any) -> list[Any]:
+    """The blend's corpora written as local files, opened as the blend counts them."""
+    opened = []
+    for k, (tokens, offsets) in enumerate(pairs):
+        posembed.write_indexed(folder / f"blend{k}", tokens, offsets, dtype=np.uint16)
+        opened.append(posembed.IndexedCorpus(folder / f"blend{k}", documents="sequences"))
+    return opened
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("prefetch", [1, 8])
+@pytest.mark.parametrize("in_memory", [False, True])
+def test_a_blend_read_ahead_by_native_readers_equals_reading_on_the_caller(
+    sources, tmp_path, threads, prefetch, in_memory, restore_threads
+):
+    # each row read by its own corpus's reader on the native threads: a
+    # rank's share, a worker's share and a resumed position, each equal to
+    # reading on the caller
+    blend, pairs, options, _ = sources["blend"]
+    data = pairs if in_memory else _blend_files(pairs, tmp_path)
+    options = {**options, "reset_position_ids": True, "reset_attention_mask": True}
+    posembed.set_num_threads(threads)
+    start = order(blend, 2, 0)
+    start.advance(2)
+    state = start.state_dict()
+
+    def batches(ahead: int) -> Any:
+        b = posembed.Batches(order(blend, 2, 0), data, prefetch=ahead, total_samples=88, **options)
+        b.load_state_dict(state)
+        return b
+
+    for make in (iter, lambda b: b.worker(0, 2)):
+        with batches(0) as alone, batches(prefetch) as ahead:
+            want, items = list(make(alone)), make(ahead)
+            got = [next(items)]
+            assert isinstance(ahead._running.reading, _NativeAhead)
+            got.extend(items)
+        assert [m.step for m in got] == [m.step for m in want]
+        assert len(want) > 4
+        assert len(set(blend.dataset_index[np.concatenate([m.indices for m in got])])) == 2
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g.indices, w.indices)
+            for name in (*GPT_FIELDS, "cu_seqlens"):
+                np.testing.assert_array_equal(getattr(g.batch, name), getattr(w.batch, name))
+            assert g.batch.max_seqlen == w.batch.max_seqlen
+    assert _threads() == []
+
+
+@pytest.mark.parametrize("prefetch", [1, 4])
+def test_a_blend_read_ahead_gives_the_micro_batches_before_a_failing_one(
+    sources, prefetch, restore_threads
+):
+    # the blend's second corpus misses a token that a later micro-batch
+    # reads: the native readers give the same micro-batches before it, then
+    # the same error, as reading on the caller does
+    blend, pairs, options, _ = sources["blend"]
+    posembed.set_num_threads(2)
+
+    def outcome(data: Any, ahead: int) -> tuple[list[int], str, bool]:
+        batches = posembed.Batches(order(blend), data, prefetch=ahead, **options)
+        items, steps = iter(batches), []
+        native = False
+        try:
+            for mb in itertools.islice(items, 40):  # past an epoch of the blend
+                steps.append(mb.step)
+                native = native or isinstance(batches._running.reading, _NativeAhead)
+        except ValueError as exc:
+            return steps, str(exc), native
+        finally:
+            batches.close()
+        return steps, "", native
+
+    tokens, offsets = pairs[1]
+    for bad in range(len(offsets) - 2, 0, -1):  # a document first read past micro-batch 2
+        shorter = offsets.copy()
+        shorter[bad + 1 :] -= 1
+        data = [pairs[0], (np.delete(tokens, offsets[bad]), shorter)]
+        steps, message, _ = outcome(data, 0)
+        if len(steps) >= 3 and message:
+            break
+    assert message.startswith("corpus: ")
+    assert outcome(data, prefetch) == (steps, message, True)
+    assert _threads() == []
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("prefetch", [1, 4])
 def test_native_readers_give_the_micro_batches_before_a_failing_one(

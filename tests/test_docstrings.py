@@ -232,6 +232,8 @@ ARGUMENT_TYPES = {
         "object",
         "FileMap | None",  # a mapping, or None: read with positional reads
         "tuple[int, int, int] | None",  # a file's (size, mtime, inode) to keep, or None
+        # a blend's readers, dataset_index and dataset_sample_index, or None
+        "tuple[Sequence[GPTBatchReader | None], np.ndarray, np.ndarray] | None",
     },
     **{f"posembed._core._native.{name}": {name} for name in ENUMS},
 }

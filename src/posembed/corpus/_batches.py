@@ -444,15 +444,15 @@ class _Iteration:
     def native(self, threads: int) -> _NativeAhead | None:
         """The read-ahead of the GPT batch kernel's own ``threads`` threads
         (of one kernel thread each, filling each run's rows together), where
-        it can read alone: GPT samples (of a :class:`BatchOrder`) from a
-        local file or memory, no dense attention mask, a run of fewer than
-        2^31 tokens."""
+        it can read alone: GPT samples or a blend's (of a
+        :class:`BatchOrder`) from local files or memory, no dense attention
+        mask, a run of fewer than 2^31 tokens."""
         read, order = self.read, self.order
         if not self.alone:
             return None
-        assert isinstance(read, _BatchMaker)
+        assert isinstance(read, (_BatchMaker, _BlendRead))
         m = int(order.micro_batch_size)
-        if m * self.run_length * int(order.source.sequence_length) >= 2**31 - 1:
+        if m * self.run_length * _sample_tokens(order.source) >= 2**31 - 1:
             return None  # each micro-batch's own error, from the reads one at a time
         step0 = self.start // self.stride
         ahead = read.read_ahead(
@@ -724,11 +724,24 @@ class _BlendRead:
     def parts(self, indices: np.ndarray, m: int) -> list[Any]:
         return self.split._parts(indices, self.corpora, self.options, m)
 
+    def reads_alone(self) -> bool:
+        """Whether a batch may need nothing of the caller's (see read_ahead)."""
+        return not self.options["attention_mask"]
+
+    def read_ahead(self, order: Any, **plan: Any) -> Any:
+        """As :meth:`_BatchMaker.read_ahead`, each row by its corpus's
+        reader; None where a corpus or the options do not allow it."""
+        return self.split._read_ahead(self.corpora, self.options, order, **plan)
+
 
 def _native_reader(read: Any, order: Any) -> bool:
     """Whether the micro-batches of ``order`` read by ``read`` may be read
     ahead natively: GPT samples of a :class:`BatchOrder` read alone."""
-    return isinstance(read, _BatchMaker) and type(order) is BatchOrder and read.reads_alone()
+    return (
+        isinstance(read, (_BatchMaker, _BlendRead))
+        and type(order) is BatchOrder
+        and read.reads_alone()
+    )
 
 
 def _sample_tokens(source: Any) -> int:

@@ -367,6 +367,46 @@ class GPTBlendSplit:
             for j in range(0, max(rows, 1), step)
         ]
 
+    def _read_ahead(self, corpora: Any, options: dict[str, Any], order: Any, **plan: Any) -> Any:
+        """Runs of micro-batches of ``order`` (a :class:`BatchOrder` over this
+        split) read ahead on native threads, as :meth:`_BatchMaker.read_ahead`
+        reads them, each row by its corpus's reader; None where they cannot
+        be read so: a corpus that is not a local file or arrays in memory, a
+        dense attention mask, or corpora and options that a read would refuse
+        (the reads then say what is wrong, where they meet it)."""
+        if self.dataset_index is None or self.dataset_sample_index is None:
+            if len(corpora) != 1:
+                return None
+            try:
+                maker = _batch_maker(self.datasets[0], corpora[0], options)
+            except (TypeError, ValueError):
+                return None
+            return maker.read_ahead(order, **plan)
+        if (
+            len(corpora) != len(self.datasets)
+            or self.dataset_index.dtype != np.int16
+            or self.dataset_sample_index.dtype != np.int64
+        ):
+            return None
+        try:
+            for d, corpus in enumerate(corpora):
+                _Corpus(corpus, self.datasets[d].lengths)
+            makers = [
+                _batch_maker(samples, corpus, options)
+                for samples, corpus in zip(self.datasets, corpora, strict=True)
+            ]
+        except (TypeError, ValueError):
+            return None
+        if not makers or not all(maker.reads_alone() for maker in makers):
+            return None
+        blend = (
+            [maker._reader for maker in makers],
+            v.kernel_array(self.dataset_index),
+            v.kernel_array(self.dataset_sample_index),
+        )
+        n, seed, shuffle = int(order.num_samples), int(order.seed), bool(order.shuffle)
+        return _core.GPTBatchAhead(makers[0]._reader, n, seed, shuffle, **plan, blend=blend)
+
     def _stacked_batch(self, wanted: np.ndarray, corpora: Any, options: dict[str, Any]) -> GPTBatch:
         """The batch of these samples of the blend, read corpus by corpus and
         put back in their rows."""

@@ -435,7 +435,7 @@ class _BatchMaker:
         memory or in a local file, no dense attention mask."""
         return self._read_through is None and bool(self._reader.reads_alone())
 
-    def read_ahead(self, order: Any, **plan: int) -> Any:
+    def read_ahead(self, order: Any, **plan: Any) -> Any:
         """Runs of micro-batches of ``order`` (a :class:`BatchOrder` over these
         samples) read ahead on native threads that never take the GIL, or
         None where this maker cannot read alone (a reader without a local
