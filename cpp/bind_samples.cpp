@@ -683,10 +683,10 @@ class GPTBatchReader {
 class BlendRows {
  public:
   BlendRows(const py::sequence& readers, py::array dataset_index, py::array dataset_sample_index)
-      : keep_(readers),
+      : keep_(py::tuple(readers)),  // the caller's list may change meanwhile, not this
         dataset_index_(std::move(dataset_index)),
         dataset_sample_index_(std::move(dataset_sample_index)) {
-    for (const py::handle h : readers) {
+    for (const py::handle h : keep_) {
       GPTBatchReader* reader = h.is_none() ? nullptr : h.cast<GPTBatchReader*>();
       if (reader != nullptr) {
         if (!reader->reads_own_tokens()) {
@@ -832,7 +832,7 @@ class BlendRows {
   }
 
  private:
-  py::object keep_;  // the readers, alive while this is
+  py::tuple keep_;  // the readers, alive while this is
   std::vector<GPTBatchReader*> readers_;
   GPTBatchReader* any_ = nullptr;
   py::array dataset_index_, dataset_sample_index_;
