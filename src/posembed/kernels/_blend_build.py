@@ -388,9 +388,7 @@ class GPTBlendSplit:
             or self.dataset_sample_index.dtype != np.int64
         ):
             return None
-        try:
-            for d, corpus in enumerate(corpora):
-                _Corpus(corpus, self.datasets[d].lengths)
+        try:  # each maker checks its corpus against its lengths, as a read does
             makers = [
                 _batch_maker(samples, corpus, options)
                 for samples, corpus in zip(self.datasets, corpora, strict=True)
