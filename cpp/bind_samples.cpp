@@ -893,6 +893,9 @@ py::object blend_batch(const py::sequence& readers, const py::array& dataset_ind
 // The read-ahead threads started and not finished in the process (a probe
 // for the tests).
 std::atomic<int> g_ahead_readers{0};
+// Pieces of the read-ahead (a share of a run, or a run handed over as the
+// end) that callers did while they waited (see help).
+std::atomic<int64_t> g_caller_shares{0};
 
 constexpr int64_t kMaxPosition = int64_t{1} << 62;
 
@@ -907,11 +910,15 @@ constexpr int64_t kMaxPosition = int64_t{1} << 62;
 // count >= 0) are read in runs of
 // `run_length`, at most `ahead` runs begun and not yet taken by the caller,
 // who takes them in order. Each run is one block of the output cache whose
-// rows the `readers` fill together, each a share of them in one kernel call
-// on `threads` threads: one block at a time is written by every core, as one
-// kernel call on all of them would write it, with no OpenMP pool per reader
-// (see the Python layer). A run that fails is read again one micro-batch at
-// a time: those before the failing one are given, then its error.
+// rows the `readers` and the caller fill together, each a share of them in
+// one kernel call on `threads` threads (the caller's on one): one block at a
+// time is written by every core, as one kernel call on all of them would
+// write it, with no OpenMP pool per reader (see the Python layer). The
+// caller reads shares only while the run it takes next is not read: a core
+// that would wait for the readers reads with them instead, and a caller busy
+// elsewhere leaves the reading to them. A run that fails is read again one
+// micro-batch at a time: those before the failing one are given, then its
+// error.
 class GPTBatchAhead {
  public:
   GPTBatchAhead(const py::object& reader, int64_t n, uint64_t seed, bool shuffle, int64_t step0,
@@ -933,7 +940,7 @@ class GPTBatchAhead {
         count_(count),
         run_length_(run_length),
         ahead_(ahead),
-        shares_(readers),
+        shares_(readers + 1),
         pid_(getpid()) {
     if (!blend.is_none()) {  // (readers, dataset_index, dataset_sample_index)
       const auto parts = blend.cast<py::tuple>();
@@ -996,9 +1003,12 @@ class GPTBatchAhead {
         std::unique_lock<std::mutex> lock(s_->mutex);
         // the run, or closed, or no reader left to read it (the end was
         // handed over and taken, or a reader ran out of memory)
-        got = s_->ready.wait_for(lock, std::chrono::milliseconds(50), [&] {
+        const auto there = [&] {
           return s_->closing || s_->done.count(s_->taken) != 0 || s_->alive == 0;
-        });
+        };
+        while (!there() && help(lock)) {
+        }
+        got = s_->ready.wait_for(lock, std::chrono::milliseconds(50), there);
         if (got && !s_->closing) {
           if (s_->done.count(s_->taken) != 0) {
             room = pop(&run);
@@ -1039,16 +1049,21 @@ class GPTBatchAhead {
   // it first); the runs read and not taken go back to the output cache.
   void stop() {
     if (getpid() != pid_) return;  // a forked child: see Shared
+    bool helping = false;
     {
       const std::lock_guard<std::mutex> lock(s_->mutex);
       s_->closing = true;
+      helping = s_->helping > 0;
     }
     s_->ready.notify_all();
     s_->room.notify_all();
-    if (s_->readers.empty()) return;
+    if (s_->readers.empty() && !helping) return;
     {
       py::gil_scoped_release nogil;
       for (std::thread& t : s_->readers) t.join();
+      // a caller on another thread first finishes the share it reads
+      std::unique_lock<std::mutex> lock(s_->mutex);
+      s_->ready.wait(lock, [&] { return s_->helping == 0; });
     }
     s_->readers.clear();
     const std::lock_guard<std::mutex> lock(s_->mutex);
@@ -1093,6 +1108,7 @@ class GPTBatchAhead {
     int64_t claimed = 0, taken = 0;
     int64_t open = -1;  // the run whose shares are not all claimed, or -1
     int alive = 0;      // readers not yet finished
+    int helping = 0;    // the caller reading a piece (see help)
     bool closing = false, ended = false;
     bool fatal = false;  // a reader ran out of memory: its run never comes
     std::vector<std::thread> readers;
@@ -1191,45 +1207,73 @@ class GPTBatchAhead {
   // room; until closed or the end (or an error) is handed over.
   void read_runs() {
     std::unique_lock<std::mutex> lock(s_->mutex);
-    for (;;) {
-      // a share of the run being read, else a new run where there is room
-      if (s_->closing) break;
-      if (s_->open < 0) {
-        if (s_->ended) break;
-        if (s_->claimed - s_->taken >= ahead_) {
-          s_->room.wait(lock);
-          continue;
-        }
-        const int64_t number = s_->claimed++;
-        Wake w;
-        if (!begin(number, &w)) {
-          wake(lock, w);
-          continue;
-        }
-        s_->open = number;
-      }
-      const int64_t number = s_->open;
-      Reading& reading = s_->reading.at(number);  // stays in the map until its last share is in
-      const int share = reading.next_share++;
-      if (reading.next_share == shares_) s_->open = -1;
-      lock.unlock();
-      const auto rows = static_cast<int64_t>(reading.samples.size());
-      const int64_t lo = rows * share / shares_, hi = rows * (share + 1) / shares_;
-      RowsRead got;
-      if (hi > lo) {
-        got = read_rows(reading.samples.data() + lo, hi - lo,
-                        static_cast<uint8_t*>(reading.block->data), rows, lo);
-      }
-      lock.lock();
-      reading.shares[static_cast<size_t>(share)] = std::move(got);
-      if (--reading.shares_left > 0) continue;
-      Reading whole = std::move(reading);
-      s_->reading.erase(number);
-      lock.unlock();
-      Run run = finish_run(std::move(whole));
-      lock.lock();
-      wake(lock, hand_over(number, std::move(run)));
+    while (!s_->closing && (s_->open >= 0 || !s_->ended)) {
+      if (!work(lock)) s_->room.wait(lock);
     }
+  }
+
+  // One piece of the reading (under `lock`, let go meanwhile): a share of
+  // the run being read, else a new run begun where there is room (its first
+  // share read, or the run handed over as the end or an error); false where
+  // there is none: closed, ended, or no room.
+  bool work(std::unique_lock<std::mutex>& lock) {
+    if (s_->closing) return false;
+    if (s_->open < 0) {
+      if (s_->ended || s_->claimed - s_->taken >= ahead_) return false;
+      const int64_t number = s_->claimed++;
+      Wake w;
+      if (!begin(number, &w)) {
+        wake(lock, w);
+        return true;
+      }
+      s_->open = number;
+    }
+    const int64_t number = s_->open;
+    Reading& reading = s_->reading.at(number);  // stays in the map until its last share is in
+    const int share = reading.next_share++;
+    if (reading.next_share == shares_) s_->open = -1;
+    lock.unlock();
+    const auto rows = static_cast<int64_t>(reading.samples.size());
+    const int64_t lo = rows * share / shares_, hi = rows * (share + 1) / shares_;
+    RowsRead got;
+    if (hi > lo) {
+      got = read_rows(reading.samples.data() + lo, hi - lo,
+                      static_cast<uint8_t*>(reading.block->data), rows, lo);
+    }
+    lock.lock();
+    reading.shares[static_cast<size_t>(share)] = std::move(got);
+    if (--reading.shares_left > 0) return true;
+    Reading whole = std::move(reading);
+    s_->reading.erase(number);
+    lock.unlock();
+    Run run = finish_run(std::move(whole));
+    lock.lock();
+    wake(lock, hand_over(number, std::move(run)));
+    return true;
+  }
+
+  // The caller's piece of the reading while the run it takes next is not
+  // read (under `lock`): as a reader's, on one kernel thread (its core
+  // reads rather than waits). Out of memory ends the reading as a
+  // reader's would: the caller then gets the runs handed over before it,
+  // then the error.
+  bool help(std::unique_lock<std::mutex>& lock) {
+    if (s_->fatal) return false;
+    ++s_->helping;
+    const int threads = set_calling_thread_threads(1);
+    bool worked = false;
+    try {
+      worked = work(lock);
+      if (worked) g_caller_shares.fetch_add(1, std::memory_order_relaxed);
+    } catch (...) {  // out of memory: no other exception comes out of the reads
+      if (!lock.owns_lock()) lock.lock();
+      s_->fatal = true;
+      s_->ended = true;
+      s_->room.notify_all();  // the readers stop
+    }
+    set_calling_thread_threads(threads);
+    if (--s_->helping == 0 && s_->closing) s_->ready.notify_all();  // stop() waits for it
+    return worked;
   }
 
   // Run `number`'s micro-batches and samples into *reading; false where it
@@ -1362,7 +1406,7 @@ class GPTBatchAhead {
   const uint64_t seed_;
   const bool shuffle_;
   const int64_t step0_, stride_, offset_, m_, first_, every_, group_, count_, run_length_, ahead_;
-  const int shares_;  // the readers: a run's rows are read in as many shares
+  const int shares_;  // the readers and the caller: a run's rows are read in as many shares
   const pid_t pid_;
   std::unique_ptr<Shared> s_ = std::make_unique<Shared>();
 };
@@ -1393,6 +1437,7 @@ void bind_samples(py::module_& m) {
       .def("next", &GPTBatchAhead::next)
       .def("close", &GPTBatchAhead::stop);
   m.def("gpt_batch_ahead_readers", [] { return g_ahead_readers.load(); });
+  m.def("gpt_batch_ahead_caller_shares", [] { return g_caller_shares.load(); });
   m.def("document_tokens", &document_tokens, "lengths"_a, "documents"_a = py::none());
   m.def("sample_index", &sample_index, "lengths"_a, "document_index"_a, "sequence_length"_a,
         "extra"_a, "num_samples"_a, "wide"_a);

@@ -344,7 +344,7 @@ def test_the_thread_stops_on_close_on_exit_and_when_dropped(sources, restore_thr
     batches.close()
     assert _threads() == []
     assert list(it) == []  # the closed iteration gives nothing more
-    posembed.set_num_threads(2)  # two readers
+    posembed.set_num_threads(3)  # two readers, and the caller's thread while it waits
     with batches:
         held = iter(batches)
         next(held)
@@ -365,6 +365,51 @@ def test_the_thread_stops_on_close_on_exit_and_when_dropped(sources, restore_thr
     assert list(first) == []
     batches.close()
     assert _threads() == []
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_caller_that_waits_reads_shares_itself_and_gets_the_same_batches(
+    tmp_path, threads, restore_threads
+):
+    # one reader thread fewer than the kernels' threads: a loop that does
+    # nothing but take micro-batches waits for them, and reads shares of the
+    # runs with the readers meanwhile; what it gets is what reading each
+    # micro-batch on the caller gives
+    tokens, offsets = corpus(4, 400)
+    posembed.write_indexed(tmp_path / "c", tokens, offsets, dtype=np.uint16)
+    indexed = posembed.IndexedCorpus(tmp_path / "c", documents="sequences")
+    samples = posembed.gpt_samples(indexed.sequence_lengths, 256, num_samples=300, seed=3)
+    posembed.set_num_threads(threads)
+    options = {"eod": EOD, "reset_position_ids": True, "reset_attention_mask": True}
+    before = posembed._core.gpt_batch_ahead_caller_shares()
+    with posembed.Batches(order(samples), indexed, prefetch=4, **options) as ahead:
+        got = list(itertools.islice(ahead, 150))
+    assert posembed._core.gpt_batch_ahead_caller_shares() > before
+    alone = posembed.Batches(order(samples), indexed, prefetch=0, **options)
+    for mb, want in zip(got, itertools.islice(alone, 150), strict=True):
+        assert mb.step == want.step
+        for name in (*GPT_FIELDS, "cu_seqlens"):
+            assert np.array_equal(getattr(mb.batch, name), getattr(want.batch, name)), name
+        assert mb.batch.max_seqlen == want.batch.max_seqlen
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_close_from_another_thread_ends_an_iteration_whose_caller_reads(
+    sources, threads, restore_threads
+):
+    # the caller of a data-bound loop reads shares of the runs it waits for
+    # (no GIL held): a close from another thread waits for the share it
+    # reads, then ends the iteration, in order up to there
+    samples, indexed, options, _ = sources["samples"]
+    posembed.set_num_threads(threads)
+    for _ in range(10):
+        batches = posembed.Batches(order(samples), indexed, prefetch=4, **options)
+        closer = threading.Timer(0.005, batches.close)
+        closer.start()
+        steps = [mb.step for mb in batches]  # no total_samples: only the close ends it
+        closer.join()
+        assert steps == list(range(len(steps)))
+        assert _threads() == []
 
 
 def test_a_changed_order_is_refused_by_name(sources, tmp_path):

@@ -121,9 +121,11 @@ class Batches:
         share one block of memory, reused once all its micro-batches are
         dropped. GPT samples from a local file or from memory (without a
         dense ``attention_mask``) are read by native threads that never take
-        the GIL, as many as a kernel called by the caller would use
-        (:func:`get_num_threads`), which fill each run's rows together, one
-        kernel thread each, in runs of at most 2^17 tokens. Other sources
+        the GIL, one fewer than a kernel called by the caller would use
+        (:func:`get_num_threads`; at least one), which fill each run's rows
+        together, one kernel thread each, in runs of at most 2^17 tokens;
+        while the caller waits for a run, its own thread reads a share of
+        the rows with them instead of waiting idle. Other sources
         are read on Python threads, as many (at most one per run that may be
         read ahead), each run's kernel on its share of those threads, in runs
         of at most 2^20 tokens.
@@ -429,8 +431,9 @@ class _Iteration:
     def begin(self) -> None:
         if self.prefetch and self.reading is None:
             # as many readers as the caller's kernels would use threads: the
-            # native ones of one kernel thread each; Python ones at most one
-            # a run in flight, the threads shared among them
+            # native ones of one kernel thread each, the caller's thread one
+            # of them while it waits; Python ones at most one a run in
+            # flight, the threads shared among them
             threads = _core.get_num_threads()
             native = self.native(threads)
             if native is not None:
@@ -442,8 +445,9 @@ class _Iteration:
             _RUNNING.add(self)
 
     def native(self, threads: int) -> _NativeAhead | None:
-        """The read-ahead of the GPT batch kernel's own ``threads`` threads
-        (of one kernel thread each, filling each run's rows together), where
+        """The read-ahead of the GPT batch kernel's own threads, one fewer
+        than ``threads`` (at least one; of one kernel thread each, filling
+        each run's rows together with the caller's thread while it waits), where
         it can read alone: GPT samples or a blend's (of a
         :class:`BatchOrder`) from local files or memory, no dense attention
         mask, a run of fewer than 2^31 tokens."""
@@ -469,7 +473,7 @@ class _Iteration:
             count=-1 if self.count is None or self.count >= 2**62 else max(self.count, 0),
             run_length=self.run_length,
             ahead=self.ahead,
-            readers=threads,
+            readers=max(1, threads - 1),
             threads=1,
         )
         if ahead is None:
