@@ -12,6 +12,7 @@ on the loopback address) gives the local batches.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import itertools
 import os
@@ -391,6 +392,26 @@ def test_a_caller_that_waits_reads_shares_itself_and_gets_the_same_batches(
         for name in (*GPT_FIELDS, "cu_seqlens"):
             assert np.array_equal(getattr(mb.batch, name), getattr(want.batch, name)), name
         assert mb.batch.max_seqlen == want.batch.max_seqlen
+
+
+def test_read_ahead_micro_batches_are_whole_frozen_dataclasses(sources):
+    # the read-ahead makes its micro-batches and batches without their
+    # __init__ (cheaper on the caller's thread): the same fields, still frozen
+    samples, indexed, options, _ = sources["samples"]
+    with posembed.Batches(order(samples), indexed, prefetch=4, **options) as ahead:
+        got = next(iter(ahead))
+    alone = next(iter(posembed.Batches(order(samples), indexed, prefetch=0, **options)))
+    for made, want in ((got, alone), (got.batch, alone.batch)):
+        assert type(made) is type(want)
+        names = [f.name for f in dataclasses.fields(want)]
+        assert list(vars(made)) == names
+        for name in names:
+            a, b = getattr(made, name), getattr(want, name)
+            if name != "batch":  # compared as the second pair
+                assert np.array_equal(a, b) if isinstance(b, np.ndarray) else a == b, name
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.step = 1  # type: ignore[misc]
+    assert dataclasses.replace(got.batch, max_seqlen=3).max_seqlen == 3
 
 
 @pytest.mark.parametrize("threads", [1, 2])

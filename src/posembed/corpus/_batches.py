@@ -85,6 +85,22 @@ class MicroBatch:
     batch: GPTBatch | PackedRows | Windows
 
 
+_new_object = object.__new__
+
+
+def _micro_batch(step: int, stride: int, indices: np.ndarray, batch: Any) -> MicroBatch:
+    """MicroBatch(step, (step + 1) * stride, indices, batch), its fields set
+    straight into the instance's dict (see posembed.kernels._gpt_batch._made):
+    the read-ahead's caller makes one per micro-batch."""
+    micro = _new_object(MicroBatch)
+    fields = micro.__dict__
+    fields["step"] = step
+    fields["consumed_samples"] = (step + 1) * stride
+    fields["indices"] = indices
+    fields["batch"] = batch
+    return micro
+
+
 class Batches:
     """The micro-batches of a sample order, read from a corpus ahead of the caller.
 
@@ -636,10 +652,10 @@ class _NativeAhead:
         except Exception as exc:  # raised in the caller, at the micro-batch it hit
             return [], exc
         given: list[MicroBatch] = []
+        step0, stride = self.step0, self.stride
         for numbers, samples, out in got or ():
             for i, row, part in zip(numbers, samples, _cut_parts(out, self.m), strict=True):
-                step = self.step0 + i
-                given.append(MicroBatch(step, (step + 1) * self.stride, row, part))
+                given.append(_micro_batch(step0 + i, stride, row, part))
         return given, None
 
     def close(self) -> None:
