@@ -910,13 +910,13 @@ constexpr int64_t kMaxPosition = int64_t{1} << 62;
 // count >= 0) are read in runs of
 // `run_length`, at most `ahead` runs begun and not yet taken by the caller,
 // who takes them in order. Each run is one block of the output cache whose
-// rows the `readers` and the caller fill together, each a share of them in
-// one kernel call on `threads` threads (the caller's on one): one block at a
-// time is written by every core, as one kernel call on all of them would
-// write it, with no OpenMP pool per reader (see the Python layer). The
-// caller reads shares only while the run it takes next is not read: a core
-// that would wait for the readers reads with them instead, and a caller busy
-// elsewhere leaves the reading to them. A run that fails is read again one
+// rows the `readers` (and the caller, where `caller_reads`) fill together,
+// each a share of them in one kernel call on `threads` threads (the
+// caller's on one): one block at a time is written by every core, as one
+// kernel call on all of them would write it, with no OpenMP pool per reader
+// (see the Python layer). The caller reads shares only while the run it
+// takes next is not read: a core that would wait for the readers reads with
+// them instead, and a caller busy elsewhere leaves the reading to them. A run that fails is read again one
 // micro-batch at a time: those before the failing one are given, then its
 // error.
 class GPTBatchAhead {
@@ -924,7 +924,7 @@ class GPTBatchAhead {
   GPTBatchAhead(const py::object& reader, int64_t n, uint64_t seed, bool shuffle, int64_t step0,
                 int64_t stride, int64_t offset, int64_t m, int64_t first, int64_t every,
                 int64_t group, int64_t count, int64_t run_length, int64_t ahead, int readers,
-                int threads, const py::object& blend)
+                int threads, bool caller_reads, const py::object& blend)
       : keep_(reader),
         reader_(reader.cast<GPTBatchReader*>()),
         n_(n),
@@ -940,7 +940,8 @@ class GPTBatchAhead {
         count_(count),
         run_length_(run_length),
         ahead_(ahead),
-        shares_(readers + 1),
+        caller_reads_(caller_reads),
+        shares_(readers + (caller_reads ? 1 : 0)),
         pid_(getpid()) {
     if (!blend.is_none()) {  // (readers, dataset_index, dataset_sample_index)
       const auto parts = blend.cast<py::tuple>();
@@ -1258,7 +1259,7 @@ class GPTBatchAhead {
   // reader's would: the caller then gets the runs handed over before it,
   // then the error.
   bool help(std::unique_lock<std::mutex>& lock) {
-    if (s_->fatal) return false;
+    if (!caller_reads_ || s_->fatal) return false;
     ++s_->helping;
     const int threads = set_calling_thread_threads(1);
     bool worked = false;
@@ -1406,6 +1407,7 @@ class GPTBatchAhead {
   const uint64_t seed_;
   const bool shuffle_;
   const int64_t step0_, stride_, offset_, m_, first_, every_, group_, count_, run_length_, ahead_;
+  const bool caller_reads_;  // the caller reads shares while it waits (see help)
   const int shares_;  // the readers and the caller: a run's rows are read in as many shares
   const pid_t pid_;
   std::unique_ptr<Shared> s_ = std::make_unique<Shared>();
@@ -1429,11 +1431,11 @@ void bind_samples(py::module_& m) {
         "indices"_a, "part_rows"_a = 0);
   py::class_<GPTBatchAhead>(m, "GPTBatchAhead")
       .def(py::init<const py::object&, int64_t, uint64_t, bool, int64_t, int64_t, int64_t,
-                    int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int,
+                    int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool,
                     const py::object&>(),
            "reader"_a, "n"_a, "seed"_a, "shuffle"_a, "step0"_a, "stride"_a, "offset"_a, "m"_a,
            "first"_a, "every"_a, "group"_a, "count"_a, "run_length"_a, "ahead"_a, "readers"_a,
-           "threads"_a, "blend"_a = py::none())
+           "threads"_a, "caller_reads"_a = true, "blend"_a = py::none())
       .def("next", &GPTBatchAhead::next)
       .def("close", &GPTBatchAhead::stop);
   m.def("gpt_batch_ahead_readers", [] { return g_ahead_readers.load(); });

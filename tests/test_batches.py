@@ -368,14 +368,15 @@ def test_the_thread_stops_on_close_on_exit_and_when_dropped(sources, restore_thr
     assert _threads() == []
 
 
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads", [1, 2, 3])
 def test_a_caller_that_waits_reads_shares_itself_and_gets_the_same_batches(
     tmp_path, threads, restore_threads
 ):
-    # one reader thread fewer than the kernels' threads: a loop that does
-    # nothing but take micro-batches waits for them, and reads shares of the
-    # runs with the readers meanwhile; what it gets is what reading each
-    # micro-batch on the caller gives
+    # one reader thread fewer than the kernels' threads (one where there is
+    # one): a loop that does nothing but take micro-batches waits for them,
+    # and reads shares of the runs with the readers meanwhile where that
+    # keeps to the threads (never with one); what it gets is what reading
+    # each micro-batch on the caller gives
     tokens, offsets = corpus(4, 400)
     posembed.write_indexed(tmp_path / "c", tokens, offsets, dtype=np.uint16)
     indexed = posembed.IndexedCorpus(tmp_path / "c", documents="sequences")
@@ -384,8 +385,11 @@ def test_a_caller_that_waits_reads_shares_itself_and_gets_the_same_batches(
     options = {"eod": EOD, "reset_position_ids": True, "reset_attention_mask": True}
     before = posembed._core.gpt_batch_ahead_caller_shares()
     with posembed.Batches(order(samples), indexed, prefetch=4, **options) as ahead:
-        got = list(itertools.islice(ahead, 150))
-    assert posembed._core.gpt_batch_ahead_caller_shares() > before
+        running = iter(ahead)
+        got = list(itertools.islice(running, 150))
+        assert len(_threads()) == max(1, threads - 1)
+    read_by_caller = posembed._core.gpt_batch_ahead_caller_shares() - before
+    assert read_by_caller > 0 if threads > 1 else read_by_caller == 0
     alone = posembed.Batches(order(samples), indexed, prefetch=0, **options)
     for mb, want in zip(got, itertools.islice(alone, 150), strict=True):
         assert mb.step == want.step

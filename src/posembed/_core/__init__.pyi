@@ -339,6 +339,7 @@ class GPTBatchAhead:
         ahead: SupportsIndex,
         readers: SupportsIndex,
         threads: SupportsIndex,
+        caller_reads: bool = True,
         blend: tuple[Sequence[GPTBatchReader | None], np.ndarray, np.ndarray] | None = None,
     ) -> None: ...
     def next(self) -> list[tuple[list[int], np.ndarray, _BatchTuple]] | None: ...

@@ -137,11 +137,12 @@ class Batches:
         share one block of memory, reused once all its micro-batches are
         dropped. GPT samples from a local file or from memory (without a
         dense ``attention_mask``) are read by native threads that never take
-        the GIL, one fewer than a kernel called by the caller would use
-        (:func:`get_num_threads`; at least one), which fill each run's rows
-        together, one kernel thread each, in runs of at most 2^17 tokens;
-        while the caller waits for a run, its own thread reads a share of
-        the rows with them instead of waiting idle. Other sources
+        the GIL, which fill each run's rows together, one kernel thread
+        each, in runs of at most 2^17 tokens. With the ``n`` threads a
+        kernel called by the caller would use (:func:`get_num_threads`),
+        ``n - 1`` of them read, and the caller's own thread reads a share of
+        the rows with them whenever it waits for a run instead of waiting
+        idle (with ``n = 1``, one reads and the caller only waits). Other sources
         are read on Python threads, as many (at most one per run that may be
         read ahead), each run's kernel on its share of those threads, in runs
         of at most 2^20 tokens.
@@ -463,7 +464,8 @@ class _Iteration:
     def native(self, threads: int) -> _NativeAhead | None:
         """The read-ahead of the GPT batch kernel's own threads, one fewer
         than ``threads`` (at least one; of one kernel thread each, filling
-        each run's rows together with the caller's thread while it waits), where
+        each run's rows together, with the caller's thread while it waits
+        where ``threads`` > 1), where
         it can read alone: GPT samples or a blend's (of a
         :class:`BatchOrder`) from local files or memory, no dense attention
         mask, a run of fewer than 2^31 tokens."""
@@ -489,8 +491,11 @@ class _Iteration:
             count=-1 if self.count is None or self.count >= 2**62 else max(self.count, 0),
             run_length=self.run_length,
             ahead=self.ahead,
+            # at most `threads` threads read at once: the caller's is one
+            # of them where there are two or more
             readers=max(1, threads - 1),
             threads=1,
+            caller_reads=threads > 1,
         )
         if ahead is None:
             return None
