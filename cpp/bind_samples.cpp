@@ -916,9 +916,9 @@ constexpr int64_t kMaxPosition = int64_t{1} << 62;
 // kernel call on all of them would write it, with no OpenMP pool per reader
 // (see the Python layer). The caller reads shares only while the run it
 // takes next is not read: a core that would wait for the readers reads with
-// them instead, and a caller busy elsewhere leaves the reading to them. A run that fails is read again one
-// micro-batch at a time: those before the failing one are given, then its
-// error.
+// them instead, and a caller busy elsewhere leaves the reading to them. A
+// run that fails is read again one micro-batch at a time: those before the
+// failing one are given, then its error.
 class GPTBatchAhead {
  public:
   GPTBatchAhead(const py::object& reader, int64_t n, uint64_t seed, bool shuffle, int64_t step0,
