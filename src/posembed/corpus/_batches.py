@@ -142,10 +142,10 @@ class Batches:
         kernel called by the caller would use (:func:`get_num_threads`),
         ``n - 1`` of them read, and the caller's own thread reads a share of
         the rows with them whenever it waits for a run instead of waiting
-        idle (with ``n = 1``, one reads and the caller only waits). Other sources
-        are read on Python threads, as many (at most one per run that may be
-        read ahead), each run's kernel on its share of those threads, in runs
-        of at most 2^20 tokens.
+        idle (with ``n = 1``, one reads and the caller only waits). Other
+        sources are read on Python threads, as many (at most one per run
+        that may be read ahead), each run's kernel on its share of those
+        threads, in runs of at most 2^20 tokens.
     total_samples : int or None
         Stop once the stream has reached this many samples (counted from its
         start, every rank together: a training run's ``train_samples``), a
